@@ -1,0 +1,172 @@
+"""Every command of the run lifecycle, as plain data.
+
+Run commands target a run and may carry the version the caller saw (``expected_version``):
+when given, a different current version is a RUN_VERSION_CONFLICT. Runtime commands target
+one attempt and are bound to its runtime task id and a per-attempt event sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ScopePolicy
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What a caller asks for when it creates a run."""
+
+    project_id: str
+    owner_id: str
+    task_id: str
+    created_by: Actor
+    task_revision: int = 0
+    agent_id: str | None = None
+    execution_scope: str | None = None
+    scope_policy: ScopePolicy = ScopePolicy.QUEUE
+    trigger_type: str = "api"
+    trigger_id: str | None = None
+    idempotency_key: str | None = None
+    priority: int = 0
+    max_attempts: int = 1
+    idempotent: bool = False
+    run_now: bool = False
+    requires_approval: bool = False
+    pinned_runtime_instance_id: str | None = None
+    required_labels: tuple[str, ...] = ()
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRun:
+    spec: RunSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RunCommand:
+    run_id: str
+    actor: Actor
+    expected_version: int | None = None
+    dedupe_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Approve(RunCommand):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Claim(RunCommand):
+    runtime_instance_id: str = ""
+    runtime_device_id: str = ""
+    lease_ttl_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseBeforeFence(RunCommand):
+    reason: str = "released"
+
+
+@dataclass(frozen=True, slots=True)
+class StartFence(RunCommand):
+    callback_token_hash: str = ""
+    callback_token_ttl_ms: int = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchUnknown(RunCommand):
+    """The start outcome (or later runtime state) cannot be known: sync goes stale."""
+
+    reason: str = "dispatch_unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCancel(RunCommand):
+    reason: str = "cancelled_by_user"
+
+
+@dataclass(frozen=True, slots=True)
+class MarkLost(RunCommand):
+    reason: str = "worker_lost"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryAttempt(RunCommand):
+    """Automatic retry: a new attempt row under the same run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ManualRetry(RunCommand):
+    """A person's retry: a new run that points at this one; this one never changes."""
+
+
+class RuntimeOutcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeCommand:
+    """Evidence from a runtime about one attempt. ``seq`` must exceed the last applied one."""
+
+    run_id: str
+    attempt_id: str
+    runtime_task_id: str
+    seq: int
+    actor: Actor
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRejected(RuntimeCommand):
+    """The runtime refused the Start before starting anything."""
+
+    reason: str = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeAccepted(RuntimeCommand):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeRunning(RuntimeCommand):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeResult(RuntimeCommand):
+    outcome: RuntimeOutcome = RuntimeOutcome.SUCCEEDED
+    exit_code: int | None = None
+    error_code: str | None = None
+    error_summary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelConfirmed(RuntimeCommand):
+    """The runtime acknowledges that the cancelled process has stopped."""
+
+    exit_code: int | None = None
+
+
+Command = (
+    CreateRun
+    | Approve
+    | Claim
+    | ReleaseBeforeFence
+    | StartFence
+    | DispatchUnknown
+    | RequestCancel
+    | MarkLost
+    | RetryAttempt
+    | ManualRetry
+    | DispatchRejected
+    | RuntimeAccepted
+    | RuntimeRunning
+    | RuntimeResult
+    | CancelConfirmed
+)

@@ -1,0 +1,799 @@
+"""The transition function: (command, current run, attempt) -> decision. Pure, no I/O.
+
+A decision names the rows to write and the events to append; the store writes all of it in
+one transaction with compare-and-set on the run version and the attempt status + sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from coordinator.domain import commands as c
+from coordinator.domain.errors import (
+    InvalidArgument,
+    InvalidTransition,
+    RuntimeTaskMismatch,
+    VersionConflict,
+)
+from coordinator.domain.model import Actor, Attempt, NewEvent, Run, runtime_task_id_for
+from coordinator.domain.redaction import clean_payload, summary
+from coordinator.domain.rules import attempt_transition_allowed, run_transition_allowed
+from coordinator.domain.states import (
+    ActorType,
+    AttemptStatus,
+    ObservedState,
+    RunStatus,
+    SyncState,
+)
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"
+    ALREADY_REQUESTED = "already_requested"
+    ALREADY_TERMINAL = "already_terminal"
+    IGNORED = "ignored"  # a late, duplicate or out-of-order runtime event, recorded only
+
+
+class RunWrite(StrEnum):
+    INSERT = "insert"
+    UPDATE = "update"  # compare-and-set on ``expected_version``
+    EVENTS_ONLY = "events_only"  # the run row is unchanged apart from its event sequence
+    NONE = "none"
+
+
+class AttemptWrite(StrEnum):
+    INSERT = "insert"
+    UPDATE = "update"  # compare-and-set on the expected status and event sequence
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    now_ms: int
+    new_id: Callable[[], str]
+    new_token: Callable[[], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    run: Run
+    run_write: RunWrite
+    expected_version: int | None = None
+    attempt: Attempt | None = None
+    attempt_write: AttemptWrite | None = None
+    attempt_expected_status: AttemptStatus | None = None
+    attempt_expected_seq: int | None = None
+    events: tuple[NewEvent, ...] = ()
+
+
+def decide(command: c.Command, run: Run | None, attempt: Attempt | None, ctx: Context) -> Decision:
+    """Decide what ``command`` does to ``run`` (and its ``attempt``); raise if it may not."""
+    if isinstance(command, c.CreateRun):
+        return _create(command.spec, ctx, retry_of=None)
+    if run is None:
+        raise InvalidArgument("a run is required")
+    if isinstance(command, c.RuntimeCommand):
+        return _runtime(command, run, attempt, ctx)
+    if command.expected_version is not None and command.expected_version != run.version:
+        raise VersionConflict(
+            f"run {run.id} is at version {run.version}, not {command.expected_version}",
+            run_id=run.id,
+            current_version=str(run.version),
+        )
+    handler = _RUN_HANDLERS[type(command)]
+    return handler(command, run, attempt, ctx)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _event(type_: str, actor: Actor, attempt_id: str | None = None, **payload: Any) -> NewEvent:
+    return NewEvent(type=type_, actor=actor, attempt_id=attempt_id, payload=clean_payload(payload))
+
+
+def _invalid(what: str, run: Run, attempt: Attempt | None) -> InvalidTransition:
+    attempt_state = attempt.status.value if attempt else "none"
+    return InvalidTransition(
+        f"cannot {what}: run {run.id} is {run.status.value}, its attempt is {attempt_state}",
+        run_id=run.id,
+        run_status=run.status.value,
+        attempt_status=attempt_state,
+    )
+
+
+def _require(
+    ok: bool, what: str, run: Run, attempt: Attempt | None
+) -> None:
+    if not ok:
+        raise _invalid(what, run, attempt)
+
+
+def _run_update(
+    run: Run,
+    ctx: Context,
+    events: list[NewEvent],
+    attempt: Attempt | None = None,
+    attempt_write: AttemptWrite | None = None,
+    previous_attempt: Attempt | None = None,
+    **changes: Any,
+) -> Decision:
+    new_status = changes.get("status", run.status)
+    if not run_transition_allowed(run.status, new_status):  # guards the handlers themselves
+        raise _invalid(f"move to {new_status.value}", run, attempt)
+    if attempt_write is AttemptWrite.UPDATE:
+        assert attempt is not None and previous_attempt is not None
+        if not attempt_transition_allowed(previous_attempt.status, attempt.status):
+            raise _invalid(f"move the attempt to {attempt.status.value}", run, previous_attempt)
+    updated = replace(run, version=run.version + 1, updated_at_ms=ctx.now_ms, **changes)
+    return Decision(
+        outcome=Outcome.APPLIED,
+        run=updated,
+        run_write=RunWrite.UPDATE,
+        expected_version=run.version,
+        attempt=attempt,
+        attempt_write=attempt_write,
+        attempt_expected_status=previous_attempt.status if previous_attempt else None,
+        attempt_expected_seq=previous_attempt.last_event_seq if previous_attempt else None,
+        events=tuple(events),
+    )
+
+
+def _attempt_change(attempt: Attempt, ctx: Context, **changes: Any) -> Attempt:
+    return replace(attempt, updated_at_ms=ctx.now_ms, **changes)
+
+
+def _new_attempt(run: Run, ctx: Context, previous: Attempt | None) -> Attempt:
+    attempt_id = ctx.new_id()
+    return Attempt(
+        id=attempt_id,
+        run_id=run.id,
+        attempt_no=(previous.attempt_no + 1) if previous else 1,
+        previous_attempt_id=previous.id if previous else None,
+        owner_id=run.owner_id,
+        agent_id=run.agent_id,
+        execution_scope=run.execution_scope,
+        runtime_task_id=runtime_task_id_for(attempt_id),
+        status=AttemptStatus.QUEUED,
+        observed_state=ObservedState.UNCONFIRMED,
+        sync_state=SyncState.PENDING,
+        created_at_ms=ctx.now_ms,
+        updated_at_ms=ctx.now_ms,
+    )
+
+
+def _enqueue_new_attempt(
+    run: Run, previous: Attempt | None, ctx: Context, actor: Actor, events: list[NewEvent]
+) -> Decision:
+    """run -> queued with a fresh attempt row (approval, automatic retry)."""
+    attempt = _new_attempt(run, ctx, previous)
+    events.append(
+        _event(
+            "run.queued",
+            actor,
+            attempt.id,
+            attempt_no=attempt.attempt_no,
+            previous_attempt_id=attempt.previous_attempt_id,
+            runtime_task_id=attempt.runtime_task_id,
+        )
+    )
+    decision = _run_update(
+        run,
+        ctx,
+        events,
+        status=RunStatus.QUEUED,
+        queued_at_ms=ctx.now_ms,
+        current_attempt_id=attempt.id,
+        attempt_count=run.attempt_count + 1,
+    )
+    return replace(decision, attempt=attempt, attempt_write=AttemptWrite.INSERT)
+
+
+# -- run creation ----------------------------------------------------------------------------
+
+
+def _create(spec: c.RunSpec, ctx: Context, retry_of: Run | None) -> Decision:
+    run_id = ctx.new_id()
+    status = RunStatus.PENDING_APPROVAL if spec.requires_approval else RunStatus.QUEUED
+    run = Run(
+        id=run_id,
+        project_id=spec.project_id,
+        owner_id=spec.owner_id,
+        task_id=spec.task_id,
+        task_revision=spec.task_revision,
+        agent_id=spec.agent_id,
+        execution_scope=spec.execution_scope,
+        scope_policy=spec.scope_policy,
+        trigger_type=spec.trigger_type,
+        trigger_id=spec.trigger_id,
+        idempotency_key=spec.idempotency_key,
+        retry_of_run_id=retry_of.id if retry_of else None,
+        priority=spec.priority,
+        max_attempts=spec.max_attempts,
+        idempotent=spec.idempotent,
+        run_now=spec.run_now,
+        pinned_runtime_instance_id=spec.pinned_runtime_instance_id,
+        required_labels=spec.required_labels,
+        spec=spec.spec,
+        status=status,
+        version=1,
+        event_sequence=0,
+        current_attempt_id=None,
+        attempt_count=0,
+        created_by=spec.created_by.id,
+        created_at_ms=ctx.now_ms,
+        updated_at_ms=ctx.now_ms,
+    )
+    actor = spec.created_by
+    events = [
+        _event(
+            "run.created",
+            actor,
+            to_status=status.value,
+            retry_of_run_id=run.retry_of_run_id,
+        )
+    ]
+    attempt = None
+    if status is RunStatus.QUEUED:
+        attempt = _new_attempt(run, ctx, None)
+        run = replace(run, current_attempt_id=attempt.id, attempt_count=1, queued_at_ms=ctx.now_ms)
+        events.append(
+            _event(
+                "run.queued",
+                actor,
+                attempt.id,
+                attempt_no=1,
+                runtime_task_id=attempt.runtime_task_id,
+            )
+        )
+    return Decision(
+        outcome=Outcome.APPLIED,
+        run=run,
+        run_write=RunWrite.INSERT,
+        attempt=attempt,
+        attempt_write=AttemptWrite.INSERT if attempt else None,
+        events=tuple(events),
+    )
+
+
+def _manual_retry(cmd: c.ManualRetry, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
+    _require(
+        run.status in (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT),
+        "retry by hand (only failed, cancelled or timed out runs)",
+        run,
+        attempt,
+    )
+    spec = c.RunSpec(
+        project_id=run.project_id,
+        owner_id=run.owner_id,
+        task_id=run.task_id,
+        created_by=cmd.actor,
+        task_revision=run.task_revision,
+        agent_id=run.agent_id,
+        execution_scope=run.execution_scope,
+        scope_policy=run.scope_policy,
+        trigger_type="manual_retry",
+        trigger_id=run.id,
+        priority=run.priority,
+        max_attempts=run.max_attempts,
+        idempotent=run.idempotent,
+        pinned_runtime_instance_id=run.pinned_runtime_instance_id,
+        required_labels=run.required_labels,
+        spec=run.spec,
+    )
+    return _create(spec, ctx, retry_of=run)
+
+
+# -- run commands ----------------------------------------------------------------------------
+
+
+def _approve(cmd: c.Approve, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
+    _require(run.status is RunStatus.PENDING_APPROVAL, "approve", run, attempt)
+    events = [_event("run.approved", cmd.actor, from_status=run.status.value)]
+    return _enqueue_new_attempt(run, None, ctx, cmd.actor, events)
+
+
+def _claim(cmd: c.Claim, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
+    _require(
+        run.status is RunStatus.QUEUED
+        and attempt is not None
+        and attempt.status is AttemptStatus.QUEUED,
+        "claim",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    if not cmd.runtime_instance_id:
+        raise InvalidArgument("a claim names the runtime instance it is for")
+    if run.pinned_runtime_instance_id not in (None, cmd.runtime_instance_id):
+        raise _invalid(f"claim for runtime instance {cmd.runtime_instance_id}", run, attempt)
+    lease_expires = ctx.now_ms + cmd.lease_ttl_ms
+    claimed = _attempt_change(
+        attempt,
+        ctx,
+        status=AttemptStatus.CLAIMED,
+        claimed_at_ms=ctx.now_ms,
+        runtime_instance_id=cmd.runtime_instance_id,
+        runtime_device_id=cmd.runtime_device_id or None,
+        lease_token=ctx.new_token(),
+        lease_expires_at_ms=lease_expires,
+    )
+    events = [
+        _event(
+            "attempt.claimed",
+            cmd.actor,
+            attempt.id,
+            runtime_instance_id=cmd.runtime_instance_id,
+            runtime_device_id=cmd.runtime_device_id,
+            lease_expires_at_ms=lease_expires,
+        ),
+        _event("run.dispatching", cmd.actor, attempt.id),
+    ]
+    return _run_update(
+        run,
+        ctx,
+        events,
+        claimed,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.DISPATCHING,
+    )
+
+
+def _release(
+    cmd: c.ReleaseBeforeFence, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    _require(
+        attempt is not None and attempt.status is AttemptStatus.CLAIMED and not attempt.fenced,
+        "release a claim (only before the start fence)",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    released = _back_to_queue(attempt, ctx)
+    events = [
+        _event("attempt.released", cmd.actor, attempt.id, reason=cmd.reason),
+        _event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no),
+    ]
+    return _run_update(
+        run, ctx, events, released, AttemptWrite.UPDATE, attempt, status=RunStatus.QUEUED
+    )
+
+
+def _back_to_queue(attempt: Attempt, ctx: Context) -> Attempt:
+    """The same row, same attempt_no: nothing ran, so nothing is consumed."""
+    return _attempt_change(
+        attempt,
+        ctx,
+        status=AttemptStatus.QUEUED,
+        claimed_at_ms=None,
+        start_requested_at_ms=None,
+        runtime_instance_id=None,
+        runtime_device_id=None,
+        lease_token=None,
+        lease_expires_at_ms=None,
+        callback_token_hash=None,
+        callback_token_expires_at_ms=None,
+        observed_state=ObservedState.UNCONFIRMED,
+        sync_state=SyncState.PENDING,
+    )
+
+
+def _start_fence(cmd: c.StartFence, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
+    _require(
+        run.status is RunStatus.DISPATCHING
+        and attempt is not None
+        and attempt.status is AttemptStatus.CLAIMED
+        and run.cancel_requested_at_ms is None,
+        "set the start fence",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    if not cmd.callback_token_hash:
+        raise InvalidArgument("the start fence carries the callback token hash")
+    fenced = _attempt_change(
+        attempt,
+        ctx,
+        status=AttemptStatus.STARTING,
+        start_requested_at_ms=ctx.now_ms,
+        callback_token_hash=cmd.callback_token_hash,
+        callback_token_expires_at_ms=ctx.now_ms + cmd.callback_token_ttl_ms,
+    )
+    events = [
+        _event(
+            "attempt.start_requested",
+            cmd.actor,
+            attempt.id,
+            runtime_task_id=attempt.runtime_task_id,
+            runtime_instance_id=attempt.runtime_instance_id,
+        )
+    ]
+    return _run_update(run, ctx, events, fenced, AttemptWrite.UPDATE, attempt)
+
+
+def _dispatch_unknown(
+    cmd: c.DispatchUnknown, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    _require(
+        attempt is not None
+        and attempt.fenced
+        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING),
+        "mark the runtime state unknown (only after the start fence)",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    if attempt.sync_state is SyncState.STALE:
+        return Decision(outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE,
+                        attempt=attempt)
+    stale = _attempt_change(attempt, ctx, sync_state=SyncState.STALE)
+    events = [_event("attempt.sync_stale", cmd.actor, attempt.id, reason=cmd.reason)]
+    return _run_update(run, ctx, events, stale, AttemptWrite.UPDATE, attempt)
+
+
+def _request_cancel(
+    cmd: c.RequestCancel, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    if run.status.terminal:
+        return Decision(outcome=Outcome.ALREADY_TERMINAL, run=run, run_write=RunWrite.NONE,
+                        attempt=attempt)
+    if run.cancel_requested_at_ms is not None:
+        return Decision(outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE,
+                        attempt=attempt)
+    reason = summary(cmd.reason) or "cancelled_by_user"
+    events = [_event("run.cancel_requested", cmd.actor, attempt.id if attempt else None,
+                     reason=reason)]
+    live_after_fence = (
+        attempt is not None
+        and attempt.fenced
+        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
+    )
+    if live_after_fence:
+        assert attempt is not None
+        requested = _attempt_change(attempt, ctx, cancel_requested_at_ms=ctx.now_ms)
+        return _run_update(
+            run,
+            ctx,
+            events,
+            requested,
+            AttemptWrite.UPDATE,
+            attempt,
+            cancel_requested_at_ms=ctx.now_ms,
+            cancel_reason=reason,
+        )
+    # Before the fence nothing can be running: cancelled at once, no runtime call.
+    cancelled_attempt = None
+    if attempt is not None and not attempt.status.terminal:
+        cancelled_attempt = _attempt_change(
+            attempt,
+            ctx,
+            status=AttemptStatus.CANCELLED,
+            cancel_requested_at_ms=ctx.now_ms,
+            termination_reason="cancelled_before_start",
+            lease_token=None,
+            lease_expires_at_ms=None,
+            finished_at_ms=ctx.now_ms,
+        )
+        events.append(_event("attempt.cancelled", cmd.actor, attempt.id,
+                             reason="cancelled_before_start"))
+    events.append(_event("run.cancelled", cmd.actor, attempt.id if attempt else None,
+                         from_status=run.status.value, reason=reason))
+    return _run_update(
+        run,
+        ctx,
+        events,
+        cancelled_attempt,
+        AttemptWrite.UPDATE if cancelled_attempt else None,
+        attempt if cancelled_attempt else None,
+        status=RunStatus.CANCELLED,
+        cancel_requested_at_ms=ctx.now_ms,
+        cancel_reason=reason,
+        finished_at_ms=ctx.now_ms,
+        error_code="cancelled_by_user",
+    )
+
+
+def _mark_lost(cmd: c.MarkLost, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
+    _require(
+        attempt is not None
+        and attempt.fenced
+        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
+        and not run.status.terminal,
+        "declare the attempt lost (only a started attempt can be lost)",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    lost = _attempt_change(
+        attempt,
+        ctx,
+        status=AttemptStatus.LOST,
+        termination_reason=cmd.reason,
+        lease_token=None,
+        lease_expires_at_ms=None,
+        finished_at_ms=ctx.now_ms,
+    )
+    events = [_event("attempt.lost", cmd.actor, attempt.id, reason=cmd.reason)]
+    if run.cancel_requested_at_ms is not None:
+        # Cancel was asked for and the process is provably gone: the intent is fulfilled.
+        events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_and_lost"))
+        return _run_update(run, ctx, events, lost, AttemptWrite.UPDATE, attempt,
+                           status=RunStatus.CANCELLED, finished_at_ms=ctx.now_ms,
+                           error_code="cancelled_by_user")
+    events.append(_event("run.lost", cmd.actor, attempt.id, reason=cmd.reason))
+    return _run_update(run, ctx, events, lost, AttemptWrite.UPDATE, attempt,
+                       status=RunStatus.LOST, error_code="worker_lost")
+
+
+def _retry_attempt(
+    cmd: c.RetryAttempt, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    from_retry_wait = run.status is RunStatus.RETRY_WAIT
+    from_lost = run.status is RunStatus.LOST and (
+        run.idempotent or cmd.actor.type is ActorType.OPERATOR
+    )
+    _require(
+        (from_retry_wait or from_lost)
+        and (attempt is None or attempt.status.terminal)
+        and run.cancel_requested_at_ms is None,
+        "retry automatically (only from retry_wait, or from lost when the task is idempotent "
+        "or an operator decides)",
+        run,
+        attempt,
+    )
+    events = [_event("run.retrying", cmd.actor, attempt.id if attempt else None,
+                     from_status=run.status.value)]
+    return _enqueue_new_attempt(run, attempt, ctx, cmd.actor, events)
+
+
+_RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision]] = {
+    c.Approve: _approve,
+    c.Claim: _claim,
+    c.ReleaseBeforeFence: _release,
+    c.StartFence: _start_fence,
+    c.DispatchUnknown: _dispatch_unknown,
+    c.RequestCancel: _request_cancel,
+    c.MarkLost: _mark_lost,
+    c.RetryAttempt: _retry_attempt,
+    c.ManualRetry: _manual_retry,
+}
+
+
+# -- runtime evidence ------------------------------------------------------------------------
+
+
+def _runtime(
+    cmd: c.RuntimeCommand, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    if attempt is None or attempt.run_id != run.id or attempt.id != cmd.attempt_id:
+        raise InvalidArgument(f"attempt {cmd.attempt_id} does not belong to run {run.id}")
+    if cmd.runtime_task_id != attempt.runtime_task_id:
+        raise RuntimeTaskMismatch(
+            f"runtime task {cmd.runtime_task_id!r} is not the task of attempt {attempt.id}",
+            attempt_id=attempt.id,
+        )
+    why_ignored = _why_ignored(cmd, run, attempt)
+    if why_ignored is not None:
+        return _ignored(cmd, run, attempt, why_ignored)
+    _require(
+        attempt.fenced and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING),
+        f"apply runtime evidence {type(cmd).__name__} (no Start was sent)",
+        run,
+        attempt,
+    )
+    handler = _RUNTIME_HANDLERS[type(cmd)]
+    return handler(cmd, run, attempt, ctx)
+
+
+def _why_ignored(cmd: c.RuntimeCommand, run: Run, attempt: Attempt) -> str | None:
+    if cmd.seq <= 0:
+        return "missing_seq"
+    if attempt.status.terminal or run.status.terminal:
+        return "after_terminal"
+    if run.current_attempt_id != attempt.id:
+        return "not_current_attempt"
+    if cmd.seq <= attempt.last_event_seq:
+        return "duplicate_or_out_of_order"
+    return None
+
+
+def _ignored(cmd: c.RuntimeCommand, run: Run, attempt: Attempt, why: str) -> Decision:
+    event = _event(
+        "attempt.late_callback_ignored",
+        cmd.actor,
+        attempt.id,
+        seq=cmd.seq,
+        last_event_seq=attempt.last_event_seq,
+        reported_type=type(cmd).__name__,
+        ignored_because=why,
+    )
+    return Decision(
+        outcome=Outcome.IGNORED,
+        run=run,
+        run_write=RunWrite.EVENTS_ONLY,
+        attempt=attempt,
+        events=(event,),
+    )
+
+
+def _evidence(attempt: Attempt, cmd: c.RuntimeCommand, ctx: Context, **changes: Any) -> Attempt:
+    return _attempt_change(
+        attempt,
+        ctx,
+        last_event_seq=cmd.seq,
+        observed_at_ms=ctx.now_ms,
+        sync_state=SyncState.IN_SYNC,
+        **changes,
+    )
+
+
+def _dispatch_rejected(
+    cmd: c.DispatchRejected, run: Run, attempt: Attempt, ctx: Context
+) -> Decision:
+    _require(
+        attempt.status is AttemptStatus.STARTING
+        and attempt.observed_state is ObservedState.UNCONFIRMED,
+        "take back a Start the runtime already accepted",
+        run,
+        attempt,
+    )
+    requeued = replace(_back_to_queue(attempt, ctx), last_event_seq=cmd.seq)
+    events = [
+        _event("attempt.start_rejected", cmd.actor, attempt.id, reason=cmd.reason, seq=cmd.seq),
+    ]
+    if run.cancel_requested_at_ms is not None:
+        cancelled = replace(requeued, status=AttemptStatus.CANCELLED, finished_at_ms=ctx.now_ms,
+                            termination_reason="cancelled_before_start")
+        events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start"))
+        return _run_update(run, ctx, events, cancelled, AttemptWrite.UPDATE, attempt,
+                           status=RunStatus.CANCELLED, finished_at_ms=ctx.now_ms,
+                           error_code="cancelled_by_user")
+    events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
+    return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt,
+                       status=RunStatus.QUEUED)
+
+
+def _runtime_accepted(
+    cmd: c.RuntimeAccepted, run: Run, attempt: Attempt, ctx: Context
+) -> Decision:
+    observed = attempt.observed_state
+    if observed is ObservedState.UNCONFIRMED:
+        observed = ObservedState.ACCEPTED
+    accepted = _evidence(attempt, cmd, ctx, observed_state=observed)
+    events = [_event("attempt.accepted", cmd.actor, attempt.id, seq=cmd.seq)]
+    return _run_update(run, ctx, events, accepted, AttemptWrite.UPDATE, attempt)
+
+
+def _runtime_running(
+    cmd: c.RuntimeRunning, run: Run, attempt: Attempt, ctx: Context
+) -> Decision:
+    running = _evidence(
+        attempt,
+        cmd,
+        ctx,
+        status=AttemptStatus.RUNNING,
+        observed_state=ObservedState.RUNNING,
+        started_at_ms=attempt.started_at_ms or ctx.now_ms,
+    )
+    if attempt.status is AttemptStatus.RUNNING:
+        events = [_event("attempt.progress", cmd.actor, attempt.id, seq=cmd.seq)]
+        return _run_update(run, ctx, events, running, AttemptWrite.UPDATE, attempt)
+    events = [
+        _event("attempt.running", cmd.actor, attempt.id, seq=cmd.seq),
+        _event("run.running", cmd.actor, attempt.id),
+    ]
+    return _run_update(run, ctx, events, running, AttemptWrite.UPDATE, attempt,
+                       status=RunStatus.RUNNING, started_at_ms=run.started_at_ms or ctx.now_ms)
+
+
+_OBSERVED_FOR_OUTCOME = {
+    c.RuntimeOutcome.SUCCEEDED: ObservedState.SUCCEEDED,
+    c.RuntimeOutcome.FAILED: ObservedState.FAILED,
+    c.RuntimeOutcome.TIMED_OUT: ObservedState.FAILED,
+    c.RuntimeOutcome.CANCELLED: ObservedState.CANCELLED,
+}
+_ATTEMPT_FOR_OUTCOME = {
+    c.RuntimeOutcome.SUCCEEDED: AttemptStatus.SUCCEEDED,
+    c.RuntimeOutcome.FAILED: AttemptStatus.FAILED,
+    c.RuntimeOutcome.TIMED_OUT: AttemptStatus.TIMED_OUT,
+    c.RuntimeOutcome.CANCELLED: AttemptStatus.CANCELLED,
+}
+_RUN_FOR_OUTCOME = {
+    c.RuntimeOutcome.SUCCEEDED: RunStatus.SUCCEEDED,
+    c.RuntimeOutcome.FAILED: RunStatus.FAILED,
+    c.RuntimeOutcome.TIMED_OUT: RunStatus.TIMED_OUT,
+    c.RuntimeOutcome.CANCELLED: RunStatus.CANCELLED,
+}
+_ERROR_FOR_OUTCOME = {
+    c.RuntimeOutcome.SUCCEEDED: None,
+    c.RuntimeOutcome.FAILED: "process_exit_error",
+    c.RuntimeOutcome.TIMED_OUT: "timeout",
+    c.RuntimeOutcome.CANCELLED: "cancelled_by_user",
+}
+
+
+def _runtime_result(
+    cmd: c.RuntimeResult, run: Run, attempt: Attempt, ctx: Context
+) -> Decision:
+    outcome = cmd.outcome
+    error_code = cmd.error_code or _ERROR_FOR_OUTCOME[outcome]
+    error_summary = summary(cmd.error_summary)
+    attempt_status = _ATTEMPT_FOR_OUTCOME[outcome]
+    run_status = _RUN_FOR_OUTCOME[outcome]
+    termination = outcome.value
+    if run.cancel_requested_at_ms is not None:
+        # The cancel committed first: whatever the process did afterwards, the run is cancelled.
+        attempt_status, run_status, termination = (
+            AttemptStatus.CANCELLED,
+            RunStatus.CANCELLED,
+            "cancel_requested",
+        )
+        error_code = "cancelled_by_user"
+    elif outcome is c.RuntimeOutcome.FAILED and attempt.attempt_no < run.max_attempts:
+        run_status = RunStatus.RETRY_WAIT
+    finished = _evidence(
+        attempt,
+        cmd,
+        ctx,
+        status=attempt_status,
+        observed_state=_OBSERVED_FOR_OUTCOME[outcome],
+        exit_code=cmd.exit_code,
+        error_code=error_code if attempt_status is not AttemptStatus.SUCCEEDED else None,
+        error_summary=error_summary,
+        termination_reason=termination,
+        lease_token=None,
+        lease_expires_at_ms=None,
+        finished_at_ms=ctx.now_ms,
+    )
+    events = [
+        _event(
+            f"attempt.{attempt_status.value}",
+            cmd.actor,
+            attempt.id,
+            seq=cmd.seq,
+            outcome=outcome.value,
+            exit_code=cmd.exit_code,
+            error_code=finished.error_code,
+            error_summary=error_summary,
+        ),
+        _event(f"run.{run_status.value}", cmd.actor, attempt.id),
+    ]
+    run_changes: dict[str, Any] = {"status": run_status}
+    if run_status.terminal:
+        run_changes.update(
+            finished_at_ms=ctx.now_ms,
+            error_code=finished.error_code,
+            error_summary=error_summary if run_status is not RunStatus.SUCCEEDED else None,
+        )
+    else:
+        run_changes.update(error_code=finished.error_code, error_summary=error_summary)
+    return _run_update(run, ctx, events, finished, AttemptWrite.UPDATE, attempt, **run_changes)
+
+
+def _cancel_confirmed(
+    cmd: c.CancelConfirmed, run: Run, attempt: Attempt, ctx: Context
+) -> Decision:
+    _require(run.cancel_requested_at_ms is not None, "confirm a cancel nobody requested",
+             run, attempt)
+    result = c.RuntimeResult(
+        run_id=cmd.run_id,
+        attempt_id=cmd.attempt_id,
+        runtime_task_id=cmd.runtime_task_id,
+        seq=cmd.seq,
+        actor=cmd.actor,
+        outcome=c.RuntimeOutcome.CANCELLED,
+        exit_code=cmd.exit_code,
+    )
+    return _runtime_result(result, run, attempt, ctx)
+
+
+_RUNTIME_HANDLERS: dict[type, Callable[[Any, Run, Attempt, Context], Decision]] = {
+    c.DispatchRejected: _dispatch_rejected,
+    c.RuntimeAccepted: _runtime_accepted,
+    c.RuntimeRunning: _runtime_running,
+    c.RuntimeResult: _runtime_result,
+    c.CancelConfirmed: _cancel_confirmed,
+}

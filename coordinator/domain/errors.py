@@ -1,0 +1,65 @@
+"""Domain errors, each with a stable reason that every API surface carries unchanged."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorReason(StrEnum):
+    RUN_VERSION_CONFLICT = "RUN_VERSION_CONFLICT"
+    INVALID_RUN_TRANSITION = "INVALID_RUN_TRANSITION"
+    RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    ATTEMPT_NOT_FOUND = "ATTEMPT_NOT_FOUND"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    IDEMPOTENCY_KEY_CONFLICT = "IDEMPOTENCY_KEY_CONFLICT"
+    REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+    RUNTIME_TASK_MISMATCH = "RUNTIME_TASK_MISMATCH"
+    STORE_BUSY = "STORE_BUSY"
+    INTERNAL = "INTERNAL"
+
+
+class DomainError(Exception):
+    """Base of every expected failure; ``reason`` is stable, ``message`` is for people."""
+
+    reason: ErrorReason = ErrorReason.INTERNAL
+
+    def __init__(self, message: str, **metadata: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata
+
+
+class InvalidTransition(DomainError):
+    reason = ErrorReason.INVALID_RUN_TRANSITION
+
+
+class VersionConflict(DomainError):
+    reason = ErrorReason.RUN_VERSION_CONFLICT
+
+
+class RunNotFound(DomainError):
+    reason = ErrorReason.RUN_NOT_FOUND
+
+
+class AttemptNotFound(DomainError):
+    reason = ErrorReason.ATTEMPT_NOT_FOUND
+
+
+class InvalidArgument(DomainError):
+    reason = ErrorReason.INVALID_ARGUMENT
+
+
+class IdempotencyKeyConflict(DomainError):
+    reason = ErrorReason.IDEMPOTENCY_KEY_CONFLICT
+
+
+class RequestIdReused(DomainError):
+    reason = ErrorReason.REQUEST_ID_REUSED
+
+
+class RuntimeTaskMismatch(DomainError):
+    reason = ErrorReason.RUNTIME_TASK_MISMATCH
+
+
+class StoreBusy(DomainError):
+    reason = ErrorReason.STORE_BUSY

@@ -1,0 +1,1 @@
+"""The application layer of the coordinator: the one transition service and its queries."""

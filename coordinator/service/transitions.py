@@ -1,0 +1,136 @@
+"""The one way to change state: read -> decide -> compare-and-set + append, in one transaction.
+
+Every service (the RunService API, the capacity claim, runtime ingest, the reconciler) calls
+``Transitions``; nothing else writes a state column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from coordinator.domain import commands as c
+from coordinator.domain.decide import Context, Outcome, RunWrite, decide
+from coordinator.domain.errors import (
+    IdempotencyKeyConflict,
+    RunNotFound,
+    VersionConflict,
+)
+from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.states import ActorType
+from coordinator.store.base import (
+    CasMiss,
+    DedupeKeyTaken,
+    IdempotencyKeyTaken,
+    Loaded,
+    RequestRecord,
+    RunStore,
+)
+from services.ids import new_token, now_ms, uuid7
+
+DEDUPLICATED = "deduplicated"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    outcome: str  # an Outcome value, or DEDUPLICATED when the dedupe key was already used
+    run: Run
+    attempt: Attempt | None
+    events: tuple[RunEvent, ...] = ()
+    existing: bool = False  # CreateRun matched an idempotency key
+
+
+class Transitions:
+    def __init__(
+        self,
+        store: RunStore,
+        clock: Callable[[], int] = now_ms,
+        new_id: Callable[[], str] = uuid7,
+        token: Callable[[], str] = new_token,
+        max_retries: int = 16,
+        on_commit: Callable[[Result], None] | None = None,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._new_id = new_id
+        self._token = token
+        self._max_retries = max_retries
+        self._on_commit = on_commit
+
+    def _context(self) -> Context:
+        return Context(now_ms=self._clock(), new_id=self._new_id, new_token=self._token)
+
+    async def create(
+        self,
+        spec: c.RunSpec,
+        use_existing: bool = True,
+        request: RequestRecord | None = None,
+    ) -> Result:
+        """Create a run; a known (project, idempotency key) follows the conflict policy."""
+        if spec.idempotency_key:
+            existing = await self.store.find_by_idempotency_key(spec.project_id, spec.idempotency_key)
+            if existing is not None:
+                return self._existing(existing, use_existing)
+        decision = decide(c.CreateRun(spec), None, None, self._context())
+        try:
+            applied = await self.store.apply(decision, None, request)
+        except IdempotencyKeyTaken:
+            assert spec.idempotency_key is not None
+            existing = await self.store.find_by_idempotency_key(spec.project_id, spec.idempotency_key)
+            assert existing is not None, "the key was taken by a committed run"
+            return self._existing(existing, use_existing)
+        return self._committed(Result(decision.outcome.value, applied.run, applied.attempt,
+                                      applied.events))
+
+    def _existing(self, existing: Loaded, use_existing: bool) -> Result:
+        if not use_existing:
+            raise IdempotencyKeyConflict(
+                f"run {existing.run.id} already has this idempotency key",
+                existing_run_id=existing.run.id,
+            )
+        return Result(Outcome.APPLIED.value, existing.run, existing.attempt, existing=True)
+
+    async def execute(
+        self,
+        command: c.RunCommand | c.RuntimeCommand,
+        request: RequestRecord | None = None,
+    ) -> Result:
+        """Apply one command. With an expected version a lost race is RUN_VERSION_CONFLICT;
+        without one, the command is decided again on the fresh state (bounded)."""
+        dedupe_key = command.dedupe_key if isinstance(command, c.RunCommand) else None
+        attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
+        pinned_version = isinstance(command, c.RunCommand) and command.expected_version is not None
+        for _ in range(self._max_retries):
+            loaded = await self.store.load(command.run_id, attempt_id, dedupe_key)
+            if loaded is None:
+                raise RunNotFound(f"run {command.run_id} does not exist", run_id=command.run_id)
+            if loaded.dedupe_hit:
+                return Result(DEDUPLICATED, loaded.run, loaded.attempt)
+            decision = decide(command, loaded.run, loaded.attempt, self._context())
+            if decision.run_write is RunWrite.NONE:
+                return Result(decision.outcome.value, decision.run, decision.attempt)
+            try:
+                applied = await self.store.apply(decision, dedupe_key, request)
+            except CasMiss:
+                if pinned_version:
+                    raise VersionConflict(
+                        f"run {command.run_id} changed since version "
+                        f"{getattr(command, 'expected_version', None)}",
+                        run_id=command.run_id,
+                    ) from None
+                continue
+            except DedupeKeyTaken:
+                continue
+            return self._committed(
+                Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+            )
+        raise VersionConflict(
+            f"run {command.run_id} kept changing; gave up after {self._max_retries} tries",
+            run_id=command.run_id,
+        )
+
+    def _committed(self, result: Result) -> Result:
+        if self._on_commit is not None:
+            self._on_commit(result)
+        return result
+

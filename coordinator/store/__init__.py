@@ -1,0 +1,1 @@
+"""Persistence of runs, attempts and events: one protocol, a PostgreSQL and a SQLite twin."""

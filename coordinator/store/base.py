@@ -1,0 +1,107 @@
+"""The store protocol every backend implements, and the values it trades in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from coordinator.domain.decide import Decision
+from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.states import RunStatus
+
+
+class CasMiss(Exception):
+    """The run version (or the attempt status/sequence) moved since it was read."""
+
+
+class DedupeKeyTaken(Exception):
+    """Another transaction committed the same dedupe key first."""
+
+
+class RequestIdTaken(Exception):
+    """A concurrent request with the same request_id committed first."""
+
+
+class IdempotencyKeyTaken(Exception):
+    """Another run of the project already holds this idempotency key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    run: Run
+    attempt: Attempt | None
+    dedupe_hit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What was committed: the run with its real event sequence, and the events as stored."""
+
+    run: Run
+    attempt: Attempt | None
+    events: tuple[RunEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """AIP-155 bookkeeping written in the same transaction as the change it answers."""
+
+    request_id: str
+    method: str
+    payload_hash: str
+    render: Callable[[Applied], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRequest:
+    method: str
+    payload_hash: str
+    response: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    project_id: str | None = None
+    owner_id: str | None = None
+    agent_id: str | None = None
+    statuses: frozenset[RunStatus] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCursor:
+    """Keyset position in the newest-first listing."""
+
+    created_at_ms: int
+    run_id: str
+
+
+class RunStore(Protocol):
+    async def close(self) -> None: ...
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        """The run and its current attempt (or ``attempt_id``), and whether the key is taken."""
+
+    async def apply(
+        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
+    ) -> Applied:
+        """Write a decision atomically; raise CasMiss, DedupeKeyTaken or IdempotencyKeyTaken."""
+
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None: ...
+
+    async def get_request(self, request_id: str) -> StoredRequest | None: ...
+
+    async def list_runs(
+        self, run_filter: RunFilter, after: RunCursor | None, limit: int
+    ) -> Sequence[Loaded]:
+        """Newest first, strictly after ``after``."""
+
+    async def list_events(self, run_id: str, after_sequence: int, limit: int) -> Sequence[RunEvent]:
+        ...
+
+    async def list_attempts(self, run_id: str) -> Sequence[Attempt]: ...
+
+    async def queue_position(self, run: Run) -> int:
+        """1-based position among the owner's queued runs in claim order; 0 if not queued."""

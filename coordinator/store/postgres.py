@@ -1,0 +1,320 @@
+"""PostgreSQL backend on the asyncpg driver.
+
+A transition is one round trip: compare-and-set of the run, the attempt write and the event
+append form one data-modifying CTE, so they commit together or not at all. Statements are
+built once at import and prepared once per connection (the driver caches them); connections
+run with ``plan_cache_mode=force_generic_plan`` so prepared CTEs do not stick to custom plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
+from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.store.base import (
+    Applied,
+    CasMiss,
+    DedupeKeyTaken,
+    IdempotencyKeyTaken,
+    Loaded,
+    RequestIdTaken,
+    RequestRecord,
+    RunCursor,
+    RunFilter,
+    StoredRequest,
+)
+from coordinator.store.rows import (
+    ATTEMPT_COLUMNS,
+    ATTEMPT_MUTABLE,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    RUN_MUTABLE,
+    attempt_from_row,
+    attempt_values,
+    event_from_row,
+    run_from_row,
+    run_values,
+)
+from coordinator.store.sql import Placeholders, events_from_decision, queue_position_sql
+
+_RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
+_ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
+
+LOAD = f"""
+SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT},
+       ($3::text IS NOT NULL AND EXISTS (
+           SELECT 1 FROM run_events e WHERE e.run_id = r.id AND e.dedupe_key = $3)) AS dedupe_hit
+FROM runs r
+LEFT JOIN attempts a ON a.id = COALESCE($2::text, r.current_attempt_id) AND a.run_id = r.id
+WHERE r.id = $1
+"""
+
+_EVENT_ARRAYS = (
+    "unnest($E1::text[], $E2::text[], $E3::text[], $E4::text[], $E5::text[], $E6::text[])"
+    " WITH ORDINALITY AS ev(id, type, actor_type, actor_id, attempt_id, payload, ord)"
+)
+
+
+def _events_insert(p: Placeholders, source: str) -> str:
+    arrays = _EVENT_ARRAYS
+    for i in range(1, 7):
+        arrays = arrays.replace(f"$E{i}", p.next(f"ev{i}"))
+    dedupe, created, count = p.next("dedupe"), p.next("created"), p.next("n_events")
+    return f"""
+INSERT INTO run_events ({", ".join(EVENT_COLUMNS)})
+SELECT ev.id, src.id, src.event_sequence - {count}::bigint + ev.ord, ev.type,
+       CASE WHEN ev.ord = 1 THEN {dedupe}::text END, ev.actor_type, ev.actor_id, ev.attempt_id,
+       ev.payload, {created}::bigint
+FROM {source} src, {arrays}
+RETURNING {", ".join(EVENT_COLUMNS)}"""
+
+
+def _build_update(attempt_write: AttemptWrite | None) -> tuple[str, Placeholders]:
+    p = Placeholders()
+    run_id, expected, = p.next("run_id"), p.next("expected_version")
+    sets = ", ".join(f"{c} = {p.next('r_' + c)}" for c in RUN_MUTABLE)
+    n_events = p.peek("n_events")
+    parts = [
+        f"""r AS (
+UPDATE runs SET {sets}, event_sequence = runs.event_sequence + {n_events}::bigint
+WHERE id = {run_id} AND version = {expected}
+RETURNING id, event_sequence)"""
+    ]
+    guard = ""
+    if attempt_write is AttemptWrite.UPDATE:
+        a_sets = ", ".join(f"{c} = {p.next('a_' + c)}" for c in ATTEMPT_MUTABLE)
+        a_id, a_status, a_seq = p.next("a_key"), p.next("a_expected_status"), p.next("a_expected_seq")
+        parts.append(
+            f"""a AS (
+UPDATE attempts SET {a_sets}
+WHERE id = {a_id} AND status = {a_status} AND last_event_seq = {a_seq}
+  AND EXISTS (SELECT 1 FROM r)
+RETURNING id)"""
+        )
+        # When the run CAS won but the attempt CAS missed, dividing by zero aborts the whole
+        # statement, so the run, the attempt and the events commit together or not at all.
+        guard = ", 1 / (SELECT count(*)::int FROM a) AS attempt_guard"
+    elif attempt_write is AttemptWrite.INSERT:
+        cols = ", ".join(ATTEMPT_COLUMNS)
+        vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
+        parts.append(f"ai AS (INSERT INTO attempts ({cols}) SELECT {vals} FROM r RETURNING id)")
+    parts.append(f"e AS ({_events_insert(p, 'r')})")
+    sql = "WITH " + ",\n".join(parts) + f"\nSELECT (SELECT event_sequence FROM r) AS event_sequence{guard}, e.* FROM e"
+    return sql, p
+
+
+def _build_insert(with_attempt: bool) -> tuple[str, Placeholders]:
+    p = Placeholders()
+    cols = ", ".join(RUN_COLUMNS)
+    vals = ", ".join(p.next("r_" + c) if c != "event_sequence" else p.peek("n_events") + "::bigint"
+                     for c in RUN_COLUMNS)
+    parts = [f"r AS (INSERT INTO runs ({cols}) VALUES ({vals}) RETURNING id, event_sequence)"]
+    if with_attempt:
+        a_cols = ", ".join(ATTEMPT_COLUMNS)
+        a_vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
+        parts.append(f"ai AS (INSERT INTO attempts ({a_cols}) SELECT {a_vals} FROM r RETURNING id)")
+    parts.append(f"e AS ({_events_insert(p, 'r')})")
+    sql = "WITH " + ",\n".join(parts) + "\nSELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"
+    return sql, p
+
+
+def _build_events_only() -> tuple[str, Placeholders]:
+    p = Placeholders()
+    run_id = p.next("run_id")
+    n_events = p.peek("n_events")
+    sql = f"""WITH r AS (
+UPDATE runs SET event_sequence = event_sequence + {n_events}::bigint WHERE id = {run_id}
+RETURNING id, event_sequence),
+e AS ({_events_insert(p, 'r')})
+SELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"""
+    return sql, p
+
+
+_STATEMENTS: dict[tuple[RunWrite, AttemptWrite | None], tuple[str, Placeholders]] = {
+    (RunWrite.UPDATE, None): _build_update(None),
+    (RunWrite.UPDATE, AttemptWrite.UPDATE): _build_update(AttemptWrite.UPDATE),
+    (RunWrite.UPDATE, AttemptWrite.INSERT): _build_update(AttemptWrite.INSERT),
+    (RunWrite.INSERT, None): _build_insert(False),
+    (RunWrite.INSERT, AttemptWrite.INSERT): _build_insert(True),
+    (RunWrite.EVENTS_ONLY, None): _build_events_only(),
+}
+
+_FIND_BY_KEY = f"""
+SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, false AS dedupe_hit
+FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id
+WHERE r.project_id = $1 AND r.idempotency_key = $2"""
+_LIST_EVENTS = f"""
+SELECT {", ".join(EVENT_COLUMNS)} FROM run_events
+WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
+_LIST_ATTEMPTS = f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
+_GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = $1"
+_PUT_REQUEST = (
+    "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
+    " VALUES ($1, $2, $3, $4, $5)"
+)
+_QUEUE_POSITION = queue_position_sql("$1", "$2", "$3", "$4", "$5", "$6")
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
+class PostgresStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(cls, dsn: str, min_size: int = 2, max_size: int = 20) -> PostgresStore:
+        pool = await asyncpg.create_pool(
+            dsn, min_size=min_size, max_size=max_size, init=_init_connection,
+            statement_cache_size=256,
+        )
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        row = await self._pool.fetchrow(LOAD, run_id, attempt_id, dedupe_key)
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"), row["dedupe_hit"])
+
+    async def apply(
+        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
+    ) -> Applied:
+        sql, placeholders = _STATEMENTS[(decision.run_write, decision.attempt_write)]
+        args = placeholders.bind(_parameters(decision, dedupe_key))
+        async with self._pool.acquire() as conn:
+            try:
+                if request is None:
+                    rows = await conn.fetch(sql, *args)
+                    return _applied(decision, rows)
+                async with conn.transaction():
+                    rows = await conn.fetch(sql, *args)
+                    applied = _applied(decision, rows)
+                    await conn.execute(
+                        _PUT_REQUEST, request.request_id, request.method, request.payload_hash,
+                        request.render(applied), decision.run.updated_at_ms,
+                    )
+                    return applied
+            except asyncpg.DivisionByZeroError as exc:
+                raise CasMiss("attempt compare-and-set missed") from exc
+            except asyncpg.UniqueViolationError as exc:
+                constraint = exc.constraint_name or ""
+                if "dedupe" in constraint:
+                    raise DedupeKeyTaken(constraint) from exc
+                if "idempotency" in constraint:
+                    raise IdempotencyKeyTaken(constraint) from exc
+                if constraint == "pk_request_log":
+                    raise RequestIdTaken(constraint) from exc
+                raise
+
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
+        row = await self._pool.fetchrow(_FIND_BY_KEY, project_id, key)
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"))
+
+    async def get_request(self, request_id: str) -> StoredRequest | None:
+        row = await self._pool.fetchrow(_GET_REQUEST, request_id)
+        if row is None:
+            return None
+        return StoredRequest(row["method"], row["payload_hash"], bytes(row["response"]))
+
+    async def list_runs(
+        self, run_filter: RunFilter, after: RunCursor | None, limit: int
+    ) -> Sequence[Loaded]:
+        clauses, args = _filter_clauses(run_filter, after)
+        args.append(limit)
+        sql = (
+            f"SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, false AS dedupe_hit FROM runs r "
+            "LEFT JOIN attempts a ON a.id = r.current_attempt_id "
+            f"{('WHERE ' + ' AND '.join(clauses)) if clauses else ''} "
+            f"ORDER BY r.created_at_ms DESC, r.id DESC LIMIT ${len(args)}"
+        )
+        rows = await self._pool.fetch(sql, *args)
+        return [Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows]
+
+    async def list_events(self, run_id: str, after_sequence: int, limit: int) -> Sequence[RunEvent]:
+        rows = await self._pool.fetch(_LIST_EVENTS, run_id, after_sequence, limit)
+        return [event_from_row(row) for row in rows]
+
+    async def list_attempts(self, run_id: str) -> Sequence[Attempt]:
+        rows = await self._pool.fetch(_LIST_ATTEMPTS, run_id)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def queue_position(self, run: Run) -> int:
+        if run.queued_at_ms is None or run.status.value != "queued":
+            return 0
+        value = await self._pool.fetchval(
+            _QUEUE_POSITION, run.owner_id, int(run.run_now), run.priority, run.queued_at_ms, run.id,
+            run.project_id,
+        )
+        return int(value or 0)
+
+
+def _filter_clauses(run_filter: RunFilter, after: RunCursor | None) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    args: list[Any] = []
+
+    def add(template: str, value: Any) -> None:
+        args.append(value)
+        clauses.append(template.replace("?", f"${len(args)}"))
+
+    if run_filter.project_id:
+        add("r.project_id = ?", run_filter.project_id)
+    if run_filter.owner_id:
+        add("r.owner_id = ?", run_filter.owner_id)
+    if run_filter.agent_id:
+        add("r.agent_id = ?", run_filter.agent_id)
+    if run_filter.statuses:
+        add("r.status = ANY(?::text[])", sorted(s.value for s in run_filter.statuses))
+    if after is not None:
+        args.append(after.created_at_ms)
+        args.append(after.run_id)
+        n = len(args)
+        clauses.append(f"(r.created_at_ms, r.id) < (${n - 1}, ${n})")
+    return clauses, args
+
+
+def _parameters(decision: Decision, dedupe_key: str | None) -> dict[str, Any]:
+    values: dict[str, Any] = {"run_id": decision.run.id, "dedupe": dedupe_key}
+    values.update(events_from_decision(decision))
+    if decision.run_write is RunWrite.INSERT:
+        values.update({"r_" + k: v for k, v in run_values(decision.run).items()})
+    elif decision.run_write is RunWrite.UPDATE:
+        values["expected_version"] = decision.expected_version
+        run_row = run_values(decision.run)
+        values.update({"r_" + c: run_row[c] for c in RUN_MUTABLE})
+    attempt = decision.attempt
+    if decision.attempt_write is AttemptWrite.UPDATE and attempt is not None:
+        row = attempt_values(attempt)
+        values.update({"a_" + c: row[c] for c in ATTEMPT_MUTABLE})
+        values["a_key"] = attempt.id
+        values["a_expected_status"] = (
+            decision.attempt_expected_status.value if decision.attempt_expected_status else None
+        )
+        values["a_expected_seq"] = decision.attempt_expected_seq
+    elif decision.attempt_write is AttemptWrite.INSERT and attempt is not None:
+        values.update({"i_" + k: v for k, v in attempt_values(attempt).items()})
+    return values
+
+
+def _applied(decision: Decision, rows: Sequence[asyncpg.Record]) -> Applied:
+    if not rows:
+        raise CasMiss(f"run {decision.run.id} moved past version {decision.expected_version}")
+    sequence = rows[0]["event_sequence"]
+    events = tuple(sorted((event_from_row(row) for row in rows), key=lambda e: e.sequence))
+    run = decision.run
+    if run.event_sequence != sequence:
+        from dataclasses import replace
+
+        run = replace(run, event_sequence=sequence)
+    return Applied(run=run, attempt=decision.attempt, events=events)

@@ -1,0 +1,171 @@
+"""Mapping between domain dataclasses and table rows, shared by every backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from coordinator.domain.model import Actor, Attempt, Run, RunEvent
+from coordinator.domain.states import (
+    ActorType,
+    AttemptStatus,
+    ObservedState,
+    RunStatus,
+    ScopePolicy,
+    SyncState,
+)
+from services.db.schema import attempts, run_events, runs
+
+RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in runs.columns)
+ATTEMPT_COLUMNS: tuple[str, ...] = tuple(c.name for c in attempts.columns)
+EVENT_COLUMNS: tuple[str, ...] = tuple(c.name for c in run_events.columns)
+
+#: Columns a transition may change; everything else is fixed when the row is inserted.
+RUN_MUTABLE: tuple[str, ...] = (
+    "status",
+    "version",
+    "updated_at_ms",
+    "queued_at_ms",
+    "started_at_ms",
+    "finished_at_ms",
+    "cancel_requested_at_ms",
+    "cancel_reason",
+    "error_code",
+    "error_summary",
+    "current_attempt_id",
+    "attempt_count",
+)
+ATTEMPT_MUTABLE: tuple[str, ...] = tuple(
+    c
+    for c in ATTEMPT_COLUMNS
+    if c
+    not in {
+        "id",
+        "run_id",
+        "attempt_no",
+        "previous_attempt_id",
+        "owner_id",
+        "agent_id",
+        "execution_scope",
+        "runtime_task_id",
+        "created_at_ms",
+    }
+)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def run_values(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "project_id": run.project_id,
+        "owner_id": run.owner_id,
+        "task_id": run.task_id,
+        "task_revision": run.task_revision,
+        "agent_id": run.agent_id,
+        "execution_scope": run.execution_scope,
+        "scope_policy": run.scope_policy.value,
+        "trigger_type": run.trigger_type,
+        "trigger_id": run.trigger_id,
+        "idempotency_key": run.idempotency_key,
+        "retry_of_run_id": run.retry_of_run_id,
+        "priority": run.priority,
+        "max_attempts": run.max_attempts,
+        "idempotent": run.idempotent,
+        "run_now": run.run_now,
+        "pinned_runtime_instance_id": run.pinned_runtime_instance_id,
+        "required_labels": dumps(list(run.required_labels)),
+        "spec": dumps(run.spec),
+        "status": run.status.value,
+        "version": run.version,
+        "event_sequence": run.event_sequence,
+        "current_attempt_id": run.current_attempt_id,
+        "attempt_count": run.attempt_count,
+        "created_by": run.created_by,
+        "created_at_ms": run.created_at_ms,
+        "updated_at_ms": run.updated_at_ms,
+        "queued_at_ms": run.queued_at_ms,
+        "started_at_ms": run.started_at_ms,
+        "finished_at_ms": run.finished_at_ms,
+        "cancel_requested_at_ms": run.cancel_requested_at_ms,
+        "cancel_reason": run.cancel_reason,
+        "error_code": run.error_code,
+        "error_summary": run.error_summary,
+    }
+
+
+def attempt_values(attempt: Attempt) -> dict[str, Any]:
+    values = {name: getattr(attempt, name) for name in ATTEMPT_COLUMNS}
+    values["status"] = attempt.status.value
+    values["observed_state"] = attempt.observed_state.value
+    values["sync_state"] = attempt.sync_state.value
+    return values
+
+
+def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
+    def v(name: str) -> Any:
+        return row[prefix + name]
+
+    return Run(
+        id=v("id"),
+        project_id=v("project_id"),
+        owner_id=v("owner_id"),
+        task_id=v("task_id"),
+        task_revision=v("task_revision"),
+        agent_id=v("agent_id"),
+        execution_scope=v("execution_scope"),
+        scope_policy=ScopePolicy(v("scope_policy")),
+        trigger_type=v("trigger_type"),
+        trigger_id=v("trigger_id"),
+        idempotency_key=v("idempotency_key"),
+        retry_of_run_id=v("retry_of_run_id"),
+        priority=v("priority"),
+        max_attempts=v("max_attempts"),
+        idempotent=bool(v("idempotent")),
+        run_now=bool(v("run_now")),
+        pinned_runtime_instance_id=v("pinned_runtime_instance_id"),
+        required_labels=tuple(json.loads(v("required_labels"))),
+        spec=json.loads(v("spec")),
+        status=RunStatus(v("status")),
+        version=v("version"),
+        event_sequence=v("event_sequence"),
+        current_attempt_id=v("current_attempt_id"),
+        attempt_count=v("attempt_count"),
+        created_by=v("created_by"),
+        created_at_ms=v("created_at_ms"),
+        updated_at_ms=v("updated_at_ms"),
+        queued_at_ms=v("queued_at_ms"),
+        started_at_ms=v("started_at_ms"),
+        finished_at_ms=v("finished_at_ms"),
+        cancel_requested_at_ms=v("cancel_requested_at_ms"),
+        cancel_reason=v("cancel_reason"),
+        error_code=v("error_code"),
+        error_summary=v("error_summary"),
+    )
+
+
+def attempt_from_row(row: Mapping[str, Any], prefix: str = "") -> Attempt | None:
+    if row[prefix + "id"] is None:
+        return None
+    values = {name: row[prefix + name] for name in ATTEMPT_COLUMNS}
+    values["status"] = AttemptStatus(values["status"])
+    values["observed_state"] = ObservedState(values["observed_state"])
+    values["sync_state"] = SyncState(values["sync_state"])
+    return Attempt(**values)
+
+
+def event_from_row(row: Mapping[str, Any]) -> RunEvent:
+    return RunEvent(
+        id=row["id"],
+        run_id=row["run_id"],
+        sequence=row["sequence"],
+        type=row["type"],
+        dedupe_key=row["dedupe_key"],
+        actor=Actor(ActorType(row["actor_type"]), row["actor_id"]),
+        attempt_id=row["attempt_id"],
+        payload=json.loads(row["payload"]),
+        created_at_ms=row["created_at_ms"],
+    )

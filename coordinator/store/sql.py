@@ -1,0 +1,54 @@
+"""SQL pieces both backends share: placeholder numbering, event rows, queue position."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.domain.decide import Decision
+from coordinator.store.rows import dumps
+from services.ids import uuid7
+
+
+class Placeholders:
+    """Names placeholders once; PostgreSQL numbers them ($1, $2, ...)."""
+
+    def __init__(self, style: Callable[[int, str], str] = lambda i, _: f"${i}") -> None:
+        self._names: dict[str, int] = {}
+        self._style = style
+
+    def next(self, name: str) -> str:
+        index = self._names.setdefault(name, len(self._names) + 1)
+        return self._style(index, name)
+
+    peek = next
+
+    def bind(self, values: dict[str, Any]) -> list[Any]:
+        return [values.get(name) for name in self._names]
+
+
+def events_from_decision(decision: Decision) -> dict[str, Any]:
+    """Column arrays for the decision's events; sequences are assigned inside the statement."""
+    events = decision.events
+    return {
+        "n_events": len(events),
+        "created": decision.run.updated_at_ms,
+        "ev1": [uuid7() for _ in events],
+        "ev2": [e.type for e in events],
+        "ev3": [e.actor.type.value for e in events],
+        "ev4": [e.actor.id for e in events],
+        "ev5": [e.attempt_id for e in events],
+        "ev6": [dumps(e.payload) for e in events],
+    }
+
+
+def queue_position_sql(owner: str, run_now: str, priority: str, queued_at: str, run_id: str,
+                       project: str) -> str:
+    """Position among the owner's queued runs: run-now first, then priority, then age."""
+    return f"""
+SELECT count(*) + 1 FROM runs
+WHERE status = 'queued' AND owner_id = {owner} AND project_id = {project} AND id <> {run_id}
+  AND (CAST(run_now AS INTEGER) > {run_now}
+       OR (CAST(run_now AS INTEGER) = {run_now} AND priority > {priority})
+       OR (CAST(run_now AS INTEGER) = {run_now} AND priority = {priority}
+           AND (queued_at_ms < {queued_at} OR (queued_at_ms = {queued_at} AND id < {run_id}))))"""

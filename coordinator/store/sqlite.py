@@ -1,0 +1,334 @@
+"""SQLite backend, the embedded default.
+
+SQLite has one writer: every write transaction starts with ``BEGIN IMMEDIATE`` so it holds the
+write lock before it reads, and a busy database is retried a bounded number of times before
+STORE_BUSY is reported (nothing was written then, so a retry can never duplicate an event).
+Each connection lives on its own thread: one writer, one reader (WAL lets them overlap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
+from coordinator.domain.errors import StoreBusy
+from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.store.base import (
+    Applied,
+    CasMiss,
+    DedupeKeyTaken,
+    IdempotencyKeyTaken,
+    Loaded,
+    RequestIdTaken,
+    RequestRecord,
+    RunCursor,
+    RunFilter,
+    StoredRequest,
+)
+from coordinator.store.rows import (
+    ATTEMPT_COLUMNS,
+    ATTEMPT_MUTABLE,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    RUN_MUTABLE,
+    attempt_from_row,
+    attempt_values,
+    event_from_row,
+    run_from_row,
+    run_values,
+)
+from coordinator.store.sql import events_from_decision, queue_position_sql
+
+T = TypeVar("T")
+
+_RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
+_ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
+_LOAD = f"""
+SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT},
+       (:dedupe IS NOT NULL AND EXISTS (
+           SELECT 1 FROM run_events e WHERE e.run_id = r.id AND e.dedupe_key = :dedupe))
+           AS dedupe_hit
+FROM runs r
+LEFT JOIN attempts a ON a.id = COALESCE(:attempt_id, r.current_attempt_id) AND a.run_id = r.id
+WHERE r.id = :run_id"""
+_RUN_UPDATE = (
+    f"UPDATE runs SET {', '.join(f'{c} = :{c}' for c in RUN_MUTABLE)}, "
+    "event_sequence = event_sequence + :n_events "
+    "WHERE id = :id AND version = :expected_version RETURNING event_sequence"
+)
+_EVENTS_ONLY = (
+    "UPDATE runs SET event_sequence = event_sequence + :n_events WHERE id = :id "
+    "RETURNING event_sequence"
+)
+_RUN_INSERT = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join(':' + c for c in RUN_COLUMNS)})"
+_ATTEMPT_UPDATE = (
+    f"UPDATE attempts SET {', '.join(f'{c} = :{c}' for c in ATTEMPT_MUTABLE)} "
+    "WHERE id = :id AND status = :expected_status AND last_event_seq = :expected_seq"
+)
+_ATTEMPT_INSERT = (
+    f"INSERT INTO attempts ({', '.join(ATTEMPT_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in ATTEMPT_COLUMNS)})"
+)
+_EVENT_INSERT = (
+    f"INSERT INTO run_events ({', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"
+)
+_FIND_BY_KEY = f"""
+SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, 0 AS dedupe_hit
+FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id
+WHERE r.project_id = ? AND r.idempotency_key = ?"""
+_LIST_EVENTS = (
+    f"SELECT {', '.join(EVENT_COLUMNS)} FROM run_events WHERE run_id = ? AND sequence > ? "
+    "ORDER BY sequence LIMIT ?"
+)
+_LIST_ATTEMPTS = f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = ? ORDER BY attempt_no"
+_QUEUE_POSITION = queue_position_sql("?1", "?2", "?3", "?4", "?5", "?6")
+
+
+def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class SqliteStore:
+    def __init__(self, path: str, busy_timeout_ms: int = 2000, busy_retries: int = 5) -> None:
+        self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._busy_retries = busy_retries
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="truerun-sqlite-writer")
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="truerun-sqlite-reader")
+        self._write_conn: sqlite3.Connection | None = None
+        self._read_conn: sqlite3.Connection | None = None
+
+    @classmethod
+    async def open(cls, path: str, busy_timeout_ms: int = 2000, busy_retries: int = 5) -> SqliteStore:
+        store = cls(path, busy_timeout_ms, busy_retries)
+        await store._write(lambda conn: None)
+        await store._read(lambda conn: None)
+        return store
+
+    async def close(self) -> None:
+        def close_write() -> None:
+            if self._write_conn is not None:
+                self._write_conn.close()
+
+        def close_read() -> None:
+            if self._read_conn is not None:
+                self._read_conn.close()
+
+        await asyncio.get_running_loop().run_in_executor(self._writer, close_write)
+        await asyncio.get_running_loop().run_in_executor(self._reader, close_read)
+        self._writer.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
+
+    # -- threads ------------------------------------------------------------------------------
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def run() -> T:
+            if self._write_conn is None:
+                self._write_conn = _connect(self._path, self._busy_timeout_ms)
+            return fn(self._write_conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._writer, run)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def run() -> T:
+            if self._read_conn is None:
+                self._read_conn = _connect(self._path, self._busy_timeout_ms)
+            return fn(self._read_conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._reader, run)
+
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        delay = 0.01
+        for attempt in range(self._busy_retries):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if attempt + 1 == self._busy_retries:
+                    break
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        raise StoreBusy(f"the database stayed locked through {self._busy_retries} tries")
+
+    # -- protocol -----------------------------------------------------------------------------
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        params = {"run_id": run_id, "attempt_id": attempt_id, "dedupe": dedupe_key}
+        row = await self._read(lambda conn: conn.execute(_LOAD, params).fetchone())
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"), bool(row["dedupe_hit"]))
+
+    async def apply(
+        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
+    ) -> Applied:
+        return await self._write(lambda conn: self._apply(conn, decision, dedupe_key, request))
+
+    def _apply(
+        self,
+        conn: sqlite3.Connection,
+        decision: Decision,
+        dedupe_key: str | None,
+        request: RequestRecord | None,
+    ) -> Applied:
+        self._begin_immediate(conn)
+        try:
+            applied = _write_decision(conn, decision, dedupe_key)
+            if request is not None:
+                conn.execute(
+                    "INSERT INTO request_log (request_id, method, payload_hash, response,"
+                    " created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                    (request.request_id, request.method, request.payload_hash,
+                     request.render(applied), decision.run.updated_at_ms),
+                )
+            conn.execute("COMMIT")
+            return applied
+        except sqlite3.IntegrityError as exc:
+            conn.execute("ROLLBACK")
+            message = str(exc)
+            if "request_log" in message:
+                raise RequestIdTaken(message) from exc
+            if "dedupe_key" in message:
+                raise DedupeKeyTaken(message) from exc
+            if "idempotency_key" in message:
+                raise IdempotencyKeyTaken(message) from exc
+            raise
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
+        row = await self._read(lambda conn: conn.execute(_FIND_BY_KEY, (project_id, key)).fetchone())
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"))
+
+    async def get_request(self, request_id: str) -> StoredRequest | None:
+        row = await self._read(
+            lambda conn: conn.execute(
+                "SELECT method, payload_hash, response FROM request_log WHERE request_id = ?",
+                (request_id,),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return StoredRequest(row["method"], row["payload_hash"], bytes(row["response"]))
+
+    async def list_runs(
+        self, run_filter: RunFilter, after: RunCursor | None, limit: int
+    ) -> Sequence[Loaded]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        for column, value in (
+            ("project_id", run_filter.project_id),
+            ("owner_id", run_filter.owner_id),
+            ("agent_id", run_filter.agent_id),
+        ):
+            if value:
+                clauses.append(f"r.{column} = ?")
+                args.append(value)
+        if run_filter.statuses:
+            statuses = sorted(s.value for s in run_filter.statuses)
+            clauses.append(f"r.status IN ({', '.join('?' for _ in statuses)})")
+            args.extend(statuses)
+        if after is not None:
+            clauses.append("(r.created_at_ms < ? OR (r.created_at_ms = ? AND r.id < ?))")
+            args.extend([after.created_at_ms, after.created_at_ms, after.run_id])
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = (
+            f"SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, 0 AS dedupe_hit FROM runs r "
+            f"LEFT JOIN attempts a ON a.id = r.current_attempt_id {where} "
+            "ORDER BY r.created_at_ms DESC, r.id DESC LIMIT ?"
+        )
+        args.append(limit)
+        rows = await self._read(lambda conn: conn.execute(sql, args).fetchall())
+        return [Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows]
+
+    async def list_events(self, run_id: str, after_sequence: int, limit: int) -> Sequence[RunEvent]:
+        rows = await self._read(
+            lambda conn: conn.execute(_LIST_EVENTS, (run_id, after_sequence, limit)).fetchall()
+        )
+        return [event_from_row(row) for row in rows]
+
+    async def list_attempts(self, run_id: str) -> Sequence[Attempt]:
+        rows = await self._read(lambda conn: conn.execute(_LIST_ATTEMPTS, (run_id,)).fetchall())
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def queue_position(self, run: Run) -> int:
+        if run.queued_at_ms is None or run.status.value != "queued":
+            return 0
+        args = (run.owner_id, int(run.run_now), run.priority, run.queued_at_ms, run.id,
+                run.project_id)
+        row = await self._read(lambda conn: conn.execute(_QUEUE_POSITION, args).fetchone())
+        return int(row[0])
+
+
+def _write_decision(conn: sqlite3.Connection, decision: Decision, dedupe_key: str | None) -> Applied:
+    run = decision.run
+    events = events_from_decision(decision)
+    n_events = events["n_events"]
+    if decision.run_write is RunWrite.INSERT:
+        conn.execute(_RUN_INSERT, {**run_values(run), "event_sequence": n_events})
+        sequence = n_events
+    else:
+        if decision.run_write is RunWrite.UPDATE:
+            row_values = run_values(run)
+            params = {c: row_values[c] for c in RUN_MUTABLE}
+            params.update(id=run.id, expected_version=decision.expected_version, n_events=n_events)
+            row = conn.execute(_RUN_UPDATE, params).fetchone()
+        else:
+            row = conn.execute(_EVENTS_ONLY, {"id": run.id, "n_events": n_events}).fetchone()
+        if row is None:
+            raise CasMiss(f"run {run.id} moved past version {decision.expected_version}")
+        sequence = row[0]
+    attempt = decision.attempt
+    if decision.attempt_write is AttemptWrite.UPDATE and attempt is not None:
+        values = attempt_values(attempt)
+        params = {c: values[c] for c in ATTEMPT_MUTABLE}
+        params.update(
+            id=attempt.id,
+            expected_status=decision.attempt_expected_status.value
+            if decision.attempt_expected_status
+            else None,
+            expected_seq=decision.attempt_expected_seq,
+        )
+        if conn.execute(_ATTEMPT_UPDATE, params).rowcount != 1:
+            raise CasMiss(f"attempt {attempt.id} moved")
+    elif decision.attempt_write is AttemptWrite.INSERT and attempt is not None:
+        conn.execute(_ATTEMPT_INSERT, attempt_values(attempt))
+    first = sequence - n_events + 1
+    stored = []
+    for i in range(n_events):
+        row_values = {
+            "id": events["ev1"][i],
+            "run_id": run.id,
+            "sequence": first + i,
+            "type": events["ev2"][i],
+            "dedupe_key": dedupe_key if i == 0 else None,
+            "actor_type": events["ev3"][i],
+            "actor_id": events["ev4"][i],
+            "attempt_id": events["ev5"][i],
+            "payload": events["ev6"][i],
+            "created_at_ms": events["created"],
+        }
+        conn.execute(_EVENT_INSERT, row_values)
+        stored.append(event_from_row(row_values))
+    if run.event_sequence != sequence:
+        run = replace(run, event_sequence=sequence)
+    return Applied(run=run, attempt=attempt, events=tuple(stored))

@@ -1,0 +1,173 @@
+"""The database schema, one definition for SQLite and PostgreSQL.
+
+Statuses are lowercase strings (seed B §8.4), times are UTC milliseconds in BIGINT columns,
+JSON is stored as text so both dialects hold exactly the same bytes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(64)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("project_id", String(128), nullable=False),
+    Column("owner_id", String(128), nullable=False),
+    Column("task_id", String(256), nullable=False),
+    Column("task_revision", BigInteger, nullable=False, server_default=text("0")),
+    Column("agent_id", String(128)),
+    Column("execution_scope", String(256)),
+    Column("scope_policy", String(32), nullable=False, server_default=text("'queue'")),
+    Column("trigger_type", String(64), nullable=False),
+    Column("trigger_id", String(256)),
+    Column("idempotency_key", String(256)),
+    Column("retry_of_run_id", ID, ForeignKey("runs.id")),
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False, server_default=text("1")),
+    Column("idempotent", Boolean, nullable=False, server_default=text("false")),
+    Column("run_now", Boolean, nullable=False, server_default=text("false")),
+    Column("pinned_runtime_instance_id", String(128)),
+    Column("required_labels", Text, nullable=False, server_default=text("'[]'")),
+    Column("spec", Text, nullable=False, server_default=text("'{}'")),
+    Column("status", String(32), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("event_sequence", BigInteger, nullable=False),
+    Column("current_attempt_id", ID),
+    Column("attempt_count", Integer, nullable=False, server_default=text("0")),
+    Column("created_by", String(128), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Column("queued_at_ms", BigInteger),
+    Column("started_at_ms", BigInteger),
+    Column("finished_at_ms", BigInteger),
+    Column("cancel_requested_at_ms", BigInteger),
+    Column("cancel_reason", String(512)),
+    Column("error_code", String(64)),
+    Column("error_summary", String(2048)),
+    CheckConstraint("version >= 0", name="version_nonnegative"),
+    CheckConstraint("event_sequence >= 0", name="event_sequence_nonnegative"),
+    Index("ix_runs_project_created", "project_id", "created_at_ms"),
+    Index("ix_runs_task_created", "task_id", "created_at_ms"),
+    Index("ix_runs_status_queued", "status", "queued_at_ms"),
+    Index("ix_runs_status_cancel_requested", "status", "cancel_requested_at_ms"),
+    Index("ix_runs_owner_created", "owner_id", "created_at_ms"),
+    Index(
+        "uq_runs_project_idempotency_key",
+        "project_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+        sqlite_where=text("idempotency_key IS NOT NULL"),
+    ),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
+    Column("attempt_no", Integer, nullable=False),
+    Column("previous_attempt_id", ID, ForeignKey("attempts.id")),
+    Column("owner_id", String(128), nullable=False),
+    Column("agent_id", String(128)),
+    Column("execution_scope", String(256)),
+    Column("runtime_task_id", String(128), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("observed_state", String(32), nullable=False),
+    Column("observed_at_ms", BigInteger),
+    Column("sync_state", String(32), nullable=False),
+    Column("claimed_at_ms", BigInteger),
+    Column("start_requested_at_ms", BigInteger),
+    Column("runtime_instance_id", String(128)),
+    Column("runtime_device_id", String(128)),
+    Column("last_event_seq", BigInteger, nullable=False, server_default=text("0")),
+    Column("cancel_requested_at_ms", BigInteger),
+    Column("termination_reason", String(256)),
+    Column("lease_token", String(64)),
+    Column("lease_expires_at_ms", BigInteger),
+    Column("heartbeat_at_ms", BigInteger),
+    Column("callback_token_hash", String(128)),
+    Column("callback_token_expires_at_ms", BigInteger),
+    Column("exit_code", Integer),
+    Column("error_code", String(64)),
+    Column("error_summary", String(2048)),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Column("started_at_ms", BigInteger),
+    Column("finished_at_ms", BigInteger),
+    UniqueConstraint("run_id", "attempt_no", name="uq_attempts_run_attempt_no"),
+    CheckConstraint("attempt_no >= 1", name="attempt_no_positive"),
+    CheckConstraint("last_event_seq >= 0", name="last_event_seq_nonnegative"),
+    Index("ix_attempts_status_created", "status", "created_at_ms"),
+    Index("ix_attempts_status_lease", "status", "lease_expires_at_ms"),
+    # The capacity domain: live attempts of one owner on one runtime instance (seed A §3).
+    Index("ix_attempts_runtime_capacity", "owner_id", "runtime_instance_id", "status"),
+    Index("ix_attempts_agent_status", "agent_id", "status"),
+    Index("ix_attempts_scope_status", "execution_scope", "status"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
+    Column("sequence", BigInteger, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("dedupe_key", String(256)),
+    Column("actor_type", String(32), nullable=False),
+    Column("actor_id", String(128), nullable=False, server_default=text("''")),
+    Column("attempt_id", ID),
+    Column("payload", Text, nullable=False, server_default=text("'{}'")),
+    Column("created_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("run_id", "sequence", name="uq_run_events_run_sequence"),
+    CheckConstraint("sequence >= 1", name="sequence_positive"),
+    Index(
+        "uq_run_events_run_dedupe_key",
+        "run_id",
+        "dedupe_key",
+        unique=True,
+        postgresql_where=text("dedupe_key IS NOT NULL"),
+        sqlite_where=text("dedupe_key IS NOT NULL"),
+    ),
+    Index("ix_run_events_created", "created_at_ms"),
+)
+
+# AIP-155: the answer to a mutating request, kept so that a repeated request_id gets the
+# original answer and a reused one with another payload is refused.
+request_log = Table(
+    "request_log",
+    metadata,
+    Column("request_id", String(128), primary_key=True),
+    Column("method", String(64), nullable=False),
+    Column("payload_hash", String(64), nullable=False),
+    Column("response", LargeBinary, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+)

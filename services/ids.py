@@ -1,0 +1,42 @@
+"""Identifiers: UUIDv7 strings (time-ordered, opaque to every API) and unguessable tokens."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+import uuid
+
+_lock = threading.Lock()
+_last_ms = 0
+_counter = 0
+
+
+def uuid7() -> str:
+    """A UUIDv7 (RFC 9562); ids made in one process in the same millisecond stay ordered."""
+    global _last_ms, _counter
+    with _lock:
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms > _last_ms:
+            _last_ms, _counter = now_ms, int.from_bytes(os.urandom(2), "big") & 0x7FF
+        else:
+            _counter += 1
+            if _counter > 0xFFF:  # counter exhausted: borrow the next millisecond
+                _last_ms, _counter = _last_ms + 1, 0
+        ms, counter = _last_ms, _counter
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= counter << 64
+    value |= 0b10 << 62
+    value |= int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def new_token() -> str:
+    """An unpredictable token (lease tokens, callback tokens)."""
+    return secrets.token_urlsafe(24)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
