@@ -69,7 +69,12 @@ class Decision:
     events: tuple[NewEvent, ...] = ()
 
 
-def decide(command: c.Command, run: Run | None, attempt: Attempt | None, ctx: Context) -> Decision:
+def decide(
+    command: c.Command | c.RunCommand | c.RuntimeCommand,
+    run: Run | None,
+    attempt: Attempt | None,
+    ctx: Context,
+) -> Decision:
     """Decide what ``command`` does to ``run`` (and its ``attempt``); raise if it may not."""
     if isinstance(command, c.CreateRun):
         return _create(command.spec, ctx, retry_of=None)
@@ -104,9 +109,7 @@ def _invalid(what: str, run: Run, attempt: Attempt | None) -> InvalidTransition:
     )
 
 
-def _require(
-    ok: bool, what: str, run: Run, attempt: Attempt | None
-) -> None:
+def _require(ok: bool, what: str, run: Run, attempt: Attempt | None) -> None:
     if not ok:
         raise _invalid(what, run, attempt)
 
@@ -427,8 +430,9 @@ def _dispatch_unknown(
     )
     assert attempt is not None
     if attempt.sync_state is SyncState.STALE:
-        return Decision(outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE,
-                        attempt=attempt)
+        return Decision(
+            outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE, attempt=attempt
+        )
     stale = _attempt_change(attempt, ctx, sync_state=SyncState.STALE)
     events = [_event("attempt.sync_stale", cmd.actor, attempt.id, reason=cmd.reason)]
     return _run_update(run, ctx, events, stale, AttemptWrite.UPDATE, attempt)
@@ -438,14 +442,17 @@ def _request_cancel(
     cmd: c.RequestCancel, run: Run, attempt: Attempt | None, ctx: Context
 ) -> Decision:
     if run.status.terminal:
-        return Decision(outcome=Outcome.ALREADY_TERMINAL, run=run, run_write=RunWrite.NONE,
-                        attempt=attempt)
+        return Decision(
+            outcome=Outcome.ALREADY_TERMINAL, run=run, run_write=RunWrite.NONE, attempt=attempt
+        )
     if run.cancel_requested_at_ms is not None:
-        return Decision(outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE,
-                        attempt=attempt)
+        return Decision(
+            outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE, attempt=attempt
+        )
     reason = summary(cmd.reason) or "cancelled_by_user"
-    events = [_event("run.cancel_requested", cmd.actor, attempt.id if attempt else None,
-                     reason=reason)]
+    events = [
+        _event("run.cancel_requested", cmd.actor, attempt.id if attempt else None, reason=reason)
+    ]
     live_after_fence = (
         attempt is not None
         and attempt.fenced
@@ -477,10 +484,18 @@ def _request_cancel(
             lease_expires_at_ms=None,
             finished_at_ms=ctx.now_ms,
         )
-        events.append(_event("attempt.cancelled", cmd.actor, attempt.id,
-                             reason="cancelled_before_start"))
-    events.append(_event("run.cancelled", cmd.actor, attempt.id if attempt else None,
-                         from_status=run.status.value, reason=reason))
+        events.append(
+            _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
+        )
+    events.append(
+        _event(
+            "run.cancelled",
+            cmd.actor,
+            attempt.id if attempt else None,
+            from_status=run.status.value,
+            reason=reason,
+        )
+    )
     return _run_update(
         run,
         ctx,
@@ -520,12 +535,28 @@ def _mark_lost(cmd: c.MarkLost, run: Run, attempt: Attempt | None, ctx: Context)
     if run.cancel_requested_at_ms is not None:
         # Cancel was asked for and the process is provably gone: the intent is fulfilled.
         events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_and_lost"))
-        return _run_update(run, ctx, events, lost, AttemptWrite.UPDATE, attempt,
-                           status=RunStatus.CANCELLED, finished_at_ms=ctx.now_ms,
-                           error_code="cancelled_by_user")
+        return _run_update(
+            run,
+            ctx,
+            events,
+            lost,
+            AttemptWrite.UPDATE,
+            attempt,
+            status=RunStatus.CANCELLED,
+            finished_at_ms=ctx.now_ms,
+            error_code="cancelled_by_user",
+        )
     events.append(_event("run.lost", cmd.actor, attempt.id, reason=cmd.reason))
-    return _run_update(run, ctx, events, lost, AttemptWrite.UPDATE, attempt,
-                       status=RunStatus.LOST, error_code="worker_lost")
+    return _run_update(
+        run,
+        ctx,
+        events,
+        lost,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.LOST,
+        error_code="worker_lost",
+    )
 
 
 def _retry_attempt(
@@ -544,8 +575,11 @@ def _retry_attempt(
         run,
         attempt,
     )
-    events = [_event("run.retrying", cmd.actor, attempt.id if attempt else None,
-                     from_status=run.status.value)]
+    events = [
+        _event(
+            "run.retrying", cmd.actor, attempt.id if attempt else None, from_status=run.status.value
+        )
+    ]
     return _enqueue_new_attempt(run, attempt, ctx, cmd.actor, events)
 
 
@@ -565,9 +599,7 @@ _RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision
 # -- runtime evidence ------------------------------------------------------------------------
 
 
-def _runtime(
-    cmd: c.RuntimeCommand, run: Run, attempt: Attempt | None, ctx: Context
-) -> Decision:
+def _runtime(cmd: c.RuntimeCommand, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     if attempt is None or attempt.run_id != run.id or attempt.id != cmd.attempt_id:
         raise InvalidArgument(f"attempt {cmd.attempt_id} does not belong to run {run.id}")
     if cmd.runtime_task_id != attempt.runtime_task_id:
@@ -645,20 +677,33 @@ def _dispatch_rejected(
         _event("attempt.start_rejected", cmd.actor, attempt.id, reason=cmd.reason, seq=cmd.seq),
     ]
     if run.cancel_requested_at_ms is not None:
-        cancelled = replace(requeued, status=AttemptStatus.CANCELLED, finished_at_ms=ctx.now_ms,
-                            termination_reason="cancelled_before_start")
-        events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start"))
-        return _run_update(run, ctx, events, cancelled, AttemptWrite.UPDATE, attempt,
-                           status=RunStatus.CANCELLED, finished_at_ms=ctx.now_ms,
-                           error_code="cancelled_by_user")
+        cancelled = replace(
+            requeued,
+            status=AttemptStatus.CANCELLED,
+            finished_at_ms=ctx.now_ms,
+            termination_reason="cancelled_before_start",
+        )
+        events.append(
+            _event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
+        )
+        return _run_update(
+            run,
+            ctx,
+            events,
+            cancelled,
+            AttemptWrite.UPDATE,
+            attempt,
+            status=RunStatus.CANCELLED,
+            finished_at_ms=ctx.now_ms,
+            error_code="cancelled_by_user",
+        )
     events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
-    return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt,
-                       status=RunStatus.QUEUED)
+    return _run_update(
+        run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, status=RunStatus.QUEUED
+    )
 
 
-def _runtime_accepted(
-    cmd: c.RuntimeAccepted, run: Run, attempt: Attempt, ctx: Context
-) -> Decision:
+def _runtime_accepted(cmd: c.RuntimeAccepted, run: Run, attempt: Attempt, ctx: Context) -> Decision:
     observed = attempt.observed_state
     if observed is ObservedState.UNCONFIRMED:
         observed = ObservedState.ACCEPTED
@@ -667,9 +712,7 @@ def _runtime_accepted(
     return _run_update(run, ctx, events, accepted, AttemptWrite.UPDATE, attempt)
 
 
-def _runtime_running(
-    cmd: c.RuntimeRunning, run: Run, attempt: Attempt, ctx: Context
-) -> Decision:
+def _runtime_running(cmd: c.RuntimeRunning, run: Run, attempt: Attempt, ctx: Context) -> Decision:
     running = _evidence(
         attempt,
         cmd,
@@ -685,8 +728,16 @@ def _runtime_running(
         _event("attempt.running", cmd.actor, attempt.id, seq=cmd.seq),
         _event("run.running", cmd.actor, attempt.id),
     ]
-    return _run_update(run, ctx, events, running, AttemptWrite.UPDATE, attempt,
-                       status=RunStatus.RUNNING, started_at_ms=run.started_at_ms or ctx.now_ms)
+    return _run_update(
+        run,
+        ctx,
+        events,
+        running,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.RUNNING,
+        started_at_ms=run.started_at_ms or ctx.now_ms,
+    )
 
 
 _OBSERVED_FOR_OUTCOME = {
@@ -715,9 +766,7 @@ _ERROR_FOR_OUTCOME = {
 }
 
 
-def _runtime_result(
-    cmd: c.RuntimeResult, run: Run, attempt: Attempt, ctx: Context
-) -> Decision:
+def _runtime_result(cmd: c.RuntimeResult, run: Run, attempt: Attempt, ctx: Context) -> Decision:
     outcome = cmd.outcome
     error_code = cmd.error_code or _ERROR_FOR_OUTCOME[outcome]
     error_summary = summary(cmd.error_summary)
@@ -773,11 +822,10 @@ def _runtime_result(
     return _run_update(run, ctx, events, finished, AttemptWrite.UPDATE, attempt, **run_changes)
 
 
-def _cancel_confirmed(
-    cmd: c.CancelConfirmed, run: Run, attempt: Attempt, ctx: Context
-) -> Decision:
-    _require(run.cancel_requested_at_ms is not None, "confirm a cancel nobody requested",
-             run, attempt)
+def _cancel_confirmed(cmd: c.CancelConfirmed, run: Run, attempt: Attempt, ctx: Context) -> Decision:
+    _require(
+        run.cancel_requested_at_ms is not None, "confirm a cancel nobody requested", run, attempt
+    )
     result = c.RuntimeResult(
         run_id=cmd.run_id,
         attempt_id=cmd.attempt_id,

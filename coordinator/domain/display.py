@@ -42,8 +42,11 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
     live = attempt if attempt is not None and attempt.id == run.current_attempt_id else None
     fenced = live is not None and live.fenced
     if run.status.terminal:
-        return Display(_RUN_STATUS_DISPLAY[run.status.value], run.error_code or run.status.value,
-                       run.finished_at_ms)
+        return Display(
+            _RUN_STATUS_DISPLAY[run.status.value],
+            run.error_code or run.status.value,
+            run.finished_at_ms,
+        )
     if run.cancel_requested_at_ms is not None and fenced:
         return Display(
             DisplayState.CANCELLING,
@@ -66,6 +69,8 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
         )
     if live is not None and live.status in (AttemptStatus.CLAIMED, AttemptStatus.STARTING):
         reason = "start sent to the runtime" if fenced else "claimed; start not sent yet"
-        return Display(DisplayState.STARTING, reason, live.start_requested_at_ms or live.claimed_at_ms)
+        return Display(
+            DisplayState.STARTING, reason, live.start_requested_at_ms or live.claimed_at_ms
+        )
     state = _RUN_STATUS_DISPLAY[run.status.value]
     return Display(state, run.status.value, run.updated_at_ms)

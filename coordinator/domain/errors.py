@@ -16,6 +16,7 @@ class ErrorReason(StrEnum):
     RUNTIME_TASK_MISMATCH = "RUNTIME_TASK_MISMATCH"
     STORE_BUSY = "STORE_BUSY"
     INTERNAL = "INTERNAL"
+    EXECUTION_SCOPE_BUSY = "EXECUTION_SCOPE_BUSY"
 
 
 class DomainError(Exception):

@@ -17,7 +17,6 @@ from coordinator.domain.errors import (
     VersionConflict,
 )
 from coordinator.domain.model import Attempt, Run, RunEvent
-from coordinator.domain.states import ActorType
 from coordinator.store.base import (
     CasMiss,
     DedupeKeyTaken,
@@ -68,7 +67,9 @@ class Transitions:
     ) -> Result:
         """Create a run; a known (project, idempotency key) follows the conflict policy."""
         if spec.idempotency_key:
-            existing = await self.store.find_by_idempotency_key(spec.project_id, spec.idempotency_key)
+            existing = await self.store.find_by_idempotency_key(
+                spec.project_id, spec.idempotency_key
+            )
             if existing is not None:
                 return self._existing(existing, use_existing)
         decision = decide(c.CreateRun(spec), None, None, self._context())
@@ -76,11 +77,14 @@ class Transitions:
             applied = await self.store.apply(decision, None, request)
         except IdempotencyKeyTaken:
             assert spec.idempotency_key is not None
-            existing = await self.store.find_by_idempotency_key(spec.project_id, spec.idempotency_key)
+            existing = await self.store.find_by_idempotency_key(
+                spec.project_id, spec.idempotency_key
+            )
             assert existing is not None, "the key was taken by a committed run"
             return self._existing(existing, use_existing)
-        return self._committed(Result(decision.outcome.value, applied.run, applied.attempt,
-                                      applied.events))
+        return self._committed(
+            Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+        )
 
     def _existing(self, existing: Loaded, use_existing: bool) -> Result:
         if not use_existing:
@@ -133,4 +137,3 @@ class Transitions:
         if self._on_commit is not None:
             self._on_commit(result)
         return result
-

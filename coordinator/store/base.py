@@ -98,8 +98,9 @@ class RunStore(Protocol):
     ) -> Sequence[Loaded]:
         """Newest first, strictly after ``after``."""
 
-    async def list_events(self, run_id: str, after_sequence: int, limit: int) -> Sequence[RunEvent]:
-        ...
+    async def list_events(
+        self, run_id: str, after_sequence: int, limit: int
+    ) -> Sequence[RunEvent]: ...
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]: ...
 

@@ -75,7 +75,10 @@ RETURNING {", ".join(EVENT_COLUMNS)}"""
 
 def _build_update(attempt_write: AttemptWrite | None) -> tuple[str, Placeholders]:
     p = Placeholders()
-    run_id, expected, = p.next("run_id"), p.next("expected_version")
+    (
+        run_id,
+        expected,
+    ) = p.next("run_id"), p.next("expected_version")
     sets = ", ".join(f"{c} = {p.next('r_' + c)}" for c in RUN_MUTABLE)
     n_events = p.peek("n_events")
     parts = [
@@ -87,7 +90,11 @@ RETURNING id, event_sequence)"""
     guard = ""
     if attempt_write is AttemptWrite.UPDATE:
         a_sets = ", ".join(f"{c} = {p.next('a_' + c)}" for c in ATTEMPT_MUTABLE)
-        a_id, a_status, a_seq = p.next("a_key"), p.next("a_expected_status"), p.next("a_expected_seq")
+        a_id, a_status, a_seq = (
+            p.next("a_key"),
+            p.next("a_expected_status"),
+            p.next("a_expected_seq"),
+        )
         parts.append(
             f"""a AS (
 UPDATE attempts SET {a_sets}
@@ -103,22 +110,32 @@ RETURNING id)"""
         vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
         parts.append(f"ai AS (INSERT INTO attempts ({cols}) SELECT {vals} FROM r RETURNING id)")
     parts.append(f"e AS ({_events_insert(p, 'r')})")
-    sql = "WITH " + ",\n".join(parts) + f"\nSELECT (SELECT event_sequence FROM r) AS event_sequence{guard}, e.* FROM e"
+    sql = (
+        "WITH "
+        + ",\n".join(parts)
+        + f"\nSELECT (SELECT event_sequence FROM r) AS event_sequence{guard}, e.* FROM e"
+    )
     return sql, p
 
 
 def _build_insert(with_attempt: bool) -> tuple[str, Placeholders]:
     p = Placeholders()
     cols = ", ".join(RUN_COLUMNS)
-    vals = ", ".join(p.next("r_" + c) if c != "event_sequence" else p.peek("n_events") + "::bigint"
-                     for c in RUN_COLUMNS)
+    vals = ", ".join(
+        p.next("r_" + c) if c != "event_sequence" else p.peek("n_events") + "::bigint"
+        for c in RUN_COLUMNS
+    )
     parts = [f"r AS (INSERT INTO runs ({cols}) VALUES ({vals}) RETURNING id, event_sequence)"]
     if with_attempt:
         a_cols = ", ".join(ATTEMPT_COLUMNS)
         a_vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
         parts.append(f"ai AS (INSERT INTO attempts ({a_cols}) SELECT {a_vals} FROM r RETURNING id)")
     parts.append(f"e AS ({_events_insert(p, 'r')})")
-    sql = "WITH " + ",\n".join(parts) + "\nSELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"
+    sql = (
+        "WITH "
+        + ",\n".join(parts)
+        + "\nSELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"
+    )
     return sql, p
 
 
@@ -129,7 +146,7 @@ def _build_events_only() -> tuple[str, Placeholders]:
     sql = f"""WITH r AS (
 UPDATE runs SET event_sequence = event_sequence + {n_events}::bigint WHERE id = {run_id}
 RETURNING id, event_sequence),
-e AS ({_events_insert(p, 'r')})
+e AS ({_events_insert(p, "r")})
 SELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"""
     return sql, p
 
@@ -150,7 +167,9 @@ WHERE r.project_id = $1 AND r.idempotency_key = $2"""
 _LIST_EVENTS = f"""
 SELECT {", ".join(EVENT_COLUMNS)} FROM run_events
 WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
-_LIST_ATTEMPTS = f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
+_LIST_ATTEMPTS = (
+    f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
+)
 _GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = $1"
 _PUT_REQUEST = (
     "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
@@ -170,7 +189,10 @@ class PostgresStore:
     @classmethod
     async def connect(cls, dsn: str, min_size: int = 2, max_size: int = 20) -> PostgresStore:
         pool = await asyncpg.create_pool(
-            dsn, min_size=min_size, max_size=max_size, init=_init_connection,
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
             statement_cache_size=256,
         )
         return cls(pool)
@@ -200,8 +222,12 @@ class PostgresStore:
                     rows = await conn.fetch(sql, *args)
                     applied = _applied(decision, rows)
                     await conn.execute(
-                        _PUT_REQUEST, request.request_id, request.method, request.payload_hash,
-                        request.render(applied), decision.run.updated_at_ms,
+                        _PUT_REQUEST,
+                        request.request_id,
+                        request.method,
+                        request.payload_hash,
+                        request.render(applied),
+                        decision.run.updated_at_ms,
                     )
                     return applied
             except asyncpg.DivisionByZeroError as exc:
@@ -254,7 +280,12 @@ class PostgresStore:
         if run.queued_at_ms is None or run.status.value != "queued":
             return 0
         value = await self._pool.fetchval(
-            _QUEUE_POSITION, run.owner_id, int(run.run_now), run.priority, run.queued_at_ms, run.id,
+            _QUEUE_POSITION,
+            run.owner_id,
+            int(run.run_now),
+            run.priority,
+            run.queued_at_ms,
+            run.id,
             run.project_id,
         )
         return int(value or 0)

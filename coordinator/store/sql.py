@@ -42,8 +42,9 @@ def events_from_decision(decision: Decision) -> dict[str, Any]:
     }
 
 
-def queue_position_sql(owner: str, run_now: str, priority: str, queued_at: str, run_id: str,
-                       project: str) -> str:
+def queue_position_sql(
+    owner: str, run_now: str, priority: str, queued_at: str, run_id: str, project: str
+) -> str:
     """Position among the owner's queued runs: run-now first, then priority, then age."""
     return f"""
 SELECT count(*) + 1 FROM runs

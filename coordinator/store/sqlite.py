@@ -66,7 +66,10 @@ _EVENTS_ONLY = (
     "UPDATE runs SET event_sequence = event_sequence + :n_events WHERE id = :id "
     "RETURNING event_sequence"
 )
-_RUN_INSERT = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join(':' + c for c in RUN_COLUMNS)})"
+_RUN_INSERT = (
+    f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in RUN_COLUMNS)})"
+)
 _ATTEMPT_UPDATE = (
     f"UPDATE attempts SET {', '.join(f'{c} = :{c}' for c in ATTEMPT_MUTABLE)} "
     "WHERE id = :id AND status = :expected_status AND last_event_seq = :expected_seq"
@@ -87,7 +90,9 @@ _LIST_EVENTS = (
     f"SELECT {', '.join(EVENT_COLUMNS)} FROM run_events WHERE run_id = ? AND sequence > ? "
     "ORDER BY sequence LIMIT ?"
 )
-_LIST_ATTEMPTS = f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = ? ORDER BY attempt_no"
+_LIST_ATTEMPTS = (
+    f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = ? ORDER BY attempt_no"
+)
 _QUEUE_POSITION = queue_position_sql("?1", "?2", "?3", "?4", "?5", "?6")
 
 
@@ -111,7 +116,9 @@ class SqliteStore:
         self._read_conn: sqlite3.Connection | None = None
 
     @classmethod
-    async def open(cls, path: str, busy_timeout_ms: int = 2000, busy_retries: int = 5) -> SqliteStore:
+    async def open(
+        cls, path: str, busy_timeout_ms: int = 2000, busy_retries: int = 5
+    ) -> SqliteStore:
         store = cls(path, busy_timeout_ms, busy_retries)
         await store._write(lambda conn: None)
         await store._read(lambda conn: None)
@@ -194,8 +201,13 @@ class SqliteStore:
                 conn.execute(
                     "INSERT INTO request_log (request_id, method, payload_hash, response,"
                     " created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                    (request.request_id, request.method, request.payload_hash,
-                     request.render(applied), decision.run.updated_at_ms),
+                    (
+                        request.request_id,
+                        request.method,
+                        request.payload_hash,
+                        request.render(applied),
+                        decision.run.updated_at_ms,
+                    ),
                 )
             conn.execute("COMMIT")
             return applied
@@ -214,7 +226,9 @@ class SqliteStore:
             raise
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
-        row = await self._read(lambda conn: conn.execute(_FIND_BY_KEY, (project_id, key)).fetchone())
+        row = await self._read(
+            lambda conn: conn.execute(_FIND_BY_KEY, (project_id, key)).fetchone()
+        )
         if row is None:
             return None
         return Loaded(run_from_row(row), attempt_from_row(row, "a_"))
@@ -273,13 +287,21 @@ class SqliteStore:
     async def queue_position(self, run: Run) -> int:
         if run.queued_at_ms is None or run.status.value != "queued":
             return 0
-        args = (run.owner_id, int(run.run_now), run.priority, run.queued_at_ms, run.id,
-                run.project_id)
+        args = (
+            run.owner_id,
+            int(run.run_now),
+            run.priority,
+            run.queued_at_ms,
+            run.id,
+            run.project_id,
+        )
         row = await self._read(lambda conn: conn.execute(_QUEUE_POSITION, args).fetchone())
         return int(row[0])
 
 
-def _write_decision(conn: sqlite3.Connection, decision: Decision, dedupe_key: str | None) -> Applied:
+def _write_decision(
+    conn: sqlite3.Connection, decision: Decision, dedupe_key: str | None
+) -> Applied:
     run = decision.run
     events = events_from_decision(decision)
     n_events = events["n_events"]

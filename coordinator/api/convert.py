@@ -1,0 +1,149 @@
+"""Domain <-> protobuf. The domain never imports generated code; only this module does."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from truerun.v1 import common_pb2
+
+from coordinator.domain.model import Actor, Attempt, RunEvent
+from coordinator.service.queries import RunView
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def enum_to_proto(value: StrEnum, prefix: str) -> int:
+    return int(getattr(common_pb2, f"{prefix}_{value.value.upper()}"))
+
+
+def enum_from_proto(enum: type[E], prefix: str, number: int) -> E | None:
+    """None for UNSPECIFIED; ValueError for a number this server does not know."""
+    for member in enum:
+        if getattr(common_pb2, f"{prefix}_{member.value.upper()}") == number:
+            return member
+    if number == 0:
+        return None
+    raise ValueError(f"unknown {prefix.lower()} value {number}")
+
+
+def _ts(ms: int | None) -> timestamp_pb2.Timestamp | None:
+    if ms is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromMilliseconds(ms)
+    return stamp
+
+
+def struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(message)
+
+
+def etag_of(version: int) -> str:
+    return f'"{version}"'
+
+
+def actor_to_proto(actor: Actor) -> common_pb2.Actor:
+    return common_pb2.Actor(type=enum_to_proto(actor.type, "ACTOR_TYPE"), id=actor.id)  # type: ignore[arg-type]
+
+
+def attempt_to_proto(attempt: Attempt) -> common_pb2.Attempt:
+    message = common_pb2.Attempt(
+        id=attempt.id,
+        run_id=attempt.run_id,
+        attempt_no=attempt.attempt_no,
+        previous_attempt_id=attempt.previous_attempt_id or "",
+        owner_id=attempt.owner_id,
+        agent_id=attempt.agent_id or "",
+        execution_scope=attempt.execution_scope or "",
+        runtime_task_id=attempt.runtime_task_id,
+        status=enum_to_proto(attempt.status, "ATTEMPT_STATUS"),  # type: ignore[arg-type]
+        observed_state=enum_to_proto(attempt.observed_state, "OBSERVED_STATE"),  # type: ignore[arg-type]
+        sync_state=enum_to_proto(attempt.sync_state, "SYNC_STATE"),  # type: ignore[arg-type]
+        runtime_instance_id=attempt.runtime_instance_id or "",
+        runtime_device_id=attempt.runtime_device_id or "",
+        last_event_seq=attempt.last_event_seq,
+        termination_reason=attempt.termination_reason or "",
+        error_code=attempt.error_code or "",
+        error_summary=attempt.error_summary or "",
+        observe_time=_ts(attempt.observed_at_ms),
+        claim_time=_ts(attempt.claimed_at_ms),
+        start_request_time=_ts(attempt.start_requested_at_ms),
+        cancel_request_time=_ts(attempt.cancel_requested_at_ms),
+        lease_expire_time=_ts(attempt.lease_expires_at_ms),
+        heartbeat_time=_ts(attempt.heartbeat_at_ms),
+        create_time=_ts(attempt.created_at_ms),
+        start_time=_ts(attempt.started_at_ms),
+        finish_time=_ts(attempt.finished_at_ms),
+        update_time=_ts(attempt.updated_at_ms),
+    )
+    if attempt.exit_code is not None:
+        message.exit_code = attempt.exit_code
+    return message
+
+
+def run_to_proto(v: RunView) -> common_pb2.Run:
+    run = v.run
+    message = common_pb2.Run(
+        id=run.id,
+        project_id=run.project_id,
+        owner_id=run.owner_id,
+        task_id=run.task_id,
+        task_revision=run.task_revision,
+        agent_id=run.agent_id or "",
+        execution_scope=run.execution_scope or "",
+        scope_policy=enum_to_proto(run.scope_policy, "SCOPE_POLICY"),  # type: ignore[arg-type]
+        trigger_type=run.trigger_type,
+        trigger_id=run.trigger_id or "",
+        idempotency_key=run.idempotency_key or "",
+        retry_of_run_id=run.retry_of_run_id or "",
+        priority=run.priority,
+        max_attempts=run.max_attempts,
+        idempotent=run.idempotent,
+        run_now=run.run_now,
+        pinned_runtime_instance_id=run.pinned_runtime_instance_id or "",
+        required_labels=list(run.required_labels),
+        spec=struct(run.spec),
+        status=enum_to_proto(run.status, "RUN_STATUS"),  # type: ignore[arg-type]
+        display_state=enum_to_proto(v.display.state, "DISPLAY_STATE"),  # type: ignore[arg-type]
+        display_reason=v.display.reason,
+        version=run.version,
+        etag=etag_of(run.version),
+        event_sequence=run.event_sequence,
+        current_attempt_id=run.current_attempt_id or "",
+        attempt_count=run.attempt_count,
+        created_by=run.created_by,
+        create_time=_ts(run.created_at_ms),
+        update_time=_ts(run.updated_at_ms),
+        queue_time=_ts(run.queued_at_ms),
+        start_time=_ts(run.started_at_ms),
+        finish_time=_ts(run.finished_at_ms),
+        cancel_request_time=_ts(run.cancel_requested_at_ms),
+        cancel_reason=run.cancel_reason or "",
+        error_code=run.error_code or "",
+        error_summary=run.error_summary or "",
+        queue_position=v.queue_position,
+    )
+    if v.attempt is not None:
+        message.current_attempt.CopyFrom(attempt_to_proto(v.attempt))
+    return message
+
+
+def event_to_proto(event: RunEvent) -> common_pb2.RunEvent:
+    return common_pb2.RunEvent(
+        id=event.id,
+        run_id=event.run_id,
+        sequence=event.sequence,
+        type=event.type,
+        actor=actor_to_proto(event.actor),
+        attempt_id=event.attempt_id or "",
+        payload=struct(event.payload),
+        create_time=_ts(event.created_at_ms),
+    )

@@ -1,0 +1,107 @@
+"""Every failure leaves the server as a google.rpc.Status with exactly one ErrorInfo (AIP-193)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from coordinator.domain.errors import DomainError, ErrorReason
+
+log = logging.getLogger(__name__)
+
+DOMAIN = "truerun"
+
+CODES: dict[ErrorReason, grpc.StatusCode] = {
+    ErrorReason.RUN_VERSION_CONFLICT: grpc.StatusCode.ABORTED,
+    ErrorReason.INVALID_RUN_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.RUN_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorReason.ATTEMPT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorReason.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.IDEMPOTENCY_KEY_CONFLICT: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorReason.REQUEST_ID_REUSED: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.RUNTIME_TASK_MISMATCH: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.STORE_BUSY: grpc.StatusCode.UNAVAILABLE,
+    ErrorReason.INTERNAL: grpc.StatusCode.INTERNAL,
+    ErrorReason.EXECUTION_SCOPE_BUSY: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+
+def rich_status(reason: ErrorReason, message: str, metadata: dict[str, str]) -> status_pb2.Status:
+    code = CODES[reason]
+    info = error_details_pb2.ErrorInfo(reason=reason.value, domain=DOMAIN, metadata=metadata)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    return status_pb2.Status(code=code.value[0], message=message, details=[detail])
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], error: DomainError) -> NoReturn:
+    status = rich_status(error.reason, error.message, dict(error.metadata))
+    await context.abort(
+        CODES[error.reason],
+        error.message,
+        trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),),
+    )
+    raise AssertionError("abort returns only by raising")  # pragma: no cover
+
+
+def reason_of(error: grpc.RpcError) -> str:
+    """The stable reason of a failed call, for clients ('' when the server sent none)."""
+    trailing = getattr(error, "trailing_metadata", None)
+    metadata: Any = (trailing() if trailing else None) or ()
+    for key, value in metadata:
+        if key == "grpc-status-details-bin" and isinstance(value, bytes):
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+    return ""
+
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler = Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]
+
+
+def unary(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    """Map domain errors to their status; anything unexpected becomes INTERNAL, logged."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
+        try:
+            return await fn(self, request, context)
+        except DomainError as error:
+            await abort(context, error)
+        except (grpc.aio.AbortError, AssertionError):
+            raise
+        except Exception:
+            log.exception("unexpected failure in %s", fn.__name__)
+            await abort(context, DomainError("internal error; see the server log"))
+
+    return wrapper
+
+
+StreamHandler = Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]
+
+
+def stream(fn: StreamHandler[Req, Resp]) -> StreamHandler[Req, Resp]:
+    @functools.wraps(fn)
+    async def wrapper(
+        self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Resp]:
+        try:
+            async for item in fn(self, request, context):
+                yield item
+        except DomainError as error:
+            await abort(context, error)
+        except Exception:
+            log.exception("unexpected failure in %s", fn.__name__)
+            await abort(context, DomainError("internal error; see the server log"))
+
+    return wrapper

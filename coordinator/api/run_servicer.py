@@ -1,0 +1,288 @@
+"""RunService over gRPC: validate, call the transition service or the queries, convert."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
+
+from coordinator.api import convert, validation
+from coordinator.api.errors import stream, unary
+from coordinator.domain import commands as c
+from coordinator.domain.errors import InvalidArgument, RequestIdReused
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
+from coordinator.service.hub import EventHub
+from coordinator.service.queries import RunQueries, view
+from coordinator.service.transitions import Result, Transitions
+from coordinator.store.base import Applied, Loaded, RequestIdTaken, RequestRecord, RunFilter
+
+M = TypeVar("M", bound=Message)
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+WATCH_POLL_SECONDS = 1.0
+
+_CANCEL_OUTCOMES = {
+    "already_requested": run_service_pb2.CANCEL_OUTCOME_ALREADY_REQUESTED,
+    "already_terminal": run_service_pb2.CANCEL_OUTCOME_ALREADY_TERMINAL,
+}
+
+
+def _actor(message: common_pb2.Actor, fallback: str) -> Actor:
+    try:
+        kind = convert.enum_from_proto(ActorType, "ACTOR_TYPE", message.type)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    actor_id = validation.name(message.id, "actor.id", required=False) or fallback
+    return Actor(kind or ActorType.USER, actor_id)
+
+
+def _run_proto(result: Result | Applied) -> common_pb2.Run:
+    return convert.run_to_proto(view(Loaded(result.run, result.attempt)))
+
+
+def _cancel_response(result: Result | Applied, outcome: str) -> run_service_pb2.CancelRunResponse:
+    if outcome in _CANCEL_OUTCOMES:
+        code = _CANCEL_OUTCOMES[outcome]
+    elif result.run.status is RunStatus.CANCELLED:
+        code = run_service_pb2.CANCEL_OUTCOME_CANCELLED
+    else:
+        code = run_service_pb2.CANCEL_OUTCOME_REQUESTED
+    return run_service_pb2.CancelRunResponse(run=_run_proto(result), outcome=code)
+
+
+class RunServicer(run_service_pb2_grpc.RunServiceServicer):
+    def __init__(self, transitions: Transitions, queries: RunQueries, hub: EventHub) -> None:
+        self._transitions = transitions
+        self._queries = queries
+        self._hub = hub
+
+    # -- AIP-155 ------------------------------------------------------------------------------
+
+    async def _once(
+        self,
+        method: str,
+        request: Any,
+        response_type: type[M],
+        execute: Callable[[RequestRecord | None], Awaitable[M]],
+        render: Callable[[Applied], M],
+    ) -> M:
+        """Run ``execute`` once per request_id: a repeat gets the first answer back."""
+        if not request.request_id:
+            return await execute(None)
+        request_id = validation.request_id(request.request_id)
+        payload = type(request)()
+        payload.CopyFrom(request)
+        payload.ClearField("request_id")
+        digest = hashlib.sha256(
+            method.encode() + b"\0" + payload.SerializeToString(deterministic=True)
+        ).hexdigest()
+        record = RequestRecord(
+            request_id, method, digest, lambda applied: render(applied).SerializeToString()
+        )
+        for _ in range(2):
+            stored = await self._transitions.store.get_request(request_id)
+            if stored is not None:
+                if (stored.method, stored.payload_hash) != (method, digest):
+                    raise RequestIdReused(
+                        f"request_id {request_id!r} was used for a different request",
+                        request_id=request_id,
+                    )
+                return response_type.FromString(stored.response)
+            try:
+                return await execute(record)
+            except RequestIdTaken:
+                continue  # a concurrent twin committed first: answer with its response
+        raise RequestIdReused(f"request_id {request_id!r} is in use", request_id=request_id)
+
+    # -- commands -----------------------------------------------------------------------------
+
+    @unary
+    async def CreateRun(
+        self, request: run_service_pb2.CreateRunRequest, context: Ctx
+    ) -> run_service_pb2.CreateRunResponse:
+        spec = self._spec(request)
+        use_existing = request.conflict_policy != common_pb2.CONFLICT_POLICY_FAIL
+
+        async def execute(record: RequestRecord | None) -> run_service_pb2.CreateRunResponse:
+            result = await self._transitions.create(spec, use_existing, record)
+            return run_service_pb2.CreateRunResponse(
+                run=_run_proto(result), existing=result.existing
+            )
+
+        def render(applied: Applied) -> run_service_pb2.CreateRunResponse:
+            return run_service_pb2.CreateRunResponse(run=_run_proto(applied), existing=False)
+
+        return await self._once(
+            "CreateRun", request, run_service_pb2.CreateRunResponse, execute, render
+        )
+
+    def _spec(self, request: run_service_pb2.CreateRunRequest) -> c.RunSpec:
+        project_id = validation.name(request.project_id, "project_id")
+        owner_id = validation.name(request.owner_id, "owner_id")
+        task_id = validation.name(request.task_id, "task_id")
+        assert project_id and owner_id and task_id
+        try:
+            scope_policy = convert.enum_from_proto(
+                ScopePolicy, "SCOPE_POLICY", request.scope_policy
+            )
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        if request.conflict_policy not in common_pb2.ConflictPolicy.values():
+            raise InvalidArgument(f"unknown conflict_policy {request.conflict_policy}")
+        if request.spec.ByteSize() > validation.MAX_SPEC_BYTES:
+            raise InvalidArgument(f"spec is larger than {validation.MAX_SPEC_BYTES} bytes")
+        if len(request.required_labels) > validation.MAX_LABELS:
+            raise InvalidArgument(f"at most {validation.MAX_LABELS} required_labels")
+        labels = tuple(
+            validation.name(label, "required_labels[]") or "" for label in request.required_labels
+        )
+        return c.RunSpec(
+            project_id=project_id,
+            owner_id=owner_id,
+            task_id=task_id,
+            created_by=_actor(request.actor, owner_id),
+            task_revision=validation.in_range(request.task_revision, "task_revision", 0, 2**62),
+            agent_id=validation.name(request.agent_id, "agent_id", required=False),
+            execution_scope=validation.text(request.execution_scope, "execution_scope", 256),
+            scope_policy=scope_policy or ScopePolicy.QUEUE,
+            trigger_type=validation.name(request.trigger_type, "trigger_type", required=False)
+            or "manual",
+            trigger_id=validation.text(request.trigger_id, "trigger_id", 256),
+            idempotency_key=validation.text(request.idempotency_key, "idempotency_key", 256),
+            priority=validation.in_range(request.priority, "priority", -1000, 1000),
+            max_attempts=validation.in_range(request.max_attempts or 1, "max_attempts", 1, 100),
+            idempotent=request.idempotent,
+            run_now=request.run_now,
+            requires_approval=request.requires_approval,
+            pinned_runtime_instance_id=validation.name(
+                request.pinned_runtime_instance_id, "pinned_runtime_instance_id", required=False
+            ),
+            required_labels=labels,
+            spec=convert.struct_to_dict(request.spec),
+        )
+
+    @unary
+    async def CancelRun(
+        self, request: run_service_pb2.CancelRunRequest, context: Ctx
+    ) -> run_service_pb2.CancelRunResponse:
+        run_id = validation.run_id(request.id)
+        command = c.RequestCancel(
+            run_id,
+            _actor(request.actor, "anonymous"),
+            expected_version=validation.etag(request.etag),
+            reason=validation.text(request.reason, "reason") or "cancelled_by_user",
+        )
+
+        async def execute(record: RequestRecord | None) -> run_service_pb2.CancelRunResponse:
+            result = await self._transitions.execute(command, record)
+            return _cancel_response(result, result.outcome)
+
+        return await self._once(
+            "CancelRun",
+            request,
+            run_service_pb2.CancelRunResponse,
+            execute,
+            lambda applied: _cancel_response(applied, "applied"),
+        )
+
+    @unary
+    async def RetryRun(
+        self, request: run_service_pb2.RetryRunRequest, context: Ctx
+    ) -> common_pb2.Run:
+        run_id = validation.run_id(request.id)
+        command = c.ManualRetry(run_id, _actor(request.actor, "anonymous"))
+
+        async def execute(record: RequestRecord | None) -> common_pb2.Run:
+            return _run_proto(await self._transitions.execute(command, record))
+
+        return await self._once("RetryRun", request, common_pb2.Run, execute, _run_proto)
+
+    @unary
+    async def ApproveRun(
+        self, request: run_service_pb2.ApproveRunRequest, context: Ctx
+    ) -> common_pb2.Run:
+        run_id = validation.run_id(request.id)
+        command = c.Approve(
+            run_id,
+            _actor(request.actor, "anonymous"),
+            expected_version=validation.etag(request.etag),
+        )
+
+        async def execute(record: RequestRecord | None) -> common_pb2.Run:
+            return _run_proto(await self._transitions.execute(command, record))
+
+        return await self._once("ApproveRun", request, common_pb2.Run, execute, _run_proto)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    @unary
+    async def GetRun(self, request: run_service_pb2.GetRunRequest, context: Ctx) -> common_pb2.Run:
+        return convert.run_to_proto(await self._queries.get(validation.run_id(request.id)))
+
+    @unary
+    async def ListRuns(
+        self, request: run_service_pb2.ListRunsRequest, context: Ctx
+    ) -> run_service_pb2.ListRunsResponse:
+        try:
+            statuses = frozenset(
+                s
+                for n in request.statuses
+                if (s := convert.enum_from_proto(RunStatus, "RUN_STATUS", n)) is not None
+            )
+            displays = frozenset(
+                d
+                for n in request.display_states
+                if (d := convert.enum_from_proto(DisplayState, "DISPLAY_STATE", n)) is not None
+            )
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        run_filter = RunFilter(
+            project_id=validation.name(request.project_id, "project_id", required=False),
+            owner_id=validation.name(request.owner_id, "owner_id", required=False),
+            agent_id=validation.name(request.agent_id, "agent_id", required=False),
+            statuses=statuses,
+        )
+        views, token = await self._queries.list_runs(
+            run_filter, displays, request.page_size, request.page_token
+        )
+        return run_service_pb2.ListRunsResponse(
+            runs=[convert.run_to_proto(v) for v in views], next_page_token=token
+        )
+
+    @unary
+    async def ListRunEvents(
+        self, request: run_service_pb2.ListRunEventsRequest, context: Ctx
+    ) -> run_service_pb2.ListRunEventsResponse:
+        events, token = await self._queries.events(
+            validation.run_id(request.run_id, "run_id"),
+            request.after_sequence,
+            request.page_size,
+            request.page_token,
+        )
+        return run_service_pb2.ListRunEventsResponse(
+            events=[convert.event_to_proto(e) for e in events], next_page_token=token
+        )
+
+    @stream
+    async def WatchRunEvents(
+        self, request: run_service_pb2.WatchRunEventsRequest, context: Ctx
+    ) -> AsyncIterator[common_pb2.RunEvent]:
+        if not request.run_id:
+            raise InvalidArgument("run_id is required (a project-wide watch is not served yet)")
+        run_id = validation.run_id(request.run_id, "run_id")
+        after = request.after_sequence
+        if after < 0:
+            raise InvalidArgument("after_sequence must not be negative")
+        await self._queries.get(run_id)
+        while True:
+            events, _ = await self._queries.events(run_id, after, 500, "")
+            for event in events:
+                yield convert.event_to_proto(event)
+                after = event.sequence
+            if not events:
+                await self._hub.wait_run(run_id, WATCH_POLL_SECONDS)

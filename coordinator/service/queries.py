@@ -1,0 +1,141 @@
+"""The read side: runs with their display state and queue position, events, pages.
+
+Reads never write. Page tokens are opaque to callers and bound to the filter they came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator.domain.display import Display, explain
+from coordinator.domain.errors import InvalidArgument, RunNotFound
+from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.states import DisplayState
+from coordinator.store.base import Loaded, RunCursor, RunFilter, RunStore
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+_SCAN_BATCHES = 8  # a display-state filter scans at most this many batches per page
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    run: Run
+    attempt: Attempt | None
+    display: Display
+    queue_position: int = 0
+
+
+def view(loaded: Loaded, queue_position: int = 0) -> RunView:
+    return RunView(loaded.run, loaded.attempt, explain(loaded.run, loaded.attempt), queue_position)
+
+
+def page_size_of(requested: int) -> int:
+    if requested < 0:
+        raise InvalidArgument("page_size must not be negative")
+    return min(requested or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+def encode_token(payload: dict[str, Any]) -> str:
+    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str, binding: str) -> dict[str, Any]:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("page_token is not a token this server issued") from exc
+    if not isinstance(payload, dict) or payload.get("b") != binding:
+        raise InvalidArgument("page_token belongs to a different request")
+    return payload
+
+
+def _binding(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+class RunQueries:
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+
+    async def get(self, run_id: str) -> RunView:
+        loaded = await self._store.load(run_id)
+        if loaded is None:
+            raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
+        return view(loaded, await self._store.queue_position(loaded.run))
+
+    async def list_runs(
+        self,
+        run_filter: RunFilter,
+        display_states: frozenset[DisplayState],
+        page_size: int,
+        page_token: str,
+    ) -> tuple[list[RunView], str]:
+        size = page_size_of(page_size)
+        binding = _binding(
+            run_filter.project_id,
+            run_filter.owner_id,
+            run_filter.agent_id,
+            sorted(run_filter.statuses),
+            sorted(display_states),
+        )
+        cursor = None
+        if page_token:
+            token = decode_token(page_token, binding)
+            cursor = RunCursor(int(token["c"]), str(token["i"]))
+        views: list[RunView] = []
+        for _ in range(_SCAN_BATCHES):
+            batch = await self._store.list_runs(run_filter, cursor, size + 1)
+            for i, loaded in enumerate(batch):
+                cursor = RunCursor(loaded.run.created_at_ms, loaded.run.id)
+                candidate = view(loaded)
+                if not display_states or candidate.display.state in display_states:
+                    views.append(candidate)
+                if len(views) == size:
+                    more = i < len(batch) - 1 or len(batch) == size + 1
+                    return await self._positioned(views), self._token(cursor, binding, more)
+            if len(batch) < size + 1:
+                return await self._positioned(views), ""
+        # Scanned enough without filling the page: hand back where the scan stopped (AIP-158
+        # allows a short page with a next token).
+        return await self._positioned(views), self._token(cursor, binding, True)
+
+    @staticmethod
+    def _token(cursor: RunCursor | None, binding: str, more: bool) -> str:
+        if not more or cursor is None:
+            return ""
+        return encode_token({"c": cursor.created_at_ms, "i": cursor.run_id, "b": binding})
+
+    async def _positioned(self, views: list[RunView]) -> list[RunView]:
+        out = []
+        for v in views:
+            position = await self._store.queue_position(v.run)
+            out.append(RunView(v.run, v.attempt, v.display, position))
+        return out
+
+    async def events(
+        self, run_id: str, after_sequence: int, page_size: int, page_token: str
+    ) -> tuple[Sequence[RunEvent], str]:
+        if after_sequence < 0:
+            raise InvalidArgument("after_sequence must not be negative")
+        size = page_size_of(page_size)
+        binding = _binding(run_id)
+        if page_token:
+            after_sequence = int(decode_token(page_token, binding)["s"])
+        if await self._store.load(run_id) is None:
+            raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
+        events = await self._store.list_events(run_id, after_sequence, size + 1)
+        if len(events) > size:
+            events = events[:size]
+            return events, encode_token({"s": events[-1].sequence, "b": binding})
+        return events, ""
+
+    async def attempts(self, run_id: str) -> Sequence[Attempt]:
+        return await self._store.list_attempts(run_id)

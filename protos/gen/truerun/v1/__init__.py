@@ -1,0 +1,1 @@
+"""Generated code. Do not edit; run `python protos/generate.py`."""

@@ -1,0 +1,1 @@
+"""The `truerun` command line."""

@@ -1,0 +1,103 @@
+"""Client commands: talk to a running truerun over gRPC and print what a person can read."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
+
+from coordinator.api.errors import reason_of
+
+
+def _enum_name(enum: Any, number: int, prefix: str) -> str:
+    return str(enum.Name(number)).removeprefix(prefix).lower()
+
+
+def display(run: common_pb2.Run) -> str:
+    return _enum_name(common_pb2.DisplayState, run.display_state, "DISPLAY_STATE_")
+
+
+def run_line(run: common_pb2.Run) -> str:
+    state = display(run)
+    extra = ""
+    if state == "queued" and run.queue_position:
+        extra = f" (position {run.queue_position})"
+    elif state in ("unknown", "cancelling", "waiting_runtime", "starting"):
+        extra = f" ({run.display_reason})"
+    return f"{run.id}  {run.task_id:<20}  {state}{extra}"
+
+
+def show_run(run: common_pb2.Run, events: Sequence[common_pb2.RunEvent]) -> str:
+    lines = [
+        f"run        {run.id}",
+        f"task       {run.task_id}   project {run.project_id}   owner {run.owner_id}",
+        f"state      {display(run)}   ({run.display_reason})",
+        f"status     {_enum_name(common_pb2.RunStatus, run.status, 'RUN_STATUS_')}"
+        f"   version {run.version}   attempts {run.attempt_count}",
+    ]
+    if run.retry_of_run_id:
+        lines.append(f"retry of   {run.retry_of_run_id}")
+    if run.HasField("current_attempt"):
+        a = run.current_attempt
+        lines.append(
+            f"attempt    #{a.attempt_no} {a.id}  control "
+            f"{_enum_name(common_pb2.AttemptStatus, a.status, 'ATTEMPT_STATUS_')}  observed "
+            f"{_enum_name(common_pb2.ObservedState, a.observed_state, 'OBSERVED_STATE_')}  sync "
+            f"{_enum_name(common_pb2.SyncState, a.sync_state, 'SYNC_STATE_')}"
+        )
+    if run.error_code:
+        lines.append(f"error      {run.error_code}: {run.error_summary}")
+    lines.append("events")
+    lines.extend(event_line(e) for e in events)
+    return "\n".join(lines)
+
+
+def event_line(event: common_pb2.RunEvent) -> str:
+    actor = _enum_name(common_pb2.ActorType, event.actor.type, "ACTOR_TYPE_")
+    payload = {
+        k: int(v) if isinstance(v, float) and v.is_integer() else v
+        for k, v in json_format.MessageToDict(event.payload).items()
+    }
+    detail = f"  {json.dumps(payload, sort_keys=True)}" if payload else ""
+    return f"  {event.sequence:>4}  {event.type:<32} by {actor}:{event.actor.id}{detail}"
+
+
+class Client:
+    def __init__(self, address: str, timeout: float = 10.0) -> None:
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[("grpc.keepalive_time_ms", 20_000), ("grpc.keepalive_timeout_ms", 10_000)],
+        )
+        self.stub = run_service_pb2_grpc.RunServiceStub(self._channel)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def events(self, run_id: str) -> list[common_pb2.RunEvent]:
+        events: list[common_pb2.RunEvent] = []
+        token = ""
+        while True:
+            page = self.stub.ListRunEvents(
+                run_service_pb2.ListRunEventsRequest(run_id=run_id, page_token=token),
+                timeout=self.timeout,
+            )
+            events.extend(page.events)
+            token = page.next_page_token
+            if not token:
+                return events
+
+
+def fail(error: grpc.RpcError) -> int:
+    reason = reason_of(error)
+    code_fn = getattr(error, "code", None)
+    details_fn = getattr(error, "details", None)
+    code = code_fn().name if code_fn else "UNKNOWN"
+    details = details_fn() if details_fn else str(error)
+    print(f"error: {details} [{code}{' ' + reason if reason else ''}]", file=sys.stderr)
+    return 1

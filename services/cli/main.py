@@ -1,0 +1,225 @@
+"""`truerun`: dev (embedded all-in-one), migrate, and the client commands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+from truerun.v1 import common_pb2, run_service_pb2
+
+from services.cli.client import Client, event_line, fail, run_line, show_run
+from services.config import Settings
+
+TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
+
+
+def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: str) -> None:
+    """Every flag has a TRUERUN_* twin; the flag wins."""
+    parser.add_argument(flag, default=None, help=f"{help_text} (env: {env})")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="truerun", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    dev = sub.add_parser("dev", help="run every service in one process on SQLite")
+    _env_flag(dev, "--data-dir", "TRUERUN_DATA_DIR", "data directory")
+    _env_flag(dev, "--grpc-addr", "TRUERUN_GRPC_ADDR", "host:port, port 0 picks a free one")
+    _env_flag(dev, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///...")
+
+    migrate = sub.add_parser("migrate", help="bring the database schema to the newest version")
+    _env_flag(migrate, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///")
+    _env_flag(migrate, "--data-dir", "TRUERUN_DATA_DIR", "data directory (SQLite default)")
+
+    def client(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument(
+            "--server",
+            default=os.environ.get("TRUERUN_SERVER", "127.0.0.1:7233"),
+            help="the truerun gRPC address (env: TRUERUN_SERVER)",
+        )
+        return p
+
+    submit = client("submit", "create a run")
+    submit.add_argument("task_id")
+    submit.add_argument("--project", default="default")
+    submit.add_argument("--owner", default=os.environ.get("USER", "me"))
+    submit.add_argument("--agent", default="")
+    submit.add_argument("--priority", type=int, default=0)
+    submit.add_argument("--max-attempts", type=int, default=1)
+    submit.add_argument("--idempotency-key", default="")
+    submit.add_argument("--requires-approval", action="store_true")
+    submit.add_argument(
+        "--command", dest="run_command", default="", help="the command a runtime should run"
+    )
+
+    ls = client("ls", "list runs, newest first")
+    ls.add_argument("--project", default="")
+    ls.add_argument("--owner", default="")
+    ls.add_argument("--limit", type=int, default=50)
+
+    for name, help_text in (
+        ("show", "show one run and its events"),
+        ("cancel", "cancel a run (at once before start, else a durable request)"),
+        ("retry", "retry a finished run as a new run"),
+        ("approve", "approve a run that waits for approval"),
+        ("watch", "print a run's events as they are committed, until it ends"),
+    ):
+        client(name, help_text).add_argument("run_id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.cmd == "dev":
+        return _dev(args)
+    if args.cmd == "migrate":
+        return _migrate(args)
+    client = Client(args.server)
+    try:
+        return int(_CLIENT_COMMANDS[args.cmd](client, args))
+    except grpc.RpcError as error:
+        return fail(error)
+    finally:
+        client.close()
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else None,
+        grpc_addr=getattr(args, "grpc_addr", None),
+        database_url=getattr(args, "database_url", None),
+    )
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from services.cli.dev import run_dev
+
+    _install_uvloop()
+    asyncio.run(run_dev(_settings(args)))
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from services.db.migrate import upgrade
+
+    settings = _settings(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(upgrade(settings.resolved_database_url()))
+    print("database is at the newest schema")
+    return 0
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is optional off Linux
+        return
+    uvloop.install()
+
+
+def _me() -> common_pb2.Actor:
+    return common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id=os.environ.get("USER", "me"))
+
+
+def _submit(client: Client, args: argparse.Namespace) -> int:
+    spec = struct_pb2.Struct()
+    if args.run_command:
+        spec.update({"command": args.run_command})
+    response = client.stub.CreateRun(
+        run_service_pb2.CreateRunRequest(
+            project_id=args.project,
+            owner_id=args.owner,
+            task_id=args.task_id,
+            agent_id=args.agent,
+            priority=args.priority,
+            max_attempts=args.max_attempts,
+            idempotency_key=args.idempotency_key,
+            requires_approval=args.requires_approval,
+            spec=spec,
+            actor=common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id=args.owner),
+        ),
+        timeout=client.timeout,
+    )
+    note = "  (existing run for this idempotency key)" if response.existing else ""
+    print(run_line(response.run) + note)
+    return 0
+
+
+def _ls(client: Client, args: argparse.Namespace) -> int:
+    response = client.stub.ListRuns(
+        run_service_pb2.ListRunsRequest(
+            project_id=args.project, owner_id=args.owner, page_size=args.limit
+        ),
+        timeout=client.timeout,
+    )
+    for run in response.runs:
+        print(run_line(run))
+    return 0
+
+
+def _show(client: Client, args: argparse.Namespace) -> int:
+    run = client.stub.GetRun(run_service_pb2.GetRunRequest(id=args.run_id), timeout=client.timeout)
+    print(show_run(run, client.events(args.run_id)))
+    return 0
+
+
+def _cancel(client: Client, args: argparse.Namespace) -> int:
+    response = client.stub.CancelRun(
+        run_service_pb2.CancelRunRequest(id=args.run_id, actor=_me()), timeout=client.timeout
+    )
+    outcome = run_service_pb2.CancelOutcome.Name(response.outcome)
+    print(f"{run_line(response.run)}  [{outcome.removeprefix('CANCEL_OUTCOME_').lower()}]")
+    return 0
+
+
+def _retry(client: Client, args: argparse.Namespace) -> int:
+    run = client.stub.RetryRun(
+        run_service_pb2.RetryRunRequest(id=args.run_id, actor=_me()), timeout=client.timeout
+    )
+    print(f"{run_line(run)}  (retry of {run.retry_of_run_id})")
+    return 0
+
+
+def _approve(client: Client, args: argparse.Namespace) -> int:
+    run = client.stub.ApproveRun(
+        run_service_pb2.ApproveRunRequest(id=args.run_id, actor=_me()), timeout=client.timeout
+    )
+    print(run_line(run))
+    return 0
+
+
+def _watch(client: Client, args: argparse.Namespace) -> int:
+    stream: Any = client.stub.WatchRunEvents(
+        run_service_pb2.WatchRunEventsRequest(run_id=args.run_id)
+    )
+    for event in stream:
+        print(event_line(event), flush=True)
+        if event.type.removeprefix("run.") in TERMINAL:
+            stream.cancel()
+            break
+    return 0
+
+
+_CLIENT_COMMANDS = {
+    "submit": _submit,
+    "ls": _ls,
+    "show": _show,
+    "cancel": _cancel,
+    "retry": _retry,
+    "approve": _approve,
+    "watch": _watch,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

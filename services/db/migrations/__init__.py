@@ -1,0 +1,1 @@
+"""Alembic migrations for services.db.schema; run them through services.db.migrate."""

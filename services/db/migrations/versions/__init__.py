@@ -1,0 +1,1 @@
+"""Migration scripts; alembic loads them by path, never by import."""

@@ -1,0 +1,59 @@
+"""gRPC server bootstrap: build it (tests bind 127.0.0.1:0), then serve until a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+from grpc_health.v1 import _async as health_aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from truerun.v1 import run_service_pb2, run_service_pb2_grpc
+
+from coordinator.api.run_servicer import RunServicer
+from services.bootstrap import Coordinator
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.max_receive_message_length", 4 * 1024 * 1024),
+]
+
+
+async def create_server(app: Coordinator, address: str) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server(options=KEEPALIVE_OPTIONS)
+    run_service_pb2_grpc.add_RunServiceServicer_to_server(
+        RunServicer(app.transitions, app.queries, app.hub), server
+    )
+    health_servicer = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    service_names = [
+        run_service_pb2.DESCRIPTOR.services_by_name["RunService"].full_name,
+        health.SERVICE_NAME,
+        reflection.SERVICE_NAME,
+    ]
+    reflection.enable_server_reflection(service_names, server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    for name in ("", service_names[0]):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, port
+
+
+async def serve_until_signal(server: grpc.aio.Server, grace_seconds: float) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down; waiting up to %.0fs for calls in flight", grace_seconds)
+    await server.stop(grace_seconds)
