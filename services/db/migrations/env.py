@@ -34,7 +34,9 @@ def run_migrations_online() -> None:
         if connection.dialect.name == "postgresql":
             # Serialize concurrent migrators: the lock is held until the migration
             # transaction ends, so a second process waits and then finds the schema at head.
-            connection.execute(text("SELECT :key"), {"key": MIGRATION_LOCK_KEY})
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
         context.run_migrations()
 
 

@@ -1,0 +1,60 @@
+"""Shared fixtures: empty SQLite / PostgreSQL databases, optionally migrated to head.
+
+PostgreSQL tests never skip: if the server cannot be reached they fail, because CI
+requires them to run for real. Point TRUERUN_TEST_PG_ADMIN_URL at another server if needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from services.db.migrate import upgrade
+from tests.support.databases import create_pg_database, drop_pg_database, pg_admin_url
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that touches PostgreSQL with ``postgres``."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        uses_pg = "pg_url" in getattr(item, "fixturenames", ())
+        if uses_pg or (callspec is not None and callspec.params.get("database_url") == "postgres"):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database (plain URL), dropped after the test."""
+    try:
+        url = await create_pg_database()
+    except Exception as exc:  # refused, timed out, bad credentials: all mean the same here
+        pytest.fail(
+            f"PostgreSQL is required but unreachable at {pg_admin_url()} "
+            f"(set TRUERUN_TEST_PG_ADMIN_URL): {exc!r}",
+            pytrace=False,
+        )
+    yield url
+    await drop_pg_database(url)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """An empty SQLite database file (plain URL) in the test's tmp_path."""
+    return f"sqlite:///{tmp_path}/truerun.db"
+
+
+@pytest.fixture(params=["sqlite", "postgres"], ids=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """An empty database of each kind; the postgres variant is marked ``postgres``."""
+    fixture = "pg_url" if request.param == "postgres" else "sqlite_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
+
+
+@pytest.fixture
+async def migrated_database_url(database_url: str) -> str:
+    """``database_url`` upgraded to the newest schema revision."""
+    await upgrade(database_url)
+    return database_url

@@ -1,0 +1,152 @@
+"""The alembic migrations produce exactly services/db/schema.py, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import CheckConstraint, ForeignKeyConstraint, UniqueConstraint, inspect
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from services.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
+from services.db.schema import metadata
+
+HEAD = "0001_initial"
+PROJECT_TABLES = set(metadata.tables)
+
+T = TypeVar("T")
+# table -> {"columns": ..., "indexes": ..., "constraints": ...}, all as sets of names
+Shape = dict[str, dict[str, set[str]]]
+
+
+async def on_database(url: str, fn: Callable[[Connection], T]) -> T:
+    engine = create_async_engine(sqlalchemy_url(url), poolclass=NullPool)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(fn)
+    finally:
+        await engine.dispose()
+
+
+def expected_shape() -> Shape:
+    shape: Shape = {}
+    for table in metadata.tables.values():
+        kinds = (CheckConstraint, ForeignKeyConstraint, UniqueConstraint)
+        shape[table.name] = {
+            "columns": {c.name for c in table.columns},
+            "indexes": {str(i.name) for i in table.indexes},
+            "constraints": {str(c.name) for c in table.constraints if isinstance(c, kinds)}
+            | {str(table.primary_key.name)},
+        }
+    return shape
+
+
+def reflected_shape(conn: Connection) -> Shape:
+    insp = inspect(conn)
+    shape: Shape = {}
+    for name in set(insp.get_table_names()) & PROJECT_TABLES:
+        constraints = {insp.get_pk_constraint(name)["name"]}
+        constraints |= {fk["name"] for fk in insp.get_foreign_keys(name)}
+        constraints |= {uq["name"] for uq in insp.get_unique_constraints(name)}
+        constraints |= {ck["name"] for ck in insp.get_check_constraints(name)}
+        shape[name] = {
+            "columns": {c["name"] for c in insp.get_columns(name)},
+            # PostgreSQL also lists the index behind each UNIQUE constraint; that is the
+            # constraint (checked below), not an index of its own.
+            "indexes": {
+                str(i["name"]) for i in insp.get_indexes(name) if "duplicates_constraint" not in i
+            },
+            "constraints": {str(c) for c in constraints},
+        }
+    return shape
+
+
+def project_tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names()) & PROJECT_TABLES
+
+
+def schema_differences(conn: Connection) -> list[Any]:
+    context = MigrationContext.configure(
+        conn, opts={"compare_type": True, "compare_server_default": True}
+    )
+    return list(compare_metadata(context, metadata))
+
+
+async def test_upgrade_downgrade_upgrade_round_trip(database_url: str) -> None:
+    assert await current_revision(database_url) is None
+
+    await upgrade(database_url)
+    assert await current_revision(database_url) == HEAD
+    assert await on_database(database_url, reflected_shape) == expected_shape()
+
+    await downgrade(database_url, "base")
+    assert await current_revision(database_url) is None
+    assert await on_database(database_url, project_tables) == set()
+
+    await upgrade(database_url)
+    assert await current_revision(database_url) == HEAD
+    assert await on_database(database_url, reflected_shape) == expected_shape()
+
+
+async def test_migrated_database_does_not_drift_from_schema(migrated_database_url: str) -> None:
+    assert await on_database(migrated_database_url, schema_differences) == []
+
+
+async def test_upgrade_at_head_changes_nothing(migrated_database_url: str) -> None:
+    before = await on_database(migrated_database_url, reflected_shape)
+    await upgrade(migrated_database_url)
+    assert await current_revision(migrated_database_url) == HEAD
+    assert await on_database(migrated_database_url, reflected_shape) == before
+
+
+async def test_concurrent_upgrades_in_one_process(database_url: str) -> None:
+    await asyncio.gather(*(upgrade(database_url) for _ in range(4)))
+    assert await current_revision(database_url) == HEAD
+    assert await on_database(database_url, reflected_shape) == expected_shape()
+
+
+async def test_concurrent_upgrades_from_several_processes(database_url: str) -> None:
+    script = "import asyncio, sys; from services.db.migrate import upgrade; "
+    script += "asyncio.run(upgrade(sys.argv[1]))"
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, database_url, stderr=asyncio.subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    results = [await p.communicate() for p in processes]
+    assert [
+        (p.returncode, err.decode()) for p, (_, err) in zip(processes, results, strict=True)
+    ] == [(0, "")] * 4
+    assert await current_revision(database_url) == HEAD
+    assert await on_database(database_url, reflected_shape) == expected_shape()
+
+
+@pytest.mark.parametrize(
+    ("plain", "expected"),
+    [
+        (
+            "postgresql://postgres@127.0.0.1:5432/db",
+            "postgresql+asyncpg://postgres@127.0.0.1:5432/db",
+        ),
+        ("sqlite:///relative.db", "sqlite+aiosqlite:///relative.db"),
+        ("sqlite:////abs/path.db", "sqlite+aiosqlite:////abs/path.db"),
+    ],
+)
+def test_sqlalchemy_url_maps_plain_urls(plain: str, expected: str) -> None:
+    assert sqlalchemy_url(plain) == expected
+
+
+@pytest.mark.parametrize(
+    "bad", ["mysql://u@h/db", "postgresql+asyncpg://u@h/db", "sqlite://", "sqlite:///", ""]
+)
+def test_sqlalchemy_url_rejects_other_urls(bad: str) -> None:
+    with pytest.raises(ValueError, match="unsupported database URL"):
+        sqlalchemy_url(bad)

@@ -1,0 +1,51 @@
+"""Throwaway test databases: a fresh PostgreSQL database per test, created via the admin URL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DATABASE_PREFIX = "truerun_t_"
+CONNECT_TIMEOUT_S = 10.0
+
+
+def pg_admin_url() -> str:
+    """Where to create and drop test databases (``TRUERUN_TEST_PG_ADMIN_URL``)."""
+    return os.environ.get("TRUERUN_TEST_PG_ADMIN_URL", DEFAULT_PG_ADMIN_URL)
+
+
+async def create_pg_database() -> str:
+    """Create an empty, uniquely named database and return its plain ``postgresql://`` URL."""
+    name = f"{DATABASE_PREFIX}{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(pg_admin_url(), timeout=CONNECT_TIMEOUT_S)
+    try:
+        await admin.execute(f"CREATE DATABASE {_quote(name)}")
+    finally:
+        await admin.close()
+    url: str = make_url(pg_admin_url()).set(database=name).render_as_string(hide_password=False)
+    return url
+
+
+async def drop_pg_database(url: str) -> None:
+    """Terminate every connection to the database at ``url``, then drop it."""
+    name = make_url(url).database
+    if not name or not name.startswith(DATABASE_PREFIX):
+        raise ValueError(f"refusing to drop {name!r}: not a test database")
+    admin = await asyncpg.connect(pg_admin_url(), timeout=CONNECT_TIMEOUT_S)
+    try:
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = $1 AND pid <> pg_backend_pid()",
+            name,
+        )
+        await admin.execute(f"DROP DATABASE IF EXISTS {_quote(name)}")
+    finally:
+        await admin.close()
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'

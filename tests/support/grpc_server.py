@@ -1,0 +1,51 @@
+"""A real RunService gRPC server on 127.0.0.1:0 over a real store, for integration tests.
+
+``grpc_run_service(url)`` migrates the database, opens the store named by ``url``, wires the
+coordinator exactly as production does (services.bootstrap + services.server), starts the
+server on an ephemeral port and yields a ``GrpcApi`` (stub, store, address). On exit the
+channel is closed, the server stopped (streams still open are cancelled) and the store closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import NamedTuple
+
+import grpc
+from truerun.v1 import run_service_pb2_grpc
+
+from coordinator.store.base import RunStore
+from services.bootstrap import coordinator, open_store
+from services.db.migrate import upgrade
+from services.server import create_server
+
+HOST = "127.0.0.1"
+
+
+class GrpcApi(NamedTuple):
+    stub: run_service_pb2_grpc.RunServiceStub
+    store: RunStore
+    address: str  # "127.0.0.1:<port>", for extra channels (health, reflection, raw calls)
+
+
+@asynccontextmanager
+async def grpc_run_service(database_url: str, *, migrate: bool = True) -> AsyncIterator[GrpcApi]:
+    """Serve RunService for ``database_url`` until the block exits.
+
+    ``migrate=False`` skips the (idempotent) upgrade for a database already at head.
+    """
+    if migrate:
+        await upgrade(database_url)
+    store = await open_store(database_url)
+    try:
+        server, port = await create_server(coordinator(store), f"{HOST}:0")
+        try:
+            address = f"{HOST}:{port}"
+            async with grpc.aio.insecure_channel(address) as channel:
+                await channel.channel_ready()
+                yield GrpcApi(run_service_pb2_grpc.RunServiceStub(channel), store, address)
+        finally:
+            await server.stop(None)
+    finally:
+        await store.close()
