@@ -26,6 +26,15 @@ _RUN_STATUS_DISPLAY = {
 }
 
 
+_WAITING_FOR = {
+    DisplayState.QUEUED: "waiting for a runtime with a free slot",
+    DisplayState.PENDING_APPROVAL: "waiting for a person to approve it",
+    DisplayState.WAITING_APPROVAL: "the running task waits for a person's approval",
+    DisplayState.RETRY_WAIT: "the last attempt failed; a new attempt will be queued",
+    DisplayState.LOST: "the runtime lost the task; waiting for the retry policy or a person",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Display:
     state: DisplayState
@@ -73,4 +82,4 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
             DisplayState.STARTING, reason, live.start_requested_at_ms or live.claimed_at_ms
         )
     state = _RUN_STATUS_DISPLAY[run.status.value]
-    return Display(state, run.status.value, run.updated_at_ms)
+    return Display(state, _WAITING_FOR.get(state, run.status.value), run.updated_at_ms)

@@ -51,7 +51,8 @@ def show_run(run: common_pb2.Run, events: Sequence[common_pb2.RunEvent]) -> str:
             f"{_enum_name(common_pb2.SyncState, a.sync_state, 'SYNC_STATE_')}"
         )
     if run.error_code:
-        lines.append(f"error      {run.error_code}: {run.error_summary}")
+        summary = f": {run.error_summary}" if run.error_summary else ""
+        lines.append(f"error      {run.error_code}{summary}")
     lines.append("events")
     lines.extend(event_line(e) for e in events)
     return "\n".join(lines)

@@ -1,0 +1,43 @@
+# One command sets up and runs the embedded default (`make demo`); one sets up and runs every
+# check and test (`make test`). Both create .venv from pyproject.toml on first use.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo dev test lint typecheck protos pytest bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	bash scripts/demo.sh
+
+dev: setup
+	$(BIN)/truerun dev
+
+test: setup lint typecheck protos pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+protos: setup
+	PYTHON=$(BIN)/python bash scripts/check_protos.sh
+
+pytest: setup
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python -m bench.transition --seconds 20
+
+clean:
+	rm -rf $(VENV) node_modules .truerun .mypy_cache .ruff_cache .pytest_cache
