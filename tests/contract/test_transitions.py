@@ -9,6 +9,7 @@ import pytest
 
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, decide
+from coordinator.domain.display import display_state
 from coordinator.domain.errors import (
     IdempotencyKeyConflict,
     InvalidTransition,
@@ -17,7 +18,6 @@ from coordinator.domain.errors import (
     VersionConflict,
 )
 from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus
-from coordinator.domain.display import display_state
 from coordinator.service.transitions import DEDUPLICATED, Transitions
 from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunStore
 from services.ids import new_token, now_ms, uuid7
