@@ -215,7 +215,7 @@ class StoreMachine(RuleBasedStateMachine):
 @pytest.mark.slow
 def test_random_command_sequences(migrated_database_url: str) -> None:
     StoreMachine.database_url = migrated_database_url
-    run_state_machine_as_test(
+    run_state_machine_as_test(  # type: ignore[no-untyped-call]
         StoreMachine,
         settings=settings(
             max_examples=25,

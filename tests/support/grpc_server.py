@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import grpc
 from truerun.v1 import run_service_pb2_grpc
@@ -20,11 +20,14 @@ from services.bootstrap import coordinator, open_store
 from services.db.migrate import upgrade
 from services.server import create_server
 
+if TYPE_CHECKING:
+    from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
+
 HOST = "127.0.0.1"
 
 
 class GrpcApi(NamedTuple):
-    stub: run_service_pb2_grpc.RunServiceStub
+    stub: RunServiceAsyncStub
     store: RunStore
     address: str  # "127.0.0.1:<port>", for extra channels (health, reflection, raw calls)
 
