@@ -13,7 +13,7 @@ from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 from coordinator.api import convert, validation
 from coordinator.api.errors import stream, unary
 from coordinator.domain import commands as c
-from coordinator.domain.errors import InvalidArgument, RequestIdReused
+from coordinator.domain.errors import DomainError, InvalidArgument, RequestIdReused
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.hub import EventHub
@@ -81,22 +81,41 @@ class RunServicer(run_service_pb2_grpc.RunServiceServicer):
         digest = hashlib.sha256(
             method.encode() + b"\0" + payload.SerializeToString(deterministic=True)
         ).hexdigest()
-        record = RequestRecord(
-            request_id, method, digest, lambda applied: render(applied).SerializeToString()
-        )
-        for _ in range(2):
+        answer: dict[str, bytes] = {}
+
+        def remember(applied: Applied) -> bytes:
+            # Deterministic bytes, and every answer is re-read from them, so the first call
+            # and every replay send the same bytes (map order included).
+            answer["bytes"] = render(applied).SerializeToString(deterministic=True)
+            return answer["bytes"]
+
+        async def first_answer() -> M | None:
             stored = await self._transitions.store.get_request(request_id)
-            if stored is not None:
-                if (stored.method, stored.payload_hash) != (method, digest):
-                    raise RequestIdReused(
-                        f"request_id {request_id!r} was used for a different request",
-                        request_id=request_id,
-                    )
-                return response_type.FromString(stored.response)
+            if stored is None:
+                return None
+            if (stored.method, stored.payload_hash) != (method, digest):
+                raise RequestIdReused(
+                    f"request_id {request_id!r} was used for a different request",
+                    request_id=request_id,
+                )
+            return response_type.FromString(stored.response)
+
+        record = RequestRecord(request_id, method, digest, remember)
+        for _ in range(2):
+            if (replay := await first_answer()) is not None:
+                return replay
             try:
-                return await execute(record)
+                response = await execute(record)
             except RequestIdTaken:
                 continue  # a concurrent twin committed first: answer with its response
+            except DomainError:
+                # A twin in flight may have changed the run first; its answer is ours.
+                if (replay := await first_answer()) is not None:
+                    return replay
+                raise
+            if "bytes" in answer:
+                return response_type.FromString(answer["bytes"])
+            return await first_answer() or response
         raise RequestIdReused(f"request_id {request_id!r} is in use", request_id=request_id)
 
     # -- commands -----------------------------------------------------------------------------

@@ -10,13 +10,15 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from coordinator.domain.display import Display, explain
 from coordinator.domain.errors import InvalidArgument, RunNotFound
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.domain.states import DisplayState
 from coordinator.store.base import Loaded, RunCursor, RunFilter, RunStore
+
+T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -57,6 +59,13 @@ def decode_token(token: str, binding: str) -> dict[str, Any]:
     return payload
 
 
+def _field(token: dict[str, Any], key: str, kind: type[T]) -> T:
+    value = token.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidArgument("page_token is not a token this server issued")
+    return value
+
+
 def _binding(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
@@ -89,7 +98,7 @@ class RunQueries:
         cursor = None
         if page_token:
             token = decode_token(page_token, binding)
-            cursor = RunCursor(int(token["c"]), str(token["i"]))
+            cursor = RunCursor(_field(token, "c", int), _field(token, "i", str))
         views: list[RunView] = []
         for _ in range(_SCAN_BATCHES):
             batch = await self._store.list_runs(run_filter, cursor, size + 1)
@@ -128,7 +137,7 @@ class RunQueries:
         size = page_size_of(page_size)
         binding = _binding(run_id)
         if page_token:
-            after_sequence = int(decode_token(page_token, binding)["s"])
+            after_sequence = _field(decode_token(page_token, binding), "s", int)
         if await self._store.load(run_id) is None:
             raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
         events = await self._store.list_events(run_id, after_sequence, size + 1)

@@ -6,7 +6,7 @@ Every service (the RunService API, the capacity claim, runtime ingest, the recon
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from coordinator.domain import commands as c
@@ -24,6 +24,7 @@ from coordinator.store.base import (
     Loaded,
     RequestRecord,
     RunStore,
+    RunTx,
 )
 from services.ids import new_token, now_ms, uuid7
 
@@ -132,6 +133,29 @@ class Transitions:
             f"run {command.run_id} kept changing; gave up after {self._max_retries} tries",
             run_id=command.run_id,
         )
+
+    async def execute_in(self, tx: RunTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
+        """Apply one command inside a caller's transaction (a batch). Nothing is retried: a
+        conflict raises and the caller's whole transaction rolls back. Call ``published``
+        with the results once the transaction has committed."""
+        attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
+        loaded = await tx.load(command.run_id, attempt_id)
+        if loaded is None:
+            raise RunNotFound(f"run {command.run_id} does not exist", run_id=command.run_id)
+        decision = decide(command, loaded.run, loaded.attempt, self._context())
+        if decision.run_write is RunWrite.NONE:
+            return Result(decision.outcome.value, decision.run, decision.attempt)
+        try:
+            applied = await tx.apply(decision)
+        except CasMiss:
+            raise VersionConflict(
+                f"run {command.run_id} changed inside a locked batch", run_id=command.run_id
+            ) from None
+        return Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+
+    def published(self, results: Sequence[Result]) -> None:
+        for result in results:
+            self._committed(result)
 
     def _committed(self, result: Result) -> Result:
         if self._on_commit is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,6 +77,16 @@ class RunCursor:
     run_id: str
 
 
+class RunTx(Protocol):
+    """Store operations inside one open transaction; any raise rolls all of it back."""
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None: ...
+
+    async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied: ...
+
+
 class RunStore(Protocol):
     async def close(self) -> None: ...
 
@@ -88,6 +99,10 @@ class RunStore(Protocol):
         self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
     ) -> Applied:
         """Write a decision atomically; raise CasMiss, DedupeKeyTaken or IdempotencyKeyTaken."""
+
+    def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
+        """One transaction that first takes the named locks, in the order given."""
+        ...
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None: ...
 

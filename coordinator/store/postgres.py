@@ -8,7 +8,9 @@ run with ``plan_cache_mode=force_generic_plan`` so prepared CTEs do not stick to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -203,24 +205,17 @@ class PostgresStore:
     async def load(
         self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
     ) -> Loaded | None:
-        row = await self._pool.fetchrow(LOAD, run_id, attempt_id, dedupe_key)
-        if row is None:
-            return None
-        return Loaded(run_from_row(row), attempt_from_row(row, "a_"), row["dedupe_hit"])
+        return await _load_on(self._pool, run_id, attempt_id, dedupe_key)
 
     async def apply(
         self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
     ) -> Applied:
-        sql, placeholders = _STATEMENTS[(decision.run_write, decision.attempt_write)]
-        args = placeholders.bind(_parameters(decision, dedupe_key))
         async with self._pool.acquire() as conn:
-            try:
-                if request is None:
-                    rows = await conn.fetch(sql, *args)
-                    return _applied(decision, rows)
+            if request is None:
+                return await _apply_on(conn, decision, dedupe_key)
+            with _translated_errors():
                 async with conn.transaction():
-                    rows = await conn.fetch(sql, *args)
-                    applied = _applied(decision, rows)
+                    applied = await _apply_on(conn, decision, dedupe_key)
                     await conn.execute(
                         _PUT_REQUEST,
                         request.request_id,
@@ -230,17 +225,14 @@ class PostgresStore:
                         decision.run.updated_at_ms,
                     )
                     return applied
-            except asyncpg.DivisionByZeroError as exc:
-                raise CasMiss("attempt compare-and-set missed") from exc
-            except asyncpg.UniqueViolationError as exc:
-                constraint = exc.constraint_name or ""
-                if "dedupe" in constraint:
-                    raise DedupeKeyTaken(constraint) from exc
-                if "idempotency" in constraint:
-                    raise IdempotencyKeyTaken(constraint) from exc
-                if constraint == "pk_request_log":
-                    raise RequestIdTaken(constraint) from exc
-                raise
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[PostgresTx]:
+        """One transaction holding transaction-scoped advisory locks, taken in the given order."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            for key in lock_keys:
+                await conn.execute(_ADVISORY_LOCK, key)
+            yield PostgresTx(conn)
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         row = await self._pool.fetchrow(_FIND_BY_KEY, project_id, key)
@@ -289,6 +281,61 @@ class PostgresStore:
             run.project_id,
         )
         return int(value or 0)
+
+
+_ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+
+class PostgresTx:
+    """The store's operations inside one open transaction (see PostgresStore.transaction)."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        return await _load_on(self.conn, run_id, attempt_id, dedupe_key)
+
+    async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied:
+        """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
+        return await _apply_on(self.conn, decision, dedupe_key)
+
+
+async def _load_on(
+    executor: Any, run_id: str, attempt_id: str | None, dedupe_key: str | None
+) -> Loaded | None:
+    row = await executor.fetchrow(LOAD, run_id, attempt_id, dedupe_key)
+    if row is None:
+        return None
+    return Loaded(run_from_row(row), attempt_from_row(row, "a_"), row["dedupe_hit"])
+
+
+async def _apply_on(
+    conn: asyncpg.Connection, decision: Decision, dedupe_key: str | None
+) -> Applied:
+    sql, placeholders = _STATEMENTS[(decision.run_write, decision.attempt_write)]
+    args = placeholders.bind(_parameters(decision, dedupe_key))
+    with _translated_errors():
+        rows = await conn.fetch(sql, *args)
+    return _applied(decision, rows)
+
+
+@contextlib.contextmanager
+def _translated_errors() -> Iterator[None]:
+    try:
+        yield
+    except asyncpg.DivisionByZeroError as exc:
+        raise CasMiss("attempt compare-and-set missed") from exc
+    except asyncpg.UniqueViolationError as exc:
+        constraint = exc.constraint_name or ""
+        if "dedupe" in constraint:
+            raise DedupeKeyTaken(constraint) from exc
+        if "idempotency" in constraint:
+            raise IdempotencyKeyTaken(constraint) from exc
+        if constraint == "pk_request_log":
+            raise RequestIdTaken(constraint) from exc
+        raise
 
 
 def _filter_clauses(run_filter: RunFilter, after: RunCursor | None) -> tuple[list[str], list[Any]]:
@@ -345,7 +392,5 @@ def _applied(decision: Decision, rows: Sequence[asyncpg.Record]) -> Applied:
     events = tuple(sorted((event_from_row(row) for row in rows), key=lambda e: e.sequence))
     run = decision.run
     if run.event_sequence != sequence:
-        from dataclasses import replace
-
         run = replace(run, event_sequence=sequence)
     return Applied(run=run, attempt=decision.attempt, events=events)

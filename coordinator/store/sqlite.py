@@ -9,9 +9,10 @@ Each connection lives on its own thread: one writer, one reader (WAL lets them o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -113,6 +114,8 @@ class SqliteStore:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="truerun-sqlite-writer")
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="truerun-sqlite-reader")
         self._write_conn: sqlite3.Connection | None = None
+        # One transaction at a time on the writer connection (SQLite's single writer).
+        self._write_lock = asyncio.Lock()
         self._read_conn: sqlite3.Connection | None = None
 
     @classmethod
@@ -185,7 +188,21 @@ class SqliteStore:
     async def apply(
         self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
     ) -> Applied:
-        return await self._write(lambda conn: self._apply(conn, decision, dedupe_key, request))
+        async with self._write_lock:
+            return await self._write(lambda conn: self._apply(conn, decision, dedupe_key, request))
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[SqliteTx]:
+        """One IMMEDIATE transaction: SQLite's single writer lock stands in for every
+        advisory lock PostgreSQL would take."""
+        async with self._write_lock:
+            await self._write(self._begin_immediate)
+            try:
+                yield SqliteTx(self)
+            except BaseException:
+                await self._write(lambda conn: conn.execute("ROLLBACK"))
+                raise
+            await self._write(lambda conn: conn.execute("COMMIT"))
 
     def _apply(
         self,
@@ -297,6 +314,29 @@ class SqliteStore:
         )
         row = await self._read(lambda conn: conn.execute(_QUEUE_POSITION, args).fetchone())
         return int(row[0])
+
+
+class SqliteTx:
+    """The store's operations inside one open transaction (see SqliteStore.transaction)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        params = {"run_id": run_id, "attempt_id": attempt_id, "dedupe": dedupe_key}
+        row = await self._store._write(lambda conn: conn.execute(_LOAD, params).fetchone())
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"), bool(row["dedupe_hit"]))
+
+    async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied:
+        """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
+        return await self._store._write(lambda conn: _write_decision(conn, decision, dedupe_key))
+
+    async def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        return await self._store._write(lambda conn: conn.execute(sql, params).fetchall())
 
 
 def _write_decision(

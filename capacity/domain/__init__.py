@@ -1,0 +1,1 @@
+"""Pure capacity rules: occupancy, gates and the fair claim order. No I/O."""
