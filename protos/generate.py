@@ -152,7 +152,7 @@ def run_protoc(out_dir: Path, files: Sequence[str], image_out: Path | None) -> N
         *files,
     ]
     # Output is captured: mypy-protobuf reports every file it writes on stderr.
-    result = subprocess.run(  # noqa: S603 - a fixed argv, no shell
+    result = subprocess.run(
         command,
         cwd=PROTOS_DIR,
         capture_output=True,

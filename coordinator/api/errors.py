@@ -29,6 +29,8 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.STORE_BUSY: grpc.StatusCode.UNAVAILABLE,
     ErrorReason.INTERNAL: grpc.StatusCode.INTERNAL,
     ErrorReason.EXECUTION_SCOPE_BUSY: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.OBSERVATION_REJECTED: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.WORKSPACE_NOT_ISOLATED: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

@@ -68,11 +68,13 @@ class Claim(RunCommand):
 @dataclass(frozen=True, slots=True)
 class ReleaseBeforeFence(RunCommand):
     reason: str = "released"
+    lease_token: str = ""  # when given, it must be the claim's: see decide._check_lease
 
 
 @dataclass(frozen=True, slots=True)
 class StartFence(RunCommand):
     callback_token_hash: str = ""
+    lease_token: str = ""  # when given, it must be the claim's: see decide._check_lease
     callback_token_ttl_ms: int = 86_400_000
 
 

@@ -345,6 +345,13 @@ def _claim(cmd: c.Claim, run: Run, attempt: Attempt | None, ctx: Context) -> Dec
     )
 
 
+def _check_lease(lease_token: str, run: Run, attempt: Attempt) -> None:
+    """A dispatcher acts on a claim only with that claim's lease token: a stalled one whose
+    claim was released and taken by another cannot fence or release the newer claim."""
+    if lease_token and lease_token != attempt.lease_token:
+        raise _invalid("act on a claim with another claim's lease token", run, attempt)
+
+
 def _release(
     cmd: c.ReleaseBeforeFence, run: Run, attempt: Attempt | None, ctx: Context
 ) -> Decision:
@@ -355,6 +362,7 @@ def _release(
         attempt,
     )
     assert attempt is not None
+    _check_lease(cmd.lease_token, run, attempt)
     released = _back_to_queue(attempt, ctx)
     events = [
         _event("attempt.released", cmd.actor, attempt.id, reason=cmd.reason),
@@ -395,6 +403,7 @@ def _start_fence(cmd: c.StartFence, run: Run, attempt: Attempt | None, ctx: Cont
         attempt,
     )
     assert attempt is not None
+    _check_lease(cmd.lease_token, run, attempt)
     if not cmd.callback_token_hash:
         raise InvalidArgument("the start fence carries the callback token hash")
     fenced = _attempt_change(
@@ -423,7 +432,8 @@ def _dispatch_unknown(
     _require(
         attempt is not None
         and attempt.fenced
-        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING),
+        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
+        and not run.status.terminal,
         "mark the runtime state unknown (only after the start fence)",
         run,
         attempt,
@@ -568,7 +578,8 @@ def _retry_attempt(
     )
     _require(
         (from_retry_wait or from_lost)
-        and (attempt is None or attempt.status.terminal)
+        and attempt is not None
+        and attempt.status.terminal
         and run.cancel_requested_at_ms is None,
         "retry automatically (only from retry_wait, or from lost when the task is idempotent "
         "or an operator decides)",
@@ -677,11 +688,18 @@ def _dispatch_rejected(
         _event("attempt.start_rejected", cmd.actor, attempt.id, reason=cmd.reason, seq=cmd.seq),
     ]
     if run.cancel_requested_at_ms is not None:
-        cancelled = replace(
-            requeued,
+        cancelled = _attempt_change(
+            attempt,
+            ctx,
             status=AttemptStatus.CANCELLED,
+            last_event_seq=cmd.seq,
+            lease_token=None,
+            lease_expires_at_ms=None,
             finished_at_ms=ctx.now_ms,
             termination_reason="cancelled_before_start",
+        )
+        events.append(
+            _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
         )
         events.append(
             _event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")

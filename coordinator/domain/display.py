@@ -48,7 +48,15 @@ def display_state(run: Run, attempt: Attempt | None) -> DisplayState:
 
 def explain(run: Run, attempt: Attempt | None) -> Display:
     """The display state with a reason a person can read and the time it holds since."""
-    live = attempt if attempt is not None and attempt.id == run.current_attempt_id else None
+    # Only the run's current, unfinished attempt speaks for it: a finished attempt's last
+    # evidence (observed running, a stale sync) must not hide a lost or retry_wait run.
+    live = (
+        attempt
+        if attempt is not None
+        and attempt.id == run.current_attempt_id
+        and not attempt.status.terminal
+        else None
+    )
     fenced = live is not None and live.fenced
     if run.status.terminal:
         return Display(
@@ -68,9 +76,9 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
             "no evidence from the runtime since the start was sent; capacity is held",
             live.observed_at_ms or live.start_requested_at_ms,
         )
-    if live is not None and live.observed_state is ObservedState.RUNNING:
+    if live is not None and fenced and live.observed_state is ObservedState.RUNNING:
         return Display(DisplayState.RUNNING, "the runtime reported it running", live.observed_at_ms)
-    if live is not None and live.observed_state is ObservedState.ACCEPTED:
+    if live is not None and fenced and live.observed_state is ObservedState.ACCEPTED:
         return Display(
             DisplayState.WAITING_RUNTIME,
             "the runtime accepted it and waits for a free slot",

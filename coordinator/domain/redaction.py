@@ -12,12 +12,18 @@ MAX_PAYLOAD_BYTES = 4096
 MAX_PAYLOAD_STRING = 512
 
 _SECRET_PATTERNS = [
-    # key=value / key: value where the key names a secret
+    # "Bearer <token>" first: the key=value rule below would otherwise eat the word "Bearer"
+    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
+    # key=value, key: value, "key": "value", --key value, where the key names a secret
+    re.compile(
+        r"(?i)(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|apikey)[\w.-]*)(\s+)"
+        r"(?!-)(\"[^\"]*\"|'[^']*'|\S+)"
+    ),
     re.compile(
         r"(?i)\b([\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
-        r"private[_-]?key|credential|auth)[\w.-]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|\S+)"
+        r"private[_-]?key|credential|authorization)[\w.-]*[\"']?)(\s*[=:]\s*)"
+        r"(\"[^\"]*\"|'[^']*'|\S+)"
     ),
-    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
 ]
 _SECRET_TOKENS = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
@@ -27,7 +33,7 @@ _SECRET_TOKENS = [
     re.compile(
         r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
     ),
-    re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]+:([^@\s]+)@"),
+    re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:([^@\s]+)@"),
 ]
 
 

@@ -5,6 +5,9 @@ truerun's extensions to seed B, each with its reason:
   resting state: a run is inserted directly as ``queued`` or ``pending_approval``.
 - ``dispatching -> queued``: a claim released before the start fence, or a runtime's explicit
   rejection before start, provably never started anything (seed A §9).
+- ``dispatching -> succeeded | timed_out`` and ``starting -> succeeded``: a runtime may report
+  the result of a short task before truerun saw it running; the result is evidence enough.
+- ``waiting_approval -> lost``: the runtime can vanish while a run waits for a person.
 - attempts have a ``queued`` state: an attempt row exists from the moment its run is queued, and
   ``claimed -> queued`` / ``starting -> queued`` reuse the same row (same attempt_no).
 """

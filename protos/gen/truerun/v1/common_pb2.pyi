@@ -436,6 +436,14 @@ class _ErrorReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._En
     """FAILED_PRECONDITION: the execution scope has a live attempt and the scope
     policy is SCOPE_POLICY_REJECT_NEW.
     """
+    ERROR_REASON_OBSERVATION_REJECTED: _ErrorReason.ValueType  # 12
+    """INVALID_ARGUMENT: a capacity observation is inconsistent (e.g. active
+    differs from the number of unique non-empty active_task_ids).
+    """
+    ERROR_REASON_WORKSPACE_NOT_ISOLATED: _ErrorReason.ValueType  # 13
+    """FAILED_PRECONDITION: an agent with concurrency > 1 is bound to a
+    workspace that cannot isolate attempts (not a git workspace).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -477,6 +485,14 @@ ERROR_REASON_INTERNAL: ErrorReason.ValueType  # 10
 ERROR_REASON_EXECUTION_SCOPE_BUSY: ErrorReason.ValueType  # 11
 """FAILED_PRECONDITION: the execution scope has a live attempt and the scope
 policy is SCOPE_POLICY_REJECT_NEW.
+"""
+ERROR_REASON_OBSERVATION_REJECTED: ErrorReason.ValueType  # 12
+"""INVALID_ARGUMENT: a capacity observation is inconsistent (e.g. active
+differs from the number of unique non-empty active_task_ids).
+"""
+ERROR_REASON_WORKSPACE_NOT_ISOLATED: ErrorReason.ValueType  # 13
+"""FAILED_PRECONDITION: an agent with concurrency > 1 is bound to a
+workspace that cannot isolate attempts (not a git workspace).
 """
 Global___ErrorReason: typing_extensions.TypeAlias = ErrorReason
 

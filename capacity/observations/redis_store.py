@@ -1,0 +1,101 @@
+"""Observations in Redis: one key per capacity domain, expiring with the observation's TTL.
+
+Key: ``truerun:obs:{owner}:{instance}`` where both ids are percent-encoded (every byte but
+letters, digits and ``_.-~``), so a ``:`` inside an id can never make two domains share a
+key (and ``{``/``}`` never form a cluster hash tag). Value: the compact JSON of
+``model.encode``, including ``ttl_ms`` and ``received_at_ms``, written with
+``SET key value PX ttl_ms``.
+
+``get`` decodes and validates the value again and checks the stored receive time against
+the caller's clock, so a restored dump or a Redis clock jump cannot revive an old
+observation. A corrupt value (or a key of another type) reads as missing. Connection
+failures propagate: the caller decides, and a missing answer stops claims anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+from urllib.parse import quote
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from capacity.observations.model import (
+    CorruptObservation,
+    Observation,
+    decode,
+    encode,
+    is_fresh,
+    validate,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEY_PREFIX: Final = "truerun:obs"
+
+
+def observation_key(
+    owner_id: str, runtime_instance_id: str, prefix: str = DEFAULT_KEY_PREFIX
+) -> str:
+    """The Redis key of one capacity domain (ids percent-encoded, injective)."""
+    return f"{prefix}:{quote(owner_id, safe='')}:{quote(runtime_instance_id, safe='')}"
+
+
+class RedisObservationStore:
+    """``ObservationStore`` on Redis. Create with ``await RedisObservationStore.connect(url)``."""
+
+    def __init__(self, client: Redis, key_prefix: str = DEFAULT_KEY_PREFIX) -> None:
+        self._client = client
+        self._prefix = key_prefix
+
+    @classmethod
+    async def connect(
+        cls, url: str, *, key_prefix: str = DEFAULT_KEY_PREFIX
+    ) -> RedisObservationStore:
+        """Connect to ``url`` (e.g. ``redis://127.0.0.1:6379/0``) and ping it once."""
+        client = Redis.from_url(url, decode_responses=False)
+        try:
+            await client.ping()
+        except BaseException:
+            await client.aclose()
+            raise
+        return cls(client, key_prefix)
+
+    def key(self, owner_id: str, runtime_instance_id: str) -> str:
+        """The key this store uses for one capacity domain."""
+        return observation_key(owner_id, runtime_instance_id, self._prefix)
+
+    async def put(self, obs: Observation, ttl_ms: int) -> None:
+        validate(obs)
+        if ttl_ms <= 0:
+            raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
+        key = self.key(obs.owner_id, obs.runtime_instance_id)
+        await self._client.set(key, encode(obs, ttl_ms), px=ttl_ms)
+
+    async def get(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> Observation | None:
+        key = self.key(owner_id, runtime_instance_id)
+        try:
+            raw = await self._client.get(key)
+        except ResponseError as exc:  # WRONGTYPE: something else sits on our key
+            log.warning("observation key %s unreadable, treated as missing: %s", key, exc)
+            return None
+        if raw is None:
+            return None
+        if not isinstance(raw, bytes | str):
+            log.warning("observation key %s holds %s, treated as missing", key, type(raw))
+            return None
+        try:
+            obs, ttl_ms = decode(raw)
+        except CorruptObservation as exc:
+            log.warning("observation key %s corrupt, treated as missing: %s", key, exc)
+            return None
+        if (obs.owner_id, obs.runtime_instance_id) != (owner_id, runtime_instance_id):
+            log.warning("observation key %s holds another instance's observation", key)
+            return None
+        if not is_fresh(obs, ttl_ms, now_ms):
+            return None
+        return obs
+
+    async def close(self) -> None:
+        await self._client.aclose()
