@@ -79,6 +79,7 @@ runs = Table(
     Index("ix_runs_status_queued", "status", "queued_at_ms"),
     Index("ix_runs_status_cancel_requested", "status", "cancel_requested_at_ms"),
     Index("ix_runs_owner_created", "owner_id", "created_at_ms"),
+    Index("ix_runs_retry_of", "retry_of_run_id"),
     Index(
         "uq_runs_project_idempotency_key",
         "project_id",
@@ -160,6 +161,50 @@ run_events = Table(
     Index("ix_run_events_created", "created_at_ms"),
 )
 
+# The order claims take within one owner's queue: per agent lane, run-now first, then
+# priority, then age (capacity.domain.planner). Partial on queued runs so it stays small.
+Index(
+    "ix_runs_claim_order",
+    runs.c.owner_id,
+    runs.c.agent_id,
+    runs.c.run_now.desc(),
+    runs.c.priority.desc(),
+    runs.c.queued_at_ms,
+    runs.c.id,
+    postgresql_where=text("status = 'queued'"),
+    sqlite_where=text("status = 'queued'"),
+)
+
+# Capacity: per-agent concurrency R, workspace and fairness weight (ConfigureAgent).
+agents = Table(
+    "agents",
+    metadata,
+    Column("agent_id", String(128), primary_key=True),
+    Column("concurrency", Integer, nullable=False),
+    Column("workspace_kind", String(16), nullable=False),
+    Column("workspace_path", String(1024), nullable=False, server_default=text("''")),
+    Column("fairness_weight", Integer, nullable=False, server_default=text("1")),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    CheckConstraint("concurrency >= 1", name="concurrency_positive"),
+    CheckConstraint("fairness_weight >= 1", name="fairness_weight_positive"),
+)
+
+# Start-time fair queueing state per owner: each agent lane's virtual time and the owner's
+# virtual clock, in millionths of a turn (integers, so both dialects agree exactly).
+fair_lanes = Table(
+    "fair_lanes",
+    metadata,
+    Column("owner_id", String(128), primary_key=True),
+    Column("lane", String(128), primary_key=True),  # the agent id; '' for runs without one
+    Column("vtime", BigInteger, nullable=False),
+)
+fair_clocks = Table(
+    "fair_clocks",
+    metadata,
+    Column("owner_id", String(128), primary_key=True),
+    Column("clock", BigInteger, nullable=False),
+)
+
 # AIP-155: the answer to a mutating request, kept so that a repeated request_id gets the
 # original answer and a reused one with another payload is refused.
 request_log = Table(
@@ -170,4 +215,5 @@ request_log = Table(
     Column("payload_hash", String(64), nullable=False),
     Column("response", LargeBinary, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
+    Index("ix_request_log_created", "created_at_ms"),
 )

@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 from services.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from services.db.schema import metadata
 
-HEAD = "0001_initial"
+HEAD = "0002_capacity"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")
