@@ -7,10 +7,13 @@ import logging
 import signal
 
 import grpc
+from google.protobuf import symbol_database
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from truerun.v1 import run_service_pb2, run_service_pb2_grpc
+from truerun.v1 import run_service_pb2
 
 from coordinator.api.run_servicer import RunServicer
 from services.bootstrap import Coordinator
@@ -27,10 +30,41 @@ KEEPALIVE_OPTIONS = [
 ]
 
 
+def _deterministic(message: Message) -> bytes:
+    return message.SerializeToString(deterministic=True)
+
+
+def add_deterministic(
+    server: grpc.aio.Server, service: ServiceDescriptor, servicer: object
+) -> None:
+    """Register a servicer whose responses serialize deterministically: map entries (Struct
+    fields) come out in one order in every process, so an AIP-155 replay answered by another
+    replica is byte-identical to the first answer."""
+    handlers = {}
+    for method in service.methods:
+        request_type = symbol_database.Default().GetSymbol(method.input_type.full_name)
+        behaviour = getattr(servicer, method.name)
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
+            behaviour,
+            request_deserializer=request_type.FromString,
+            response_serializer=_deterministic,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+
+
 async def create_server(app: Coordinator, address: str) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(options=KEEPALIVE_OPTIONS)
-    run_service_pb2_grpc.add_RunServiceServicer_to_server(
-        RunServicer(app.transitions, app.queries, app.hub), server
+    add_deterministic(
+        server,
+        run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
+        RunServicer(app.transitions, app.queries, app.hub),
     )
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

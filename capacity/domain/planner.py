@@ -3,7 +3,7 @@
 Order: "run now" first, then higher priority; within one (run now, priority) class the agents
 take turns by start-time fair queueing: an agent's next item starts at max(its virtual time,
 the owner's virtual clock V); the smallest start goes next; serving it sets V to that start
-and advances the agent by 1 / weight. An agent that was idle therefore rejoins at V and
+and advances the agent by TURN / weight. An agent that was idle therefore rejoins at V and
 cannot hoard turns, and a weight-2 agent gets twice the turns of a weight-1 agent. Inside
 one agent, oldest first.
 The caller supplies each agent's oldest eligible items (not a global first-N window), so a
@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 NO_AGENT = ""  # runs without an agent (automations) share one fairness lane
+TURN = 1_000_000  # virtual time of one claim at weight 1 (integers: both databases agree)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +44,14 @@ class AgentBudget:
 
     remaining: int
     weight: int = 1
-    vtime: float = 0.0
+    vtime: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     picked: tuple[Candidate, ...]
-    vtimes: dict[str, float] = field(default_factory=dict)  # new virtual times to store
-    clock: float = 0.0  # the owner's virtual clock V after this plan
+    vtimes: dict[str, int] = field(default_factory=dict)  # new virtual times to store
+    clock: int = 0  # the owner's virtual clock V after this plan
     blocked_by_agent: bool = False
     blocked_by_scope: bool = False
 
@@ -63,7 +64,7 @@ def plan_claims(
     candidates: Sequence[Candidate],
     budgets: Mapping[str, AgentBudget],
     busy_scopes: frozenset[str],
-    clock: float = 0.0,
+    clock: int = 0,
 ) -> Plan:
     """Pick up to ``slots`` candidates in fair order, never past an agent's R or a busy scope.
 
@@ -94,7 +95,7 @@ def plan_claims(
         lanes[key].remove(chosen)
         remaining[key] -= 1
         weight = max(1, budgets.get(key, UNLIMITED).weight)
-        vtimes[key] = clock + 1.0 / weight
+        vtimes[key] = clock + TURN // weight
         if chosen.execution_scope is not None:
             scopes.add(chosen.execution_scope)
     changed = {k: v for k, v in vtimes.items() if v != budgets.get(k, UNLIMITED).vtime}

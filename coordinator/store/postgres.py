@@ -188,6 +188,10 @@ class PostgresStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
     @classmethod
     async def connect(cls, dsn: str, min_size: int = 2, max_size: int = 20) -> PostgresStore:
         pool = await asyncpg.create_pool(
@@ -230,9 +234,13 @@ class PostgresStore:
     async def transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[PostgresTx]:
         """One transaction holding transaction-scoped advisory locks, taken in the given order."""
         async with self._pool.acquire() as conn, conn.transaction():
-            for key in lock_keys:
-                await conn.execute(_ADVISORY_LOCK, key)
+            await self._lock(conn, lock_keys)
             yield PostgresTx(conn)
+
+    @staticmethod
+    async def _lock(conn: asyncpg.Connection, lock_keys: Sequence[str]) -> None:
+        for key in lock_keys:
+            await conn.execute(_ADVISORY_LOCK, key)
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         row = await self._pool.fetchrow(_FIND_BY_KEY, project_id, key)
@@ -300,6 +308,14 @@ class PostgresTx:
     async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied:
         """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
         return await _apply_on(self.conn, decision, dedupe_key)
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        return list(await self.conn.fetch(sql, *args))
+
+    async def lock(self, lock_keys: Sequence[str]) -> None:
+        """More transaction-scoped locks; callers keep one global order (owner, instance,
+        agents sorted, scopes sorted), so two transactions can never wait on each other."""
+        await PostgresStore._lock(self.conn, lock_keys)
 
 
 async def _load_on(

@@ -297,6 +297,25 @@ class SqliteStore:
         )
         return [event_from_row(row) for row in rows]
 
+    async def read(self, sql: str, *args: Any) -> list[Any]:
+        """A read-only query on the reader connection (WAL: never blocked by the writer)."""
+        return await self._read(lambda conn: conn.execute(sql, args).fetchall())
+
+    async def write(self, sql: str, *args: Any) -> None:
+        """One statement in its own IMMEDIATE transaction."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            self._begin_immediate(conn)
+            try:
+                conn.execute(sql, args)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+        async with self._write_lock:
+            await self._write(run)
+
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]:
         rows = await self._read(lambda conn: conn.execute(_LIST_ATTEMPTS, (run_id,)).fetchall())
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
@@ -335,8 +354,14 @@ class SqliteTx:
         """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
         return await self._store._write(lambda conn: _write_decision(conn, decision, dedupe_key))
 
-    async def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
-        return await self._store._write(lambda conn: conn.execute(sql, params).fetchall())
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._store._write(lambda conn: conn.execute(sql, args).fetchall())
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self._store._write(lambda conn: conn.execute(sql, args))
+
+    async def lock(self, lock_keys: Sequence[str]) -> None:
+        """Nothing to take: the IMMEDIATE transaction already excludes every other writer."""
 
 
 def _write_decision(

@@ -8,7 +8,7 @@ channel is closed, the server stopped (streams still open are cancelled) and the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -33,14 +33,23 @@ class GrpcApi(NamedTuple):
 
 
 @asynccontextmanager
-async def grpc_run_service(database_url: str, *, migrate: bool = True) -> AsyncIterator[GrpcApi]:
+async def grpc_run_service(
+    database_url: str,
+    *,
+    migrate: bool = True,
+    wrap_store: Callable[[RunStore], RunStore] | None = None,
+) -> AsyncIterator[GrpcApi]:
     """Serve RunService for ``database_url`` until the block exits.
 
     ``migrate=False`` skips the (idempotent) upgrade for a database already at head.
+    ``wrap_store`` may put a delegating wrapper (e.g. one that holds writes at a gate to
+    force an interleaving) between the service and the real store; ``GrpcApi.store`` is then
+    the wrapper.
     """
     if migrate:
         await upgrade(database_url)
-    store = await open_store(database_url)
+    real_store = await open_store(database_url)
+    store = wrap_store(real_store) if wrap_store is not None else real_store
     try:
         server, port = await create_server(coordinator(store), f"{HOST}:0")
         try:
@@ -51,4 +60,4 @@ async def grpc_run_service(database_url: str, *, migrate: bool = True) -> AsyncI
         finally:
             await server.stop(None)
     finally:
-        await store.close()
+        await real_store.close()

@@ -415,15 +415,17 @@ class _ErrorReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._En
     ERROR_REASON_ATTEMPT_NOT_FOUND: _ErrorReason.ValueType  # 4
     """NOT_FOUND: no attempt with the given id."""
     ERROR_REASON_INVALID_ARGUMENT: _ErrorReason.ValueType  # 5
-    """INVALID_ARGUMENT: a field is missing or malformed; a
-    google.rpc.BadRequest detail names the field.
+    """INVALID_ARGUMENT: a field is missing or malformed; the message names
+    the field.
     """
     ERROR_REASON_IDEMPOTENCY_KEY_CONFLICT: _ErrorReason.ValueType  # 6
     """ALREADY_EXISTS: a run exists for project_id + idempotency_key and the
     conflict policy is CONFLICT_POLICY_FAIL.
     """
     ERROR_REASON_REQUEST_ID_REUSED: _ErrorReason.ValueType  # 7
-    """ALREADY_EXISTS: the request_id was used before with a different payload."""
+    """INVALID_ARGUMENT: the request_id was used before with a different
+    payload (AIP-155).
+    """
     ERROR_REASON_RUNTIME_TASK_MISMATCH: _ErrorReason.ValueType  # 8
     """FAILED_PRECONDITION: a runtime reported a task id that does not belong
     to the attempt.
@@ -465,15 +467,17 @@ ERROR_REASON_RUN_NOT_FOUND: ErrorReason.ValueType  # 3
 ERROR_REASON_ATTEMPT_NOT_FOUND: ErrorReason.ValueType  # 4
 """NOT_FOUND: no attempt with the given id."""
 ERROR_REASON_INVALID_ARGUMENT: ErrorReason.ValueType  # 5
-"""INVALID_ARGUMENT: a field is missing or malformed; a
-google.rpc.BadRequest detail names the field.
+"""INVALID_ARGUMENT: a field is missing or malformed; the message names
+the field.
 """
 ERROR_REASON_IDEMPOTENCY_KEY_CONFLICT: ErrorReason.ValueType  # 6
 """ALREADY_EXISTS: a run exists for project_id + idempotency_key and the
 conflict policy is CONFLICT_POLICY_FAIL.
 """
 ERROR_REASON_REQUEST_ID_REUSED: ErrorReason.ValueType  # 7
-"""ALREADY_EXISTS: the request_id was used before with a different payload."""
+"""INVALID_ARGUMENT: the request_id was used before with a different
+payload (AIP-155).
+"""
 ERROR_REASON_RUNTIME_TASK_MISMATCH: ErrorReason.ValueType  # 8
 """FAILED_PRECONDITION: a runtime reported a task id that does not belong
 to the attempt.

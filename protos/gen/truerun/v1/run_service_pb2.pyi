@@ -9,8 +9,9 @@ truerun.v1.ErrorReason (prefix stripped); see common.proto.
 
 Mutating methods take an optional request_id (AIP-155): a retried request
 with the same request_id and the same payload returns the original result;
-the same request_id with a different payload fails with ALREADY_EXISTS and
-reason REQUEST_ID_REUSED.
+the same request_id with a different payload fails with INVALID_ARGUMENT and
+reason REQUEST_ID_REUSED. Responses are serialized deterministically, so a
+replay is byte-identical to the first answer.
 """
 
 import builtins
@@ -477,10 +478,10 @@ Global___ListRunEventsResponse: typing_extensions.TypeAlias = ListRunEventsRespo
 
 @typing.final
 class WatchRunEventsRequest(google.protobuf.message.Message):
-    """Request for RunService.WatchRunEvents. Set run_id to follow one run, or
-    leave it empty and set project_id to follow every run of a project. Fails
-    with INVALID_ARGUMENT when both are empty, or when after_sequence is set
-    without run_id.
+    """Request for RunService.WatchRunEvents. Set run_id to follow one run. A
+    project-wide watch (run_id empty, project_id set) is reserved: this server
+    answers it with INVALID_ARGUMENT until a commit-ordered project cursor
+    exists (the gateway's per-project SSE stream needs one).
     """
 
     DESCRIPTOR: google.protobuf.descriptor.Descriptor

@@ -9,8 +9,9 @@ truerun.v1.ErrorReason (prefix stripped); see common.proto.
 
 Mutating methods take an optional request_id (AIP-155): a retried request
 with the same request_id and the same payload returns the original result;
-the same request_id with a different payload fails with ALREADY_EXISTS and
-reason REQUEST_ID_REUSED.
+the same request_id with a different payload fails with INVALID_ARGUMENT and
+reason REQUEST_ID_REUSED. Responses are serialized deterministically, so a
+replay is byte-identical to the first answer.
 """
 
 import abc

@@ -1,0 +1,1 @@
+"""Capacity queries over the coordinator's tables, per database, inside claim transactions."""

@@ -1,0 +1,72 @@
+"""What the claim transaction and the capacity API need from the database."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from capacity.domain.planner import Candidate
+
+#: Attempt states that hold a device slot, an agent slot and their scope. An `unknown`
+#: attempt is one of these with a stale sync, so it keeps its slot.
+LIVE_STATUSES = ("claimed", "starting", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    agent_id: str
+    concurrency: int
+    workspace_kind: str
+    workspace_path: str
+    fairness_weight: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRun:
+    candidate: Candidate
+    required_labels: tuple[str, ...]
+
+
+class ClaimTx(Protocol):
+    """An open store transaction (coordinator.store's PostgresTx or SqliteTx)."""
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]: ...
+
+    async def lock(self, lock_keys: Sequence[str]) -> None: ...
+
+
+class CapacitySql(Protocol):
+    async def durable_task_ids(self, tx: ClaimTx | None, owner: str, instance: str) -> list[str]:
+        """Task ids of the live attempts claimed for this owner + runtime instance."""
+
+    async def lanes_with_work(self, tx: ClaimTx, owner: str) -> list[str | None]:
+        """Every agent with a queued run of the owner (None: runs without an agent)."""
+
+    async def lane_heads(
+        self, tx: ClaimTx, owner: str, instance: str, lanes: Sequence[str | None], per_lane: int
+    ) -> list[QueuedRun]:
+        """Each lane's first ``per_lane`` queued runs in claim order that may run on
+        ``instance`` (not pinned elsewhere)."""
+
+    async def agent_configs(
+        self, tx: ClaimTx | None, agent_ids: Sequence[str]
+    ) -> dict[str, AgentConfig]: ...
+
+    async def live_per_agent(
+        self, tx: ClaimTx | None, agent_ids: Sequence[str]
+    ) -> dict[str, int]: ...
+
+    async def busy_scopes(self, tx: ClaimTx, scopes: Sequence[str]) -> set[str]: ...
+
+    async def fairness(
+        self, tx: ClaimTx, owner: str, lanes: Sequence[str]
+    ) -> tuple[int, dict[str, int]]:
+        """The owner's virtual clock and the lanes' virtual times (0 when unknown)."""
+
+    async def save_fairness(
+        self, tx: ClaimTx, owner: str, clock: int, vtimes: dict[str, int]
+    ) -> None: ...
+
+    async def put_agent(self, agent: AgentConfig) -> None: ...

@@ -1,0 +1,164 @@
+"""Capacity SQL for PostgreSQL. Lanes are found by a loose index scan (one probe per agent)
+and each lane's heads by one LATERAL probe, so a claim costs O(agents), not O(queue)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from capacity.domain.planner import NO_AGENT, Candidate
+from capacity.store.base import LIVE_STATUSES, AgentConfig, ClaimTx, QueuedRun
+
+_LIVE = "ARRAY['" + "','".join(LIVE_STATUSES) + "']"
+
+_DURABLE = f"""
+SELECT runtime_task_id FROM attempts
+WHERE owner_id = $1 AND runtime_instance_id = $2 AND status = ANY({_LIVE})
+ORDER BY runtime_task_id"""
+
+_LANES = """
+WITH RECURSIVE lanes(agent_id) AS (
+    SELECT min(agent_id) FROM runs WHERE owner_id = $1 AND status = 'queued'
+  UNION ALL
+    SELECT (SELECT min(r.agent_id) FROM runs r
+            WHERE r.owner_id = $1 AND r.status = 'queued' AND r.agent_id > lanes.agent_id)
+    FROM lanes WHERE lanes.agent_id IS NOT NULL
+)
+SELECT agent_id FROM lanes WHERE agent_id IS NOT NULL
+UNION ALL
+SELECT NULL WHERE EXISTS (
+    SELECT 1 FROM runs WHERE owner_id = $1 AND status = 'queued' AND agent_id IS NULL)"""
+
+_HEAD_COLUMNS = (
+    "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope, r.required_labels"
+)
+_ELIGIBLE = (
+    "r.owner_id = $1 AND r.status = 'queued' "
+    "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = $2)"
+)
+_ORDER = "ORDER BY r.run_now DESC, r.priority DESC, r.queued_at_ms, r.id LIMIT $3"
+_HEADS = f"""
+SELECT h.* FROM unnest($4::text[]) AS lane(agent_id)
+CROSS JOIN LATERAL (
+    SELECT {_HEAD_COLUMNS} FROM runs r
+    WHERE {_ELIGIBLE} AND r.agent_id = lane.agent_id {_ORDER}) h"""
+_HEADS_NO_AGENT = (
+    f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_ELIGIBLE} AND r.agent_id IS NULL {_ORDER}"
+)
+
+_AGENTS = (
+    "SELECT agent_id, concurrency, workspace_kind, workspace_path, fairness_weight, "
+    "updated_at_ms FROM agents WHERE agent_id = ANY($1::text[])"
+)
+_LIVE_PER_AGENT = f"""
+SELECT agent_id, count(*) AS live FROM attempts
+WHERE agent_id = ANY($1::text[]) AND status = ANY({_LIVE}) GROUP BY agent_id"""
+_BUSY_SCOPES = f"""
+SELECT DISTINCT execution_scope FROM attempts
+WHERE execution_scope = ANY($1::text[]) AND status = ANY({_LIVE})"""
+_CLOCK = "SELECT clock FROM fair_clocks WHERE owner_id = $1"
+_VTIMES = "SELECT lane, vtime FROM fair_lanes WHERE owner_id = $1 AND lane = ANY($2::text[])"
+_SAVE_CLOCK = """
+INSERT INTO fair_clocks (owner_id, clock) VALUES ($1, $2)
+ON CONFLICT (owner_id) DO UPDATE SET clock = EXCLUDED.clock"""
+_SAVE_VTIMES = """
+INSERT INTO fair_lanes (owner_id, lane, vtime)
+SELECT $1, lane, vtime FROM unnest($2::text[], $3::bigint[]) AS v(lane, vtime)
+ON CONFLICT (owner_id, lane) DO UPDATE SET vtime = EXCLUDED.vtime"""
+_PUT_AGENT = """
+INSERT INTO agents (agent_id, concurrency, workspace_kind, workspace_path, fairness_weight,
+                    updated_at_ms)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (agent_id) DO UPDATE SET concurrency = EXCLUDED.concurrency,
+    workspace_kind = EXCLUDED.workspace_kind, workspace_path = EXCLUDED.workspace_path,
+    fairness_weight = EXCLUDED.fairness_weight, updated_at_ms = EXCLUDED.updated_at_ms"""
+
+
+def queued_run(row: Any) -> QueuedRun:
+    candidate = Candidate(
+        run_id=row["id"],
+        agent_key=row["agent_id"] or NO_AGENT,
+        priority=row["priority"],
+        run_now=bool(row["run_now"]),
+        queued_at_ms=row["queued_at_ms"],
+        execution_scope=row["execution_scope"],
+    )
+    return QueuedRun(candidate, tuple(json.loads(row["required_labels"])))
+
+
+def agent_config(row: Any) -> AgentConfig:
+    return AgentConfig(
+        agent_id=row["agent_id"],
+        concurrency=row["concurrency"],
+        workspace_kind=row["workspace_kind"],
+        workspace_path=row["workspace_path"],
+        fairness_weight=row["fairness_weight"],
+        updated_at_ms=row["updated_at_ms"],
+    )
+
+
+class PostgresCapacitySql:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def _fetch(self, tx: ClaimTx | None, sql: str, *args: Any) -> list[Any]:
+        if tx is not None:
+            return await tx.fetch(sql, *args)
+        return list(await self._pool.fetch(sql, *args))
+
+    async def durable_task_ids(self, tx: ClaimTx | None, owner: str, instance: str) -> list[str]:
+        return [row[0] for row in await self._fetch(tx, _DURABLE, owner, instance)]
+
+    async def lanes_with_work(self, tx: ClaimTx, owner: str) -> list[str | None]:
+        return [row[0] for row in await tx.fetch(_LANES, owner)]
+
+    async def lane_heads(
+        self, tx: ClaimTx, owner: str, instance: str, lanes: Sequence[str | None], per_lane: int
+    ) -> list[QueuedRun]:
+        named = [lane for lane in lanes if lane is not None]
+        rows = await tx.fetch(_HEADS, owner, instance, per_lane, named) if named else []
+        if None in lanes:
+            rows += await tx.fetch(_HEADS_NO_AGENT, owner, instance, per_lane)
+        return [queued_run(row) for row in rows]
+
+    async def agent_configs(
+        self, tx: ClaimTx | None, agent_ids: Sequence[str]
+    ) -> dict[str, AgentConfig]:
+        rows = await self._fetch(tx, _AGENTS, list(agent_ids))
+        return {row["agent_id"]: agent_config(row) for row in rows}
+
+    async def live_per_agent(self, tx: ClaimTx | None, agent_ids: Sequence[str]) -> dict[str, int]:
+        rows = await self._fetch(tx, _LIVE_PER_AGENT, list(agent_ids))
+        return {row["agent_id"]: int(row["live"]) for row in rows}
+
+    async def busy_scopes(self, tx: ClaimTx, scopes: Sequence[str]) -> set[str]:
+        return {row[0] for row in await tx.fetch(_BUSY_SCOPES, list(scopes))}
+
+    async def fairness(
+        self, tx: ClaimTx, owner: str, lanes: Sequence[str]
+    ) -> tuple[int, dict[str, int]]:
+        clock_rows = await tx.fetch(_CLOCK, owner)
+        rows = await tx.fetch(_VTIMES, owner, list(lanes))
+        return (clock_rows[0][0] if clock_rows else 0), {r["lane"]: r["vtime"] for r in rows}
+
+    async def save_fairness(
+        self, tx: ClaimTx, owner: str, clock: int, vtimes: dict[str, int]
+    ) -> None:
+        await tx.fetch(_SAVE_CLOCK, owner, clock)
+        if vtimes:
+            lanes = sorted(vtimes)
+            await tx.fetch(_SAVE_VTIMES, owner, lanes, [vtimes[lane] for lane in lanes])
+
+    async def put_agent(self, agent: AgentConfig) -> None:
+        await self._pool.execute(
+            _PUT_AGENT,
+            agent.agent_id,
+            agent.concurrency,
+            agent.workspace_kind,
+            agent.workspace_path,
+            agent.fairness_weight,
+            agent.updated_at_ms,
+        )

@@ -1,0 +1,133 @@
+"""Capacity SQL for SQLite (the embedded default): one query per lane is cheap in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from capacity.store.base import LIVE_STATUSES, AgentConfig, ClaimTx, QueuedRun
+from capacity.store.postgres import agent_config, queued_run
+from coordinator.store.sqlite import SqliteStore
+
+_LIVE = "('" + "','".join(LIVE_STATUSES) + "')"
+_HEAD_COLUMNS = (
+    "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope, r.required_labels"
+)
+_ELIGIBLE = (
+    "r.owner_id = ? AND r.status = 'queued' "
+    "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = ?)"
+)
+_ORDER = "ORDER BY r.run_now DESC, r.priority DESC, r.queued_at_ms, r.id LIMIT ?"
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+class SqliteCapacitySql:
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+
+    async def _fetch(self, tx: ClaimTx | None, sql: str, *args: Any) -> list[Any]:
+        if tx is not None:
+            return await tx.fetch(sql, *args)
+        return await self._store.read(sql, *args)
+
+    async def durable_task_ids(self, tx: ClaimTx | None, owner: str, instance: str) -> list[str]:
+        sql = (
+            "SELECT runtime_task_id FROM attempts WHERE owner_id = ? AND runtime_instance_id = ?"
+            f" AND status IN {_LIVE} ORDER BY runtime_task_id"
+        )
+        return [row[0] for row in await self._fetch(tx, sql, owner, instance)]
+
+    async def lanes_with_work(self, tx: ClaimTx, owner: str) -> list[str | None]:
+        sql = "SELECT DISTINCT agent_id FROM runs WHERE owner_id = ? AND status = 'queued'"
+        return [row[0] for row in await tx.fetch(sql, owner)]
+
+    async def lane_heads(
+        self, tx: ClaimTx, owner: str, instance: str, lanes: Sequence[str | None], per_lane: int
+    ) -> list[QueuedRun]:
+        heads: list[QueuedRun] = []
+        for lane in lanes:
+            match = "r.agent_id IS NULL" if lane is None else "r.agent_id = ?"
+            args: list[Any] = [owner, instance] + ([] if lane is None else [lane]) + [per_lane]
+            sql = f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_ELIGIBLE} AND {match} {_ORDER}"
+            heads += [queued_run(row) for row in await tx.fetch(sql, *args)]
+        return heads
+
+    async def agent_configs(
+        self, tx: ClaimTx | None, agent_ids: Sequence[str]
+    ) -> dict[str, AgentConfig]:
+        if not agent_ids:
+            return {}
+        sql = (
+            "SELECT agent_id, concurrency, workspace_kind, workspace_path, fairness_weight, "
+            f"updated_at_ms FROM agents WHERE agent_id IN ({_marks(agent_ids)})"
+        )
+        rows = await self._fetch(tx, sql, *agent_ids)
+        return {row["agent_id"]: agent_config(row) for row in rows}
+
+    async def live_per_agent(self, tx: ClaimTx | None, agent_ids: Sequence[str]) -> dict[str, int]:
+        if not agent_ids:
+            return {}
+        sql = (
+            f"SELECT agent_id, count(*) AS live FROM attempts WHERE agent_id IN "
+            f"({_marks(agent_ids)}) AND status IN {_LIVE} GROUP BY agent_id"
+        )
+        rows = await self._fetch(tx, sql, *agent_ids)
+        return {row["agent_id"]: int(row["live"]) for row in rows}
+
+    async def busy_scopes(self, tx: ClaimTx, scopes: Sequence[str]) -> set[str]:
+        if not scopes:
+            return set()
+        sql = (
+            f"SELECT DISTINCT execution_scope FROM attempts WHERE execution_scope IN "
+            f"({_marks(scopes)}) AND status IN {_LIVE}"
+        )
+        return {row[0] for row in await tx.fetch(sql, *scopes)}
+
+    async def fairness(
+        self, tx: ClaimTx, owner: str, lanes: Sequence[str]
+    ) -> tuple[int, dict[str, int]]:
+        clock = await tx.fetch("SELECT clock FROM fair_clocks WHERE owner_id = ?", owner)
+        vtimes: dict[str, int] = {}
+        if lanes:
+            sql = (
+                "SELECT lane, vtime FROM fair_lanes WHERE owner_id = ? AND lane IN "
+                f"({_marks(lanes)})"
+            )
+            vtimes = {row["lane"]: row["vtime"] for row in await tx.fetch(sql, owner, *lanes)}
+        return (clock[0][0] if clock else 0), vtimes
+
+    async def save_fairness(
+        self, tx: ClaimTx, owner: str, clock: int, vtimes: dict[str, int]
+    ) -> None:
+        await tx.fetch(
+            "INSERT INTO fair_clocks (owner_id, clock) VALUES (?, ?) "
+            "ON CONFLICT (owner_id) DO UPDATE SET clock = excluded.clock",
+            owner,
+            clock,
+        )
+        for lane in sorted(vtimes):
+            await tx.fetch(
+                "INSERT INTO fair_lanes (owner_id, lane, vtime) VALUES (?, ?, ?) "
+                "ON CONFLICT (owner_id, lane) DO UPDATE SET vtime = excluded.vtime",
+                owner,
+                lane,
+                vtimes[lane],
+            )
+
+    async def put_agent(self, agent: AgentConfig) -> None:
+        await self._store.write(
+            "INSERT INTO agents (agent_id, concurrency, workspace_kind, workspace_path, "
+            "fairness_weight, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (agent_id) DO UPDATE SET concurrency = excluded.concurrency, "
+            "workspace_kind = excluded.workspace_kind, workspace_path = excluded.workspace_path,"
+            " fairness_weight = excluded.fairness_weight, updated_at_ms = excluded.updated_at_ms",
+            agent.agent_id,
+            agent.concurrency,
+            agent.workspace_kind,
+            agent.workspace_path,
+            agent.fairness_weight,
+            agent.updated_at_ms,
+        )
