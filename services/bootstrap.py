@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capacity.observations.base import ObservationStore
+from capacity.observations.memory import MemoryObservationStore
+from capacity.observations.redis_store import RedisObservationStore
+from capacity.service.agents import AgentService
+from capacity.service.claims import ClaimService
+from capacity.service.reports import ObservationService
+from capacity.store.base import CapacitySql
+from capacity.store.postgres import PostgresCapacitySql
+from capacity.store.sqlite import SqliteCapacitySql
 from coordinator.service.hub import EventHub
 from coordinator.service.queries import RunQueries
 from coordinator.service.transitions import Transitions
@@ -31,3 +40,36 @@ class Coordinator:
 def coordinator(store: RunStore) -> Coordinator:
     hub = EventHub()
     return Coordinator(store, hub, Transitions(store, on_commit=hub.publish), RunQueries(store))
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    observations: ObservationStore
+    claims: ClaimService
+    reports: ObservationService
+    agents: AgentService
+
+
+def capacity_sql(store: RunStore) -> CapacitySql:
+    if isinstance(store, PostgresStore):
+        return PostgresCapacitySql(store.pool)
+    if isinstance(store, SqliteStore):
+        return SqliteCapacitySql(store)
+    raise TypeError(f"no capacity queries for {type(store).__name__}")
+
+
+async def open_observations(redis_url: str) -> ObservationStore:
+    """Redis when a URL is given; the in-memory twin (same contract) for the embedded mode."""
+    if redis_url:
+        return await RedisObservationStore.connect(redis_url)
+    return MemoryObservationStore()
+
+
+def capacity(app: Coordinator, observations: ObservationStore, observation_ttl_ms: int) -> Capacity:
+    sql = capacity_sql(app.store)
+    return Capacity(
+        observations,
+        ClaimService(app.store, sql, observations, app.transitions),
+        ObservationService(observations, sql, observation_ttl_ms),
+        AgentService(sql),
+    )

@@ -27,6 +27,20 @@ class Settings:
         default="127.0.0.1:7233",
         metadata={"env": "TRUERUN_GRPC_ADDR", "help": "host:port to serve gRPC on (port 0 = any)"},
     )
+    redis_url: str = field(
+        default="",
+        metadata={
+            "env": "TRUERUN_REDIS_URL",
+            "help": "redis://... for capacity observations; empty = in-memory (embedded)",
+        },
+    )
+    observation_ttl_ms: int = field(
+        default=15_000,
+        metadata={
+            "env": "TRUERUN_OBSERVATION_TTL_MS",
+            "help": "how long a runtime's capacity observation counts without a new heartbeat",
+        },
+    )
     grace_seconds: float = field(
         default=10.0,
         metadata={"env": "TRUERUN_GRACE_SECONDS", "help": "how long shutdown waits for calls"},
@@ -55,6 +69,8 @@ def _parse(kind: object, raw: str, name: str) -> object:
             return Path(raw)
         if kind in (float, "float"):
             return float(raw)
+        if kind in (int, "int"):
+            return int(raw)
         return raw
     except ValueError:
         raise SystemExit(f"{name}={raw!r} is not valid") from None

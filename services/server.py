@@ -13,10 +13,11 @@ from google.protobuf.message import Message
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from truerun.v1 import run_service_pb2
+from truerun.v1 import capacity_service_pb2, run_service_pb2
 
+from capacity.api.servicer import CapacityServicer
 from coordinator.api.run_servicer import RunServicer
-from services.bootstrap import Coordinator
+from services.bootstrap import Capacity, Coordinator
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +60,28 @@ def add_deterministic(
     )
 
 
-async def create_server(app: Coordinator, address: str) -> tuple[grpc.aio.Server, int]:
+async def create_server(
+    app: Coordinator, address: str, capacity: Capacity | None = None
+) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(options=KEEPALIVE_OPTIONS)
-    add_deterministic(
-        server,
-        run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
-        RunServicer(app.transitions, app.queries, app.hub),
-    )
+    run_service = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
+    add_deterministic(server, run_service, RunServicer(app.transitions, app.queries, app.hub))
+    served = [run_service.full_name]
+    if capacity is not None:
+        capacity_service = capacity_service_pb2.DESCRIPTOR.services_by_name["CapacityService"]
+        servicer = CapacityServicer(app.store, capacity.claims, capacity.reports, capacity.agents)
+        add_deterministic(server, capacity_service, servicer)
+        served.append(capacity_service.full_name)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    service_names = [
-        run_service_pb2.DESCRIPTOR.services_by_name["RunService"].full_name,
-        health.SERVICE_NAME,
-        reflection.SERVICE_NAME,
-    ]
-    reflection.enable_server_reflection(service_names, server)
+    reflection.enable_server_reflection(
+        [*served, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
-    for name in ("", service_names[0]):
+    for name in ["", *served]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, port
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from capacity.domain.planner import Candidate
+from coordinator.store.base import RunTx
 
 #: Attempt states that hold a device slot, an agent slot and their scope. An `unknown`
 #: attempt is one of these with a stale sync, so it keeps its slot.
@@ -29,12 +30,8 @@ class QueuedRun:
     required_labels: tuple[str, ...]
 
 
-class ClaimTx(Protocol):
-    """An open store transaction (coordinator.store's PostgresTx or SqliteTx)."""
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]: ...
-
-    async def lock(self, lock_keys: Sequence[str]) -> None: ...
+#: An open store transaction (coordinator.store's PostgresTx or SqliteTx).
+ClaimTx = RunTx
 
 
 class CapacitySql(Protocol):

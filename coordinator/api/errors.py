@@ -31,6 +31,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.EXECUTION_SCOPE_BUSY: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.OBSERVATION_REJECTED: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorReason.WORKSPACE_NOT_ISOLATED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.AGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
 }
 
 

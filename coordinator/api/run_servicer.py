@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -12,14 +11,15 @@ from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from coordinator.api import convert, validation
 from coordinator.api.errors import stream, unary
+from coordinator.api.request_ids import once
 from coordinator.domain import commands as c
-from coordinator.domain.errors import DomainError, InvalidArgument, RequestIdReused
+from coordinator.domain.errors import InvalidArgument
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.hub import EventHub
 from coordinator.service.queries import RunQueries, view
 from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import Applied, Loaded, RequestIdTaken, RequestRecord, RunFilter
+from coordinator.store.base import Applied, Loaded, RequestRecord, RunFilter
 
 M = TypeVar("M", bound=Message)
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -61,8 +61,6 @@ class RunServicer(run_service_pb2_grpc.RunServiceServicer):
         self._queries = queries
         self._hub = hub
 
-    # -- AIP-155 ------------------------------------------------------------------------------
-
     async def _once(
         self,
         method: str,
@@ -71,52 +69,7 @@ class RunServicer(run_service_pb2_grpc.RunServiceServicer):
         execute: Callable[[RequestRecord | None], Awaitable[M]],
         render: Callable[[Applied], M],
     ) -> M:
-        """Run ``execute`` once per request_id: a repeat gets the first answer back."""
-        if not request.request_id:
-            return await execute(None)
-        request_id = validation.request_id(request.request_id)
-        payload = type(request)()
-        payload.CopyFrom(request)
-        payload.ClearField("request_id")
-        digest = hashlib.sha256(
-            method.encode() + b"\0" + payload.SerializeToString(deterministic=True)
-        ).hexdigest()
-        answer: dict[str, bytes] = {}
-
-        def remember(applied: Applied) -> bytes:
-            # Deterministic bytes, and every answer is re-read from them, so the first call
-            # and every replay send the same bytes (map order included).
-            answer["bytes"] = render(applied).SerializeToString(deterministic=True)
-            return answer["bytes"]
-
-        async def first_answer() -> M | None:
-            stored = await self._transitions.store.get_request(request_id)
-            if stored is None:
-                return None
-            if (stored.method, stored.payload_hash) != (method, digest):
-                raise RequestIdReused(
-                    f"request_id {request_id!r} was used for a different request",
-                    request_id=request_id,
-                )
-            return response_type.FromString(stored.response)
-
-        record = RequestRecord(request_id, method, digest, remember)
-        for _ in range(2):
-            if (replay := await first_answer()) is not None:
-                return replay
-            try:
-                response = await execute(record)
-            except RequestIdTaken:
-                continue  # a concurrent twin committed first: answer with its response
-            except DomainError:
-                # A twin in flight may have changed the run first; its answer is ours.
-                if (replay := await first_answer()) is not None:
-                    return replay
-                raise
-            if "bytes" in answer:
-                return response_type.FromString(answer["bytes"])
-            return await first_answer() or response
-        raise RequestIdReused(f"request_id {request_id!r} is in use", request_id=request_id)
+        return await once(self._transitions.store, method, request, response_type, execute, render)
 
     # -- commands -----------------------------------------------------------------------------
 

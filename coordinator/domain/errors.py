@@ -19,6 +19,7 @@ class ErrorReason(StrEnum):
     EXECUTION_SCOPE_BUSY = "EXECUTION_SCOPE_BUSY"
     OBSERVATION_REJECTED = "OBSERVATION_REJECTED"
     WORKSPACE_NOT_ISOLATED = "WORKSPACE_NOT_ISOLATED"
+    AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
 
 
 class DomainError(Exception):
@@ -66,3 +67,11 @@ class RuntimeTaskMismatch(DomainError):
 
 class StoreBusy(DomainError):
     reason = ErrorReason.STORE_BUSY
+
+
+class AgentNotFound(DomainError):
+    reason = ErrorReason.AGENT_NOT_FOUND
+
+
+class WorkspaceNotIsolated(DomainError):
+    reason = ErrorReason.WORKSPACE_NOT_ISOLATED

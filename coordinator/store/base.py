@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
@@ -51,7 +51,7 @@ class RequestRecord:
     request_id: str
     method: str
     payload_hash: str
-    render: Callable[[Applied], bytes]
+    render: Callable[[Any], bytes]  # what was committed -> the answer's bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,18 @@ class RunTx(Protocol):
     ) -> Loaded | None: ...
 
     async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied: ...
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        """A statement in the backend's own dialect (for the capacity queries)."""
+        ...
+
+    async def lock(self, lock_keys: Sequence[str]) -> None:
+        """More locks, after those the transaction began with (keep one global order)."""
+        ...
+
+    async def put_request(self, record: RequestRecord, committed: Any) -> None:
+        """Keep the AIP-155 answer in this transaction (RequestIdTaken if a twin won)."""
+        ...
 
 
 class RunStore(Protocol):

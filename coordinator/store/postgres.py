@@ -42,6 +42,7 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.sql import Placeholders, events_from_decision, queue_position_sql
+from services.ids import now_ms
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 _ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
@@ -311,6 +312,17 @@ class PostgresTx:
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         return list(await self.conn.fetch(sql, *args))
+
+    async def put_request(self, record: RequestRecord, committed: Any) -> None:
+        with _translated_errors():
+            await self.conn.execute(
+                _PUT_REQUEST,
+                record.request_id,
+                record.method,
+                record.payload_hash,
+                record.render(committed),
+                now_ms(),
+            )
 
     async def lock(self, lock_keys: Sequence[str]) -> None:
         """More transaction-scoped locks; callers keep one global order (owner, instance,

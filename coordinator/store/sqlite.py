@@ -45,6 +45,7 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.sql import events_from_decision, queue_position_sql
+from services.ids import now_ms
 
 T = TypeVar("T")
 
@@ -359,6 +360,21 @@ class SqliteTx:
 
     async def execute(self, sql: str, *args: Any) -> None:
         await self._store._write(lambda conn: conn.execute(sql, args))
+
+    async def put_request(self, record: RequestRecord, committed: Any) -> None:
+        response = record.render(committed)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO request_log (request_id, method, payload_hash, response,"
+                    " created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                    (record.request_id, record.method, record.payload_hash, response, now_ms()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise RequestIdTaken(str(exc)) from exc
+
+        await self._store._write(insert)
 
     async def lock(self, lock_keys: Sequence[str]) -> None:
         """Nothing to take: the IMMEDIATE transaction already excludes every other writer."""

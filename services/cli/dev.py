@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from services.bootstrap import coordinator, open_store
+from services.bootstrap import capacity, coordinator, open_observations, open_store
 from services.config import Settings
 from services.db.migrate import upgrade
 from services.server import create_server, serve_until_signal
@@ -19,7 +19,9 @@ async def run_dev(settings: Settings) -> None:
     store = await open_store(database_url)
     try:
         app = coordinator(store)
-        server, port = await create_server(app, settings.grpc_addr)
+        observations = await open_observations(settings.redis_url)
+        caps = capacity(app, observations, settings.observation_ttl_ms)
+        server, port = await create_server(app, settings.grpc_addr, caps)
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)
         await serve_until_signal(server, settings.grace_seconds)

@@ -446,6 +446,8 @@ class _ErrorReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._En
     """FAILED_PRECONDITION: an agent with concurrency > 1 is bound to a
     workspace that cannot isolate attempts (not a git workspace).
     """
+    ERROR_REASON_AGENT_NOT_FOUND: _ErrorReason.ValueType  # 14
+    """NOT_FOUND: no agent with the given id was configured."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -498,6 +500,8 @@ ERROR_REASON_WORKSPACE_NOT_ISOLATED: ErrorReason.ValueType  # 13
 """FAILED_PRECONDITION: an agent with concurrency > 1 is bound to a
 workspace that cannot isolate attempts (not a git workspace).
 """
+ERROR_REASON_AGENT_NOT_FOUND: ErrorReason.ValueType  # 14
+"""NOT_FOUND: no agent with the given id was configured."""
 Global___ErrorReason: typing_extensions.TypeAlias = ErrorReason
 
 @typing.final

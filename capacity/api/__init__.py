@@ -1,0 +1,1 @@
+"""The gRPC edge of the capacity service."""

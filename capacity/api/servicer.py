@@ -1,0 +1,191 @@
+"""CapacityService over gRPC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.protobuf import duration_pb2, timestamp_pb2
+from truerun.v1 import capacity_service_pb2 as pb
+from truerun.v1 import capacity_service_pb2_grpc
+
+from capacity.observations.model import Observation, Route
+from capacity.service.agents import AgentService, AgentView
+from capacity.service.claims import Blocked, ClaimOutcome, ClaimService
+from capacity.service.reports import ObservationService
+from coordinator.api import convert, validation
+from coordinator.api.errors import unary
+from coordinator.api.request_ids import once
+from coordinator.domain.errors import InvalidArgument
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
+from coordinator.store.base import RequestRecord, RunStore
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+DEFAULT_LEASE_TTL_MS = 30_000
+MAX_CLAIMS_PER_CALL = 64
+_WORKSPACE_KINDS = {
+    pb.WORKSPACE_KIND_UNSPECIFIED: "none",
+    pb.WORKSPACE_KIND_GIT: "git",
+    pb.WORKSPACE_KIND_DIRECTORY: "directory",
+    pb.WORKSPACE_KIND_NONE: "none",
+}
+_KIND_NUMBERS = {
+    "git": pb.WORKSPACE_KIND_GIT,
+    "directory": pb.WORKSPACE_KIND_DIRECTORY,
+    "none": pb.WORKSPACE_KIND_NONE,
+}
+_BLOCKED = {
+    Blocked.NONE: pb.CLAIM_BLOCK_REASON_UNSPECIFIED,
+    Blocked.NO_FRESH_OBSERVATION: pb.CLAIM_BLOCK_REASON_NO_FRESH_OBSERVATION,
+    Blocked.INSTANCE_MISMATCH: pb.CLAIM_BLOCK_REASON_INSTANCE_MISMATCH,
+    Blocked.UNKNOWN_ROUTE: pb.CLAIM_BLOCK_REASON_UNKNOWN_ROUTE,
+    Blocked.DEVICE_FULL: pb.CLAIM_BLOCK_REASON_DEVICE_FULL,
+    Blocked.NOTHING_ELIGIBLE: pb.CLAIM_BLOCK_REASON_NOTHING_ELIGIBLE,
+    Blocked.AGENT_LIMIT: pb.CLAIM_BLOCK_REASON_AGENT_LIMIT,
+    Blocked.SCOPE_BUSY: pb.CLAIM_BLOCK_REASON_SCOPE_BUSY,
+}
+
+
+def _ts(ms: int) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromMilliseconds(ms)
+    return stamp
+
+
+def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:
+    return pb.ClaimResponse(
+        claimed=[
+            pb.ClaimedAttempt(
+                run_id=item.run.id,
+                attempt_id=item.attempt.id,
+                runtime_task_id=item.attempt.runtime_task_id,
+                lease_token=item.attempt.lease_token or "",
+                lease_expire_time=_ts(item.attempt.lease_expires_at_ms or 0),
+                run_version=item.run.version,
+                spec=convert.struct(item.run.spec),
+                front_of_queue=item.run.run_now,
+                agent_id=item.run.agent_id or "",
+                workspace_path=item.workspace_path,
+            )
+            for item in outcome.claimed
+        ],
+        blocked_reason=_BLOCKED[outcome.blocked],
+        blocked_detail=outcome.detail,
+    )
+
+
+def _agent(view: AgentView) -> pb.Agent:
+    config = view.config
+    return pb.Agent(
+        agent_id=config.agent_id,
+        concurrency=config.concurrency,
+        workspace_kind=_KIND_NUMBERS[config.workspace_kind],
+        workspace_path=config.workspace_path,
+        fairness_weight=config.fairness_weight,
+        live_attempts=view.live_attempts,
+        update_time=_ts(config.updated_at_ms),
+    )
+
+
+class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
+    def __init__(
+        self,
+        store: RunStore,
+        claims: ClaimService,
+        observations: ObservationService,
+        agents: AgentService,
+    ) -> None:
+        self._store = store
+        self._claims = claims
+        self._observations = observations
+        self._agents = agents
+
+    @unary
+    async def ReportObservation(
+        self, request: pb.ReportObservationRequest, context: Ctx
+    ) -> pb.ReportObservationResponse:
+        o = request.observation
+        observation = Observation(
+            owner_id=validation.name(o.owner_id, "owner_id") or "",
+            runtime_instance_id=validation.name(o.runtime_instance_id, "runtime_instance_id") or "",
+            routes=tuple(Route(r.device_id, r.kind) for r in o.routes),
+            limit=o.limit,
+            active=o.active,
+            active_task_ids=tuple(o.active_task_ids),
+            queued=o.queued,
+            labels=tuple(o.labels),
+            observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
+            received_at_ms=0,
+        )
+        stored = await self._observations.report(observation)
+        return pb.ReportObservationResponse(
+            ttl_ms=self._observations.ttl_ms, receive_time=_ts(stored.received_at_ms)
+        )
+
+    @unary
+    async def Claim(self, request: pb.ClaimRequest, context: Ctx) -> pb.ClaimResponse:
+        owner = validation.name(request.owner_id, "owner_id") or ""
+        instance = validation.name(request.runtime_instance_id, "runtime_instance_id") or ""
+        device = validation.name(request.device_id, "device_id") or ""
+        wanted = validation.in_range(request.max_attempts, "max_attempts", 1, MAX_CLAIMS_PER_CALL)
+        ttl = validation.in_range(
+            request.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, "lease_ttl_ms", 1_000, 3_600_000
+        )
+        actor = Actor(ActorType.SCHEDULER, f"capacity:{instance}")
+
+        async def execute(record: RequestRecord | None) -> pb.ClaimResponse:
+            outcome = await self._claims.claim(owner, instance, device, wanted, ttl, actor, record)
+            return claim_response(outcome)
+
+        return await once(self._store, "Claim", request, pb.ClaimResponse, execute, claim_response)
+
+    @unary
+    async def GetOccupancy(self, request: pb.GetOccupancyRequest, context: Ctx) -> pb.Occupancy:
+        view = await self._observations.occupancy(
+            validation.name(request.owner_id, "owner_id") or "",
+            validation.name(request.runtime_instance_id, "runtime_instance_id") or "",
+        )
+        occ = view.occupancy
+        message = pb.Occupancy(
+            limit=occ.limit,
+            occupied=occ.occupied,
+            runtime_active=occ.runtime_active,
+            durable_rows=occ.durable_rows,
+            merged_task_ids=list(occ.merged_task_ids),
+            free_slots=occ.free_slots if view.fresh else 0,
+            observation_fresh=view.fresh,
+            durable_only_task_ids=list(occ.durable_only_task_ids),
+        )
+        if view.age_ms is not None:
+            message.observation_age.CopyFrom(
+                duration_pb2.Duration(
+                    seconds=view.age_ms // 1000, nanos=(view.age_ms % 1000) * 1_000_000
+                )
+            )
+        return message
+
+    @unary
+    async def ConfigureAgent(self, request: pb.ConfigureAgentRequest, context: Ctx) -> pb.Agent:
+        a = request.agent
+        if a.workspace_kind not in _WORKSPACE_KINDS:
+            raise InvalidArgument(f"unknown workspace_kind {a.workspace_kind}")
+        agent_id = validation.name(a.agent_id, "agent.agent_id") or ""
+        path = validation.text(a.workspace_path, "agent.workspace_path", 1024) or ""
+
+        async def execute(record: RequestRecord | None) -> pb.Agent:
+            view = await self._agents.configure(
+                agent_id,
+                a.concurrency,
+                _WORKSPACE_KINDS[a.workspace_kind],
+                path,
+                a.fairness_weight or 1,
+            )
+            return _agent(view)
+
+        return await once(self._store, "ConfigureAgent", request, pb.Agent, execute, _agent)
+
+    @unary
+    async def GetAgent(self, request: pb.GetAgentRequest, context: Ctx) -> pb.Agent:
+        return _agent(await self._agents.get(validation.name(request.agent_id, "agent_id") or ""))

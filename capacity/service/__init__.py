@@ -1,0 +1,1 @@
+"""The capacity application layer: claims, occupancy, agents, observations."""

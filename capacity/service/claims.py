@@ -1,0 +1,211 @@
+"""The claim transaction (seed A §11): fresh observation -> owner lock -> runtime-instance lock
+-> agent locks (sorted) -> scope locks (sorted) -> compare-and-set of every claimed attempt
+through the coordinator's transition service, all in one transaction, all or nothing.
+
+Redis (the observation) only says what the runtime reported; the durable rows read under the
+locks are what stops over-commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from capacity.domain.occupancy import occupancy
+from capacity.domain.planner import NO_AGENT, AgentBudget, Plan, plan_claims
+from capacity.observations.base import ObservationStore
+from capacity.observations.model import Observation
+from capacity.store.base import AgentConfig, CapacitySql, ClaimTx, QueuedRun
+from coordinator.domain import commands as c
+from coordinator.domain.errors import VersionConflict
+from coordinator.domain.model import Actor, Attempt, Run
+from coordinator.service.transitions import Result, Transitions
+from coordinator.store.base import RequestRecord, RunStore
+from services.ids import now_ms
+
+#: R for an agent nobody configured: one live attempt at a time, the safe choice.
+DEFAULT_AGENT_CONCURRENCY = 1
+_CONTENTION_RETRIES = 3
+
+
+class Blocked(StrEnum):
+    NONE = ""
+    NO_FRESH_OBSERVATION = "no_fresh_observation"
+    INSTANCE_MISMATCH = "instance_mismatch"
+    UNKNOWN_ROUTE = "unknown_route"
+    DEVICE_FULL = "device_full"
+    NOTHING_ELIGIBLE = "nothing_eligible"
+    AGENT_LIMIT = "agent_limit"
+    SCOPE_BUSY = "scope_busy"
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    run: Run
+    attempt: Attempt
+    workspace_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    claimed: tuple[Claimed, ...]
+    blocked: Blocked = Blocked.NONE
+    detail: str = ""
+
+
+def lock_keys(owner: str, instance: str) -> list[str]:
+    return [f"owner:{owner}", f"instance:{owner}:{instance}"]
+
+
+def workspace_for(config: AgentConfig | None, attempt_id: str) -> str:
+    """Agents with R > 1 work in a git worktree of their own per attempt (made by the runtime)."""
+    if config is None or not config.workspace_path:
+        return ""
+    if config.concurrency > 1:
+        return f"{config.workspace_path.rstrip('/')}/.truerun/worktrees/{attempt_id}"
+    return config.workspace_path
+
+
+class ClaimService:
+    def __init__(
+        self,
+        store: RunStore,
+        sql: CapacitySql,
+        observations: ObservationStore,
+        transitions: Transitions,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._store = store
+        self._sql = sql
+        self._observations = observations
+        self._transitions = transitions
+        self._clock = clock
+
+    async def claim(
+        self,
+        owner: str,
+        instance: str,
+        device_id: str,
+        max_claims: int,
+        lease_ttl_ms: int,
+        actor: Actor,
+        request: RequestRecord | None = None,
+    ) -> ClaimOutcome:
+        """Claim up to ``max_claims`` queued runs for this runtime; ``request`` keeps the
+        answer for AIP-155 replays in the same transaction."""
+        observation = await self._observations.get(owner, instance, self._clock())
+        if observation is None:
+            return ClaimOutcome(
+                (),
+                Blocked.NO_FRESH_OBSERVATION,
+                f"no fresh capacity observation from runtime {instance}; claims wait for its "
+                "next heartbeat",
+            )
+        if observation.runtime_instance_id != instance or observation.owner_id != owner:
+            return ClaimOutcome((), Blocked.INSTANCE_MISMATCH, "observation names another runtime")
+        if device_id not in {route.device_id for route in observation.routes}:
+            return ClaimOutcome(
+                (), Blocked.UNKNOWN_ROUTE, f"runtime {instance} reported no route {device_id!r}"
+            )
+        for _ in range(_CONTENTION_RETRIES):
+            try:
+                return await self._claim_locked(
+                    observation, device_id, max_claims, lease_ttl_ms, actor, request
+                )
+            except VersionConflict:
+                continue  # a candidate changed under us (cancelled, say); plan again
+        return ClaimOutcome((), Blocked.NOTHING_ELIGIBLE, "queue kept changing; try again")
+
+    async def _claim_locked(
+        self,
+        obs: Observation,
+        device_id: str,
+        max_claims: int,
+        lease_ttl_ms: int,
+        actor: Actor,
+        request: RequestRecord | None,
+    ) -> ClaimOutcome:
+        owner, instance = obs.owner_id, obs.runtime_instance_id
+        results: list[Result] = []
+        claimed: list[Claimed] = []
+        async with self._store.transaction(lock_keys(owner, instance)) as tx:
+            durable = await self._sql.durable_task_ids(tx, owner, instance)
+            occ = occupancy(obs.limit, obs.active_task_ids, durable)
+            if occ.free_slots == 0:
+                detail = f"O={occ.occupied} of D={obs.limit} (runtime {occ.runtime_active}, "
+                detail += f"durable-only {len(occ.durable_only_task_ids)})"
+                full = ClaimOutcome((), Blocked.DEVICE_FULL, detail)
+                if request is not None:
+                    await tx.put_request(request, full)
+                return full
+            slots = min(max_claims, occ.free_slots)
+            lanes = await self._sql.lanes_with_work(tx, owner)
+            heads = [
+                h
+                for h in await self._sql.lane_heads(tx, owner, instance, lanes, slots)
+                if set(h.required_labels) <= set(obs.labels)
+            ]
+            plan, configs = await self._plan(tx, owner, slots, heads)
+            for candidate in plan.picked:
+                command = c.Claim(
+                    candidate.run_id,
+                    actor,
+                    runtime_instance_id=instance,
+                    runtime_device_id=device_id,
+                    lease_ttl_ms=lease_ttl_ms,
+                )
+                result = await self._transitions.execute_in(tx, command)
+                assert result.attempt is not None
+                results.append(result)
+                config = configs.get(candidate.agent_key)
+                claimed.append(
+                    Claimed(result.run, result.attempt, workspace_for(config, result.attempt.id))
+                )
+            if plan.picked:
+                await self._sql.save_fairness(tx, owner, plan.clock, plan.vtimes)
+            outcome = ClaimOutcome(
+                tuple(claimed), *_why_short(plan, slots, max_claims, occ.free_slots)
+            )
+            if request is not None:
+                await tx.put_request(request, outcome)
+        self._transitions.published(results)
+        return outcome
+
+    async def _plan(
+        self, tx: ClaimTx, owner: str, slots: int, heads: list[QueuedRun]
+    ) -> tuple[Plan, dict[str, AgentConfig]]:
+        agents = sorted({h.candidate.agent_key for h in heads} - {NO_AGENT})
+        await tx.lock([f"agent:{agent}" for agent in agents])
+        configs = await self._sql.agent_configs(tx, agents)
+        live = await self._sql.live_per_agent(tx, agents)
+        scopes = sorted({s for h in heads if (s := h.candidate.execution_scope) is not None})
+        await tx.lock([f"scope:{scope}" for scope in scopes])
+        busy = await self._sql.busy_scopes(tx, scopes)
+        lanes = sorted({h.candidate.agent_key for h in heads})
+        clock, vtimes = await self._sql.fairness(tx, owner, lanes)
+        budgets = {
+            NO_AGENT: AgentBudget(remaining=1 << 30, vtime=vtimes.get(NO_AGENT, 0)),
+        }
+        for agent in agents:
+            config = configs.get(agent)
+            limit = config.concurrency if config else DEFAULT_AGENT_CONCURRENCY
+            budgets[agent] = AgentBudget(
+                remaining=limit - live.get(agent, 0),
+                weight=config.fairness_weight if config else 1,
+                vtime=vtimes.get(agent, 0),
+            )
+        plan = plan_claims(slots, [h.candidate for h in heads], budgets, frozenset(busy), clock)
+        return plan, configs
+
+
+def _why_short(plan: Plan, slots: int, asked: int, free: int) -> tuple[Blocked, str]:
+    if len(plan.picked) == asked:
+        return Blocked.NONE, ""
+    if len(plan.picked) == slots and slots < asked:
+        return Blocked.DEVICE_FULL, f"{free} free slot(s) on the device"
+    if plan.blocked_by_agent:
+        return Blocked.AGENT_LIMIT, "an agent with queued work is at its concurrency R"
+    if plan.blocked_by_scope:
+        return Blocked.SCOPE_BUSY, "queued work waits for its execution scope"
+    return Blocked.NOTHING_ELIGIBLE, "no queued run this runtime may take"

@@ -1,0 +1,56 @@
+"""Runtime observations in, occupancy out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from capacity.domain.occupancy import Occupancy, occupancy
+from capacity.observations.base import ObservationStore
+from capacity.observations.model import Observation, validate
+from capacity.store.base import CapacitySql
+from services.ids import now_ms
+
+DEFAULT_OBSERVATION_TTL_MS = 15_000
+
+
+@dataclass(frozen=True, slots=True)
+class OccupancyView:
+    occupancy: Occupancy
+    fresh: bool
+    age_ms: int | None
+
+
+class ObservationService:
+    def __init__(
+        self,
+        observations: ObservationStore,
+        sql: CapacitySql,
+        ttl_ms: int = DEFAULT_OBSERVATION_TTL_MS,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._observations = observations
+        self._sql = sql
+        self.ttl_ms = ttl_ms
+        self._clock = clock
+
+    async def report(self, observation: Observation) -> Observation:
+        """Validate and store, stamped with this server's receive time (freshness is judged
+        by it, never by the runtime's clock)."""
+        stamped = replace(observation, received_at_ms=self._clock())
+        validate(stamped)
+        await self._observations.put(stamped, self.ttl_ms)
+        return stamped
+
+    async def occupancy(self, owner: str, instance: str) -> OccupancyView:
+        now = self._clock()
+        observation = await self._observations.get(owner, instance, now)
+        durable = await self._sql.durable_task_ids(None, owner, instance)
+        if observation is None:
+            # Without a fresh observation nothing is free: D is unknown, not zero and not a default.
+            return OccupancyView(occupancy(0, (), durable), fresh=False, age_ms=None)
+        return OccupancyView(
+            occupancy(observation.limit, observation.active_task_ids, durable),
+            fresh=True,
+            age_ms=now - observation.received_at_ms,
+        )
