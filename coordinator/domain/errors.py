@@ -75,3 +75,7 @@ class AgentNotFound(DomainError):
 
 class WorkspaceNotIsolated(DomainError):
     reason = ErrorReason.WORKSPACE_NOT_ISOLATED
+
+
+class ExecutionScopeBusy(DomainError):
+    reason = ErrorReason.EXECUTION_SCOPE_BUSY

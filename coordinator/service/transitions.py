@@ -10,13 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from coordinator.domain import commands as c
-from coordinator.domain.decide import Context, Outcome, RunWrite, decide
+from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, decide
 from coordinator.domain.errors import (
+    ExecutionScopeBusy,
     IdempotencyKeyConflict,
     RunNotFound,
     VersionConflict,
 )
 from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.states import ScopePolicy
 from coordinator.store.base import (
     CasMiss,
     DedupeKeyTaken,
@@ -75,6 +77,8 @@ class Transitions:
                 return self._existing(existing, use_existing)
         decision = decide(c.CreateRun(spec), None, None, self._context())
         try:
+            if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
+                return await self._create_in_scope(spec, decision, request)
             applied = await self.store.apply(decision, None, request)
         except IdempotencyKeyTaken:
             assert spec.idempotency_key is not None
@@ -83,6 +87,35 @@ class Transitions:
             )
             assert existing is not None, "the key was taken by a committed run"
             return self._existing(existing, use_existing)
+        return self._committed(
+            Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+        )
+
+    async def _create_in_scope(
+        self, spec: c.RunSpec, decision: Decision, request: RequestRecord | None
+    ) -> Result:
+        """The scope collision policy, decided under the scope's lock: ``reject_new`` refuses
+        the run while another one in the scope is not finished; ``cancel_in_progress`` asks
+        every such run to cancel (the durable cancel path), and the new run then waits in the
+        queue until the scope is free."""
+        scope = spec.execution_scope
+        assert scope is not None
+        cancels: list[Result] = []
+        async with self.store.transaction([f"scope:{scope}"]) as tx:
+            open_runs = await tx.open_runs_in_scope(scope)
+            if open_runs and spec.scope_policy is ScopePolicy.REJECT_NEW:
+                raise ExecutionScopeBusy(
+                    f"execution scope {scope!r} already has run {open_runs[0]}",
+                    scope=scope,
+                    run_id=open_runs[0],
+                )
+            for run_id in open_runs:
+                cancel = c.RequestCancel(run_id, spec.created_by, reason="superseded_in_scope")
+                cancels.append(await self.execute_in(tx, cancel))
+            applied = await tx.apply(decision)
+            if request is not None:
+                await tx.put_request(request, applied)
+        self.published(cancels)
         return self._committed(
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
         )

@@ -94,6 +94,10 @@ class RunTx(Protocol):
         """More locks, after those the transaction began with (keep one global order)."""
         ...
 
+    async def open_runs_in_scope(self, scope: str) -> list[str]:
+        """Ids of the runs in this execution scope that are not terminal, oldest first."""
+        ...
+
     async def put_request(self, record: RequestRecord, committed: Any) -> None:
         """Keep the AIP-155 answer in this transaction (RequestIdTaken if a twin won)."""
         ...

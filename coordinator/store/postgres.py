@@ -41,7 +41,12 @@ from coordinator.store.rows import (
     run_from_row,
     run_values,
 )
-from coordinator.store.sql import Placeholders, events_from_decision, queue_position_sql
+from coordinator.store.sql import (
+    TERMINAL_STATUSES,
+    Placeholders,
+    events_from_decision,
+    queue_position_sql,
+)
 from services.ids import now_ms
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
@@ -292,6 +297,10 @@ class PostgresStore:
         return int(value or 0)
 
 
+_OPEN_IN_SCOPE = (
+    "SELECT id FROM runs WHERE execution_scope = $1 AND status <> ALL($2::text[])"
+    " ORDER BY created_at_ms, id"
+)
 _ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
 
@@ -312,6 +321,9 @@ class PostgresTx:
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         return list(await self.conn.fetch(sql, *args))
+
+    async def open_runs_in_scope(self, scope: str) -> list[str]:
+        return [row[0] for row in await self.conn.fetch(_OPEN_IN_SCOPE, scope, TERMINAL_STATUSES)]
 
     async def put_request(self, record: RequestRecord, committed: Any) -> None:
         with _translated_errors():

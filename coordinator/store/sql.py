@@ -6,8 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.domain.decide import Decision
+from coordinator.domain.states import RUN_TERMINAL
 from coordinator.store.rows import dumps
 from services.ids import uuid7
+
+TERMINAL_STATUSES = sorted(status.value for status in RUN_TERMINAL)
 
 
 class Placeholders:

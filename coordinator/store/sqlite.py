@@ -44,7 +44,7 @@ from coordinator.store.rows import (
     run_from_row,
     run_values,
 )
-from coordinator.store.sql import events_from_decision, queue_position_sql
+from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, queue_position_sql
 from services.ids import now_ms
 
 T = TypeVar("T")
@@ -360,6 +360,16 @@ class SqliteTx:
 
     async def execute(self, sql: str, *args: Any) -> None:
         await self._store._write(lambda conn: conn.execute(sql, args))
+
+    async def open_runs_in_scope(self, scope: str) -> list[str]:
+        marks = ", ".join("?" for _ in TERMINAL_STATUSES)
+        rows = await self.fetch(
+            f"SELECT id FROM runs WHERE execution_scope = ? AND status NOT IN ({marks})"
+            " ORDER BY created_at_ms, id",
+            scope,
+            *TERMINAL_STATUSES,
+        )
+        return [row[0] for row in rows]
 
     async def put_request(self, record: RequestRecord, committed: Any) -> None:
         response = record.render(committed)

@@ -80,6 +80,7 @@ runs = Table(
     Index("ix_runs_status_cancel_requested", "status", "cancel_requested_at_ms"),
     Index("ix_runs_owner_created", "owner_id", "created_at_ms"),
     Index("ix_runs_retry_of", "retry_of_run_id"),
+    Index("ix_runs_scope_status", "execution_scope", "status"),
     Index(
         "uq_runs_project_idempotency_key",
         "project_id",

@@ -11,13 +11,14 @@ from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, decide
 from coordinator.domain.display import display_state
 from coordinator.domain.errors import (
+    ExecutionScopeBusy,
     IdempotencyKeyConflict,
     InvalidTransition,
     RunNotFound,
     RuntimeTaskMismatch,
     VersionConflict,
 )
-from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus
+from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.transitions import DEDUPLICATED, Transitions
 from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunStore
 from services.ids import new_token, now_ms, uuid7
@@ -274,3 +275,36 @@ async def test_reads_change_nothing(transitions: Transitions, migrated_database_
             await store.list_attempts(loaded.run.id)
             await store.queue_position(loaded.run)
     assert await snapshot(migrated_database_url) == before
+
+
+async def test_scope_policy_reject_new(transitions: Transitions) -> None:
+    first = await transitions.create(spec(execution_scope="repo-1"))
+    with pytest.raises(ExecutionScopeBusy) as raised:
+        await transitions.create(
+            spec(execution_scope="repo-1", scope_policy=ScopePolicy.REJECT_NEW)
+        )
+    assert raised.value.metadata["run_id"] == first.run.id
+    runs = await transitions.store.list_runs(RunFilter(project_id="proj"), None, 10)
+    assert [r.run.id for r in runs] == [first.run.id]
+    await transitions.execute(c.RequestCancel(first.run.id, USER))
+    second = await transitions.create(
+        spec(execution_scope="repo-1", scope_policy=ScopePolicy.REJECT_NEW)
+    )
+    assert second.run.status is RunStatus.QUEUED
+
+
+async def test_scope_policy_cancel_in_progress(transitions: Transitions) -> None:
+    queued = await transitions.create(spec(execution_scope="repo-2"))
+    _, live = await started(transitions, execution_scope="repo-2")
+    newest = await transitions.create(
+        spec(execution_scope="repo-2", scope_policy=ScopePolicy.CANCEL_IN_PROGRESS)
+    )
+    assert newest.run.status is RunStatus.QUEUED
+    before_fence = await transitions.store.load(queued.run.id)
+    after_fence = await transitions.store.load(live.run_id)
+    assert before_fence is not None and before_fence.run.status is RunStatus.CANCELLED
+    assert after_fence is not None
+    assert display_state(after_fence.run, after_fence.attempt) is DisplayState.CANCELLING
+    events = await transitions.store.list_events(live.run_id, 0, 100)
+    assert events[-1].type == "run.cancel_requested"
+    assert events[-1].payload["reason"] == "superseded_in_scope"

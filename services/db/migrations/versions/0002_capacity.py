@@ -1,4 +1,4 @@
-"""Capacity: agents, fair queueing state, the claim-order index; two lookup indexes.
+"""Capacity: agents, fair queueing state, the claim-order index; lookup indexes.
 
 Revision ID: 0002_capacity
 Revises: 0001_initial
@@ -34,6 +34,7 @@ def upgrade() -> None:
         sqlite_where=sa.text("status = 'queued'"),
     )
     op.create_index("ix_runs_retry_of", "runs", ["retry_of_run_id"])
+    op.create_index("ix_runs_scope_status", "runs", ["execution_scope", "status"])
     op.create_index("ix_request_log_created", "request_log", ["created_at_ms"])
     op.create_table(
         "agents",
@@ -67,5 +68,6 @@ def downgrade() -> None:
     op.drop_table("fair_lanes")
     op.drop_table("agents")
     op.drop_index("ix_request_log_created", table_name="request_log")
+    op.drop_index("ix_runs_scope_status", table_name="runs")
     op.drop_index("ix_runs_retry_of", table_name="runs")
     op.drop_index("ix_runs_claim_order", table_name="runs")
