@@ -46,6 +46,7 @@ from coordinator.store.sql import (
     Placeholders,
     events_from_decision,
     queue_position_sql,
+    stored_events,
 )
 from services.ids import now_ms
 
@@ -77,8 +78,7 @@ INSERT INTO run_events ({", ".join(EVENT_COLUMNS)})
 SELECT ev.id, src.id, src.event_sequence - {count}::bigint + ev.ord, ev.type,
        CASE WHEN ev.ord = 1 THEN {dedupe}::text END, ev.actor_type, ev.actor_id, ev.attempt_id,
        ev.payload, {created}::bigint
-FROM {source} src, {arrays}
-RETURNING {", ".join(EVENT_COLUMNS)}"""
+FROM {source} src, {arrays}"""
 
 
 def _build_update(attempt_write: AttemptWrite | None) -> tuple[str, Placeholders]:
@@ -118,11 +118,7 @@ RETURNING id)"""
         vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
         parts.append(f"ai AS (INSERT INTO attempts ({cols}) SELECT {vals} FROM r RETURNING id)")
     parts.append(f"e AS ({_events_insert(p, 'r')})")
-    sql = (
-        "WITH "
-        + ",\n".join(parts)
-        + f"\nSELECT (SELECT event_sequence FROM r) AS event_sequence{guard}, e.* FROM e"
-    )
+    sql = "WITH " + ",\n".join(parts) + f"\nSELECT r.event_sequence{guard} FROM r"
     return sql, p
 
 
@@ -139,11 +135,7 @@ def _build_insert(with_attempt: bool) -> tuple[str, Placeholders]:
         a_vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
         parts.append(f"ai AS (INSERT INTO attempts ({a_cols}) SELECT {a_vals} FROM r RETURNING id)")
     parts.append(f"e AS ({_events_insert(p, 'r')})")
-    sql = (
-        "WITH "
-        + ",\n".join(parts)
-        + "\nSELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"
-    )
+    sql = "WITH " + ",\n".join(parts) + "\nSELECT r.event_sequence FROM r"
     return sql, p
 
 
@@ -155,7 +147,7 @@ def _build_events_only() -> tuple[str, Placeholders]:
 UPDATE runs SET event_sequence = event_sequence + {n_events}::bigint WHERE id = {run_id}
 RETURNING id, event_sequence),
 e AS ({_events_insert(p, "r")})
-SELECT (SELECT event_sequence FROM r) AS event_sequence, e.* FROM e"""
+SELECT r.event_sequence FROM r"""
     return sql, p
 
 
@@ -186,8 +178,11 @@ _PUT_REQUEST = (
 _QUEUE_POSITION = queue_position_sql("$1", "$2", "$3", "$4", "$5", "$6")
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.execute("SET plan_cache_mode = force_generic_plan")
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Replaces asyncpg's default reset on release (unlock all, CLOSE ALL, UNLISTEN, RESET
+    ALL): two extra round trips per transition, and RESET ALL would drop the plan cache mode.
+    Nothing session-scoped is left behind here: locks are transaction-scoped and asyncpg
+    still rolls back a transaction left open."""
 
 
 class PostgresStore:
@@ -204,7 +199,8 @@ class PostgresStore:
             dsn,
             min_size=min_size,
             max_size=max_size,
-            init=_init_connection,
+            server_settings={"plan_cache_mode": "force_generic_plan"},
+            reset=_keep_session,
             statement_cache_size=256,
         )
         return cls(pool)
@@ -355,10 +351,10 @@ async def _apply_on(
     conn: asyncpg.Connection, decision: Decision, dedupe_key: str | None
 ) -> Applied:
     sql, placeholders = _STATEMENTS[(decision.run_write, decision.attempt_write)]
-    args = placeholders.bind(_parameters(decision, dedupe_key))
+    values = _parameters(decision, dedupe_key)
     with _translated_errors():
-        rows = await conn.fetch(sql, *args)
-    return _applied(decision, rows)
+        rows = await conn.fetch(sql, *placeholders.bind(values))
+    return _applied(decision, values, dedupe_key, rows)
 
 
 @contextlib.contextmanager
@@ -425,12 +421,14 @@ def _parameters(decision: Decision, dedupe_key: str | None) -> dict[str, Any]:
     return values
 
 
-def _applied(decision: Decision, rows: Sequence[asyncpg.Record]) -> Applied:
+def _applied(
+    decision: Decision, values: dict[str, Any], dedupe_key: str | None, rows: Sequence[Any]
+) -> Applied:
     if not rows:
         raise CasMiss(f"run {decision.run.id} moved past version {decision.expected_version}")
     sequence = rows[0]["event_sequence"]
-    events = tuple(sorted((event_from_row(row) for row in rows), key=lambda e: e.sequence))
     run = decision.run
     if run.event_sequence != sequence:
         run = replace(run, event_sequence=sequence)
+    events = stored_events(decision, values, sequence, dedupe_key)
     return Applied(run=run, attempt=decision.attempt, events=events)

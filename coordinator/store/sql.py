@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.domain.decide import Decision
+from coordinator.domain.model import RunEvent
 from coordinator.domain.states import RUN_TERMINAL
 from coordinator.store.rows import dumps
 from services.ids import uuid7
@@ -56,3 +57,25 @@ WHERE status = 'queued' AND owner_id = {owner} AND project_id = {project} AND id
        OR (CAST(run_now AS INTEGER) = {run_now} AND priority > {priority})
        OR (CAST(run_now AS INTEGER) = {run_now} AND priority = {priority}
            AND (queued_at_ms < {queued_at} OR (queued_at_ms = {queued_at} AND id < {run_id}))))"""
+
+
+def stored_events(
+    decision: Decision, arrays: dict[str, Any], last_sequence: int, dedupe_key: str | None
+) -> tuple[RunEvent, ...]:
+    """The decision's events as the statement stored them (ids from ``arrays``, sequences
+    ending at ``last_sequence``), built here instead of read back from the database."""
+    first = last_sequence - len(decision.events) + 1
+    return tuple(
+        RunEvent(
+            id=arrays["ev1"][i],
+            run_id=decision.run.id,
+            sequence=first + i,
+            type=event.type,
+            dedupe_key=dedupe_key if i == 0 else None,
+            actor=event.actor,
+            attempt_id=event.attempt_id,
+            payload=event.payload,
+            created_at_ms=arrays["created"],
+        )
+        for i, event in enumerate(decision.events)
+    )

@@ -44,7 +44,12 @@ from coordinator.store.rows import (
     run_from_row,
     run_values,
 )
-from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, queue_position_sql
+from coordinator.store.sql import (
+    TERMINAL_STATUSES,
+    events_from_decision,
+    queue_position_sql,
+    stored_events,
+)
 from services.ids import now_ms
 
 T = TypeVar("T")
@@ -426,22 +431,22 @@ def _write_decision(
     elif decision.attempt_write is AttemptWrite.INSERT and attempt is not None:
         conn.execute(_ATTEMPT_INSERT, attempt_values(attempt))
     first = sequence - n_events + 1
-    stored = []
-    for i in range(n_events):
-        row_values = {
-            "id": events["ev1"][i],
-            "run_id": run.id,
-            "sequence": first + i,
-            "type": events["ev2"][i],
-            "dedupe_key": dedupe_key if i == 0 else None,
-            "actor_type": events["ev3"][i],
-            "actor_id": events["ev4"][i],
-            "attempt_id": events["ev5"][i],
-            "payload": events["ev6"][i],
-            "created_at_ms": events["created"],
-        }
-        conn.execute(_EVENT_INSERT, row_values)
-        stored.append(event_from_row(row_values))
+    for i, event in enumerate(decision.events):
+        conn.execute(
+            _EVENT_INSERT,
+            {
+                "id": events["ev1"][i],
+                "run_id": run.id,
+                "sequence": first + i,
+                "type": event.type,
+                "dedupe_key": dedupe_key if i == 0 else None,
+                "actor_type": events["ev3"][i],
+                "actor_id": events["ev4"][i],
+                "attempt_id": event.attempt_id,
+                "payload": events["ev6"][i],
+                "created_at_ms": events["created"],
+            },
+        )
     if run.event_sequence != sequence:
         run = replace(run, event_sequence=sequence)
-    return Applied(run=run, attempt=attempt, events=tuple(stored))
+    return Applied(run, attempt, stored_events(decision, events, sequence, dedupe_key))
