@@ -13,6 +13,10 @@ from capacity.service.reports import ObservationService
 from capacity.store.base import CapacitySql
 from capacity.store.postgres import PostgresCapacitySql
 from capacity.store.sqlite import SqliteCapacitySql
+from coordinator.dispatch.dispatcher import Dispatcher
+from coordinator.dispatch.ingest import EventIngest
+from coordinator.dispatch.sessions import Sessions
+from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.service.hub import EventHub
 from coordinator.service.queries import RunQueries
 from coordinator.service.transitions import Transitions
@@ -40,6 +44,26 @@ class Coordinator:
 def coordinator(store: RunStore) -> Coordinator:
     hub = EventHub()
     return Coordinator(store, hub, Transitions(store, on_commit=hub.publish), RunQueries(store))
+
+
+@dataclass(frozen=True, slots=True)
+class Runtimes:
+    tokens: RuntimeTokens
+    sessions: Sessions
+    ingest: EventIngest
+    dispatcher: Dispatcher
+
+
+def runtimes(
+    app: Coordinator, caps: Capacity, tokens: RuntimeTokens, start_timeout_s: float = 10.0
+) -> Runtimes:
+    sessions = Sessions()
+    ingest = EventIngest(app.transitions)
+    dispatcher = Dispatcher(
+        app.transitions, caps.claims, ingest, sessions, start_timeout_s=start_timeout_s
+    )
+    app.hub.listen(dispatcher.on_commit)
+    return Runtimes(tokens, sessions, ingest, dispatcher)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,14 @@ class Settings:
             "help": "how long a runtime's capacity observation counts without a new heartbeat",
         },
     )
+    runtime_tokens: str = field(
+        default="",
+        metadata={
+            "env": "TRUERUN_RUNTIME_TOKENS",
+            "help": "owner:token pairs separated by ';' that runtimes authenticate with; "
+            "empty in `truerun dev` = one token for any owner, written to DATA_DIR/runtime.token",
+        },
+    )
     grace_seconds: float = field(
         default=10.0,
         metadata={"env": "TRUERUN_GRACE_SECONDS", "help": "how long shutdown waits for calls"},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from typing import Any
 
 import grpc
 from google.protobuf import symbol_database
@@ -13,11 +14,12 @@ from google.protobuf.message import Message
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from truerun.v1 import capacity_service_pb2, run_service_pb2
+from truerun.v1 import capacity_service_pb2, run_service_pb2, runtime_service_pb2
 
 from capacity.api.servicer import CapacityServicer
 from coordinator.api.run_servicer import RunServicer
-from services.bootstrap import Capacity, Coordinator
+from coordinator.api.runtime_servicer import RuntimeServicer
+from services.bootstrap import Capacity, Coordinator, Runtimes
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,14 @@ KEEPALIVE_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_receive_message_length", 4 * 1024 * 1024),
 ]
+
+
+_HANDLER_KINDS: dict[tuple[bool, bool], Any] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
 
 
 def _deterministic(message: Message) -> bytes:
@@ -45,11 +55,7 @@ def add_deterministic(
     for method in service.methods:
         request_type = symbol_database.Default().GetSymbol(method.input_type.full_name)
         behaviour = getattr(servicer, method.name)
-        make = (
-            grpc.unary_stream_rpc_method_handler
-            if method.server_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
+        make = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
         handlers[method.name] = make(
             behaviour,
             request_deserializer=request_type.FromString,
@@ -61,7 +67,10 @@ def add_deterministic(
 
 
 async def create_server(
-    app: Coordinator, address: str, capacity: Capacity | None = None
+    app: Coordinator,
+    address: str,
+    capacity: Capacity | None = None,
+    runtimes: Runtimes | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(options=KEEPALIVE_OPTIONS)
     run_service = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
@@ -72,6 +81,17 @@ async def create_server(
         servicer = CapacityServicer(app.store, capacity.claims, capacity.reports, capacity.agents)
         add_deterministic(server, capacity_service, servicer)
         served.append(capacity_service.full_name)
+    if capacity is not None and runtimes is not None:
+        runtime_service = runtime_service_pb2.DESCRIPTOR.services_by_name["RuntimeService"]
+        runtime_servicer = RuntimeServicer(
+            runtimes.tokens,
+            runtimes.sessions,
+            runtimes.ingest,
+            runtimes.dispatcher,
+            capacity.reports,
+        )
+        add_deterministic(server, runtime_service, runtime_servicer)
+        served.append(runtime_service.full_name)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -32,6 +32,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.OBSERVATION_REJECTED: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorReason.WORKSPACE_NOT_ISOLATED: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.AGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorReason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
 }
 
 

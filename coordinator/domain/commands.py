@@ -148,6 +148,20 @@ class RuntimeResult(RuntimeCommand):
     error_summary: str | None = None
 
 
+class NoteKind(StrEnum):
+    OUTPUT = "output"
+    SIGNALLED = "signalled"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeNote(RuntimeCommand):
+    """Evidence that changes no state but the attempt's last seq: a bounded output chunk, a
+    signal sent. Keeps the per-attempt sequence gapless and recorded."""
+
+    kind: NoteKind = NoteKind.OUTPUT
+    details: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class CancelConfirmed(RuntimeCommand):
     """The runtime acknowledges that the cancelled process has stopped."""
@@ -170,5 +184,6 @@ Command = (
     | RuntimeAccepted
     | RuntimeRunning
     | RuntimeResult
+    | RuntimeNote
     | CancelConfirmed
 )

@@ -758,6 +758,14 @@ def _runtime_running(cmd: c.RuntimeRunning, run: Run, attempt: Attempt, ctx: Con
     )
 
 
+def _runtime_note(cmd: c.RuntimeNote, run: Run, attempt: Attempt, ctx: Context) -> Decision:
+    noted = _evidence(attempt, cmd, ctx)
+    events = [
+        _event(f"attempt.{cmd.kind.value}", cmd.actor, attempt.id, seq=cmd.seq, **cmd.details)
+    ]
+    return _run_update(run, ctx, events, noted, AttemptWrite.UPDATE, attempt)
+
+
 _OBSERVED_FOR_OUTCOME = {
     c.RuntimeOutcome.SUCCEEDED: ObservedState.SUCCEEDED,
     c.RuntimeOutcome.FAILED: ObservedState.FAILED,
@@ -861,5 +869,6 @@ _RUNTIME_HANDLERS: dict[type, Callable[[Any, Run, Attempt, Context], Decision]] 
     c.RuntimeAccepted: _runtime_accepted,
     c.RuntimeRunning: _runtime_running,
     c.RuntimeResult: _runtime_result,
+    c.RuntimeNote: _runtime_note,
     c.CancelConfirmed: _cancel_confirmed,
 }

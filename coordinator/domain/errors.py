@@ -20,6 +20,7 @@ class ErrorReason(StrEnum):
     OBSERVATION_REJECTED = "OBSERVATION_REJECTED"
     WORKSPACE_NOT_ISOLATED = "WORKSPACE_NOT_ISOLATED"
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
 
 
 class DomainError(Exception):
@@ -79,3 +80,7 @@ class WorkspaceNotIsolated(DomainError):
 
 class ExecutionScopeBusy(DomainError):
     reason = ErrorReason.EXECUTION_SCOPE_BUSY
+
+
+class Unauthenticated(DomainError):
+    reason = ErrorReason.UNAUTHENTICATED

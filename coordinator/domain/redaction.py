@@ -83,8 +83,17 @@ PAYLOAD_KEYS = frozenset(
         "observed_state",
         "sync_state",
         "cancel_requested",
+        "stream",
+        "text",
+        "log_path",
+        "log_bytes",
+        "log_sha256",
+        "signal",
+        "turn_status",
     }
 )
+#: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).
+_LONG_STRINGS = {"text": 3000}
 
 
 def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +104,7 @@ def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
         if key not in PAYLOAD_KEYS or value is None:
             continue
         if isinstance(value, str):
-            value = redact(value)[:MAX_PAYLOAD_STRING]
+            value = redact(value)[: _LONG_STRINGS.get(key, MAX_PAYLOAD_STRING)]
         elif not isinstance(value, bool | int | float):
             continue
         cleaned[key] = value

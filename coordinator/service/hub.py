@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
 
 from coordinator.service.transitions import Result
 
@@ -13,8 +14,15 @@ class EventHub:
     def __init__(self) -> None:
         self._runs: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._projects: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._listeners: list[Callable[[Result], None]] = []
+
+    def listen(self, listener: Callable[[Result], None]) -> None:
+        """Call ``listener`` with every committed result (after the commit, in this process)."""
+        self._listeners.append(listener)
 
     def publish(self, result: Result) -> None:
+        for listener in self._listeners:
+            listener(result)
         for waiter in self._runs.get(result.run.id, ()):
             waiter.set()
         for waiter in self._projects.get(result.run.project_id, ()):

@@ -135,5 +135,11 @@ class RunStore(Protocol):
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]: ...
 
+    async def run_of_attempt(self, attempt_id: str) -> str | None:
+        """The run an attempt belongs to; None for an unknown attempt."""
+
+    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        """Live, fenced attempts of this runtime whose cancel was requested."""
+
     async def queue_position(self, run: Run) -> int:
         """1-based position among the owner's queued runs in claim order; 0 if not queued."""

@@ -170,6 +170,10 @@ WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
 _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
 )
+_CANCELS_TO_SEND = f"""
+SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
+WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')
+  AND cancel_requested_at_ms IS NOT NULL"""
 _GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = $1"
 _PUT_REQUEST = (
     "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
@@ -276,6 +280,14 @@ class PostgresStore:
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_LIST_ATTEMPTS, run_id)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def run_of_attempt(self, attempt_id: str) -> str | None:
+        value = await self._pool.fetchval("SELECT run_id FROM attempts WHERE id = $1", attempt_id)
+        return str(value) if value is not None else None
+
+    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        rows = await self._pool.fetch(_CANCELS_TO_SEND, owner_id, runtime_instance_id)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
     async def queue_position(self, run: Run) -> int:

@@ -326,6 +326,20 @@ class SqliteStore:
         rows = await self._read(lambda conn: conn.execute(_LIST_ATTEMPTS, (run_id,)).fetchall())
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
+    async def run_of_attempt(self, attempt_id: str) -> str | None:
+        rows = await self.read("SELECT run_id FROM attempts WHERE id = ?", attempt_id)
+        return str(rows[0][0]) if rows else None
+
+    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        rows = await self.read(
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE owner_id = ? AND "
+            "runtime_instance_id = ? AND status IN ('starting', 'running') "
+            "AND cancel_requested_at_ms IS NOT NULL",
+            owner_id,
+            runtime_instance_id,
+        )
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
     async def queue_position(self, run: Run) -> int:
         if run.queued_at_ms is None or run.status.value != "queued":
             return 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from services.bootstrap import capacity, coordinator, open_observations, open_store
+from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
+from services.bootstrap import capacity, coordinator, open_observations, open_store, runtimes
 from services.config import Settings
 from services.db.migrate import upgrade
+from services.ids import new_token
 from services.server import create_server, serve_until_signal
 
 log = logging.getLogger(__name__)
@@ -21,9 +23,22 @@ async def run_dev(settings: Settings) -> None:
         app = coordinator(store)
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
-        server, port = await create_server(app, settings.grpc_addr, caps)
+        runtime_side = runtimes(app, caps, _runtime_tokens(settings))
+        server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)
         await serve_until_signal(server, settings.grace_seconds)
     finally:
         await store.close()
+
+
+def _runtime_tokens(settings: Settings) -> RuntimeTokens:
+    """Configured tokens, or for the embedded mode one token for any owner, kept in the data
+    directory (mode 0600) so a local `truerun agent` can read it."""
+    if settings.runtime_tokens:
+        return RuntimeTokens.parse(settings.runtime_tokens)
+    path = settings.data_dir / "runtime.token"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(new_token())
+    return RuntimeTokens({token_hash(path.read_text().strip()): ANY_OWNER})

@@ -448,6 +448,8 @@ class _ErrorReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._En
     """
     ERROR_REASON_AGENT_NOT_FOUND: _ErrorReason.ValueType  # 14
     """NOT_FOUND: no agent with the given id was configured."""
+    ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 15
+    """UNAUTHENTICATED: the runtime token is unknown or may not act for the owner."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -502,6 +504,8 @@ workspace that cannot isolate attempts (not a git workspace).
 """
 ERROR_REASON_AGENT_NOT_FOUND: ErrorReason.ValueType  # 14
 """NOT_FOUND: no agent with the given id was configured."""
+ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 15
+"""UNAUTHENTICATED: the runtime token is unknown or may not act for the owner."""
 Global___ErrorReason: typing_extensions.TypeAlias = ErrorReason
 
 @typing.final

@@ -1,0 +1,172 @@
+"""RuntimeService over gRPC: one stream per runtime instance."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from truerun.v1 import runtime_service_pb2 as pb
+from truerun.v1 import runtime_service_pb2_grpc
+
+from capacity.api.servicer import observation_from_proto
+from capacity.service.reports import ObservationService
+from coordinator.api import validation
+from coordinator.api.errors import abort, unary
+from coordinator.dispatch.dispatcher import Dispatcher
+from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
+from coordinator.dispatch.sessions import Session, Sessions
+from coordinator.dispatch.tokens import RuntimeTokens
+from coordinator.domain.errors import DomainError, InvalidArgument, Unauthenticated
+
+log = logging.getLogger(__name__)
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+HEARTBEAT_INTERVAL_MS = 5_000
+MAX_EVENTS_PER_CALL = 1_000
+
+
+class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
+    def __init__(
+        self,
+        tokens: RuntimeTokens,
+        sessions: Sessions,
+        ingest: EventIngest,
+        dispatcher: Dispatcher,
+        observations: ObservationService,
+    ) -> None:
+        self._tokens = tokens
+        self._sessions = sessions
+        self._ingest = ingest
+        self._dispatcher = dispatcher
+        self._observations = observations
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[pb.ConnectRequest], context: Ctx
+    ) -> AsyncIterator[pb.ConnectResponse]:
+        try:
+            first = await anext(request_iterator)
+            session = self._hello(first)
+        except StopAsyncIteration:
+            return
+        except DomainError as error:
+            await abort(context, error)
+        previous = self._sessions.open(session)
+        if previous is not None:
+            self._sessions.close(previous)
+        yield pb.ConnectResponse(
+            welcome=pb.Welcome(
+                heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                observation_ttl_ms=self._observations.ttl_ms,
+            )
+        )
+        reader = asyncio.create_task(self._read(session, request_iterator))
+        dispatch = asyncio.create_task(self._dispatcher.serve(session))
+        try:
+            while True:
+                message = await session.outbox.get()
+                if message is _CLOSE:
+                    break
+                yield message
+        finally:
+            self._sessions.close(session)
+            for task in (reader, dispatch):
+                task.cancel()
+            await asyncio.gather(reader, dispatch, return_exceptions=True)
+
+    def _hello(self, message: pb.ConnectRequest) -> Session:
+        if message.WhichOneof("kind") != "hello":
+            raise InvalidArgument("the first message on the stream must be a Hello")
+        hello = message.hello
+        owner = validation.name(hello.owner_id, "owner_id") or ""
+        instance = validation.name(hello.runtime_instance_id, "runtime_instance_id") or ""
+        devices = tuple(
+            validation.name(r.device_id, "routes[].device_id") or "" for r in hello.routes
+        )
+        if not devices:
+            raise InvalidArgument("a runtime names at least one route")
+        if not self._tokens.allows(hello.runtime_token, owner):
+            raise Unauthenticated(f"this runtime token may not act for owner {owner}")
+        return Session(owner, instance, devices)
+
+    async def _read(self, session: Session, requests: AsyncIterator[pb.ConnectRequest]) -> None:
+        """Reads the stream; events are applied in micro-batches by a second task."""
+        buffered: list[pb.RuntimeEvent] = []
+        arrived = asyncio.Event()
+        applier = asyncio.create_task(self._apply_batches(session, buffered, arrived))
+        try:
+            async for message in requests:
+                kind = message.WhichOneof("kind")
+                if kind == "event":
+                    buffered.append(message.event)
+                    arrived.set()
+                elif kind == "heartbeat":
+                    await self._heartbeat(session, message.heartbeat)
+                elif kind == "start_result":
+                    future = session.pending_starts.get(message.start_result.attempt_id)
+                    if future is not None and not future.done():
+                        future.set_result(message.start_result)
+                elif kind in ("cancel_result", "inspect_result"):
+                    log.info("runtime %s: %s", session.runtime_instance_id, message)
+        except (grpc.aio.AioRpcError, asyncio.CancelledError):
+            pass
+        finally:
+            arrived.set()
+            applier.cancel()
+            await asyncio.gather(applier, return_exceptions=True)
+            session.outbox.put_nowait(_CLOSE)
+
+    async def _heartbeat(self, session: Session, heartbeat: pb.Heartbeat) -> None:
+        observation = observation_from_proto(heartbeat.observation)
+        if (observation.owner_id, observation.runtime_instance_id) != (
+            session.owner_id,
+            session.runtime_instance_id,
+        ):
+            log.warning(
+                "heartbeat for another runtime on %s's stream ignored", session.runtime_instance_id
+            )
+            return
+        try:
+            await self._observations.report(observation)
+        except DomainError as error:
+            log.warning("observation of %s rejected: %s", session.runtime_instance_id, error)
+            return
+        session.wake.set()
+
+    async def _apply_batches(
+        self, session: Session, buffered: list[pb.RuntimeEvent], arrived: asyncio.Event
+    ) -> None:
+        while not session.closed:
+            await arrived.wait()
+            arrived.clear()
+            batch = buffered[:]
+            del buffered[: len(batch)]
+            if not batch:
+                continue
+            ingested = await self._ingest.ingest(
+                session.runtime_instance_id, batch, session.owner_id
+            )
+            for attempt_id, seq in ingested.acks.items():
+                session.send(pb.ConnectResponse(ack=pb.Ack(attempt_id=attempt_id, seq=seq)))
+            if any(event.type in TERMINAL_TYPES for event in batch):
+                session.wake.set()
+
+    @unary
+    async def ReportEvents(
+        self, request: pb.ReportEventsRequest, context: Ctx
+    ) -> pb.ReportEventsResponse:
+        instance = validation.name(request.runtime_instance_id, "runtime_instance_id") or ""
+        if len(request.events) > MAX_EVENTS_PER_CALL:
+            raise InvalidArgument(f"at most {MAX_EVENTS_PER_CALL} events per call")
+        owner = self._tokens.owner_of(request.runtime_token)
+        if owner is None:
+            raise Unauthenticated("unknown runtime token")
+        ingested = await self._ingest.ingest(instance, list(request.events), owner)
+        return pb.ReportEventsResponse(
+            acks=[pb.Ack(attempt_id=a, seq=s) for a, s in ingested.acks.items()]
+        )
+
+
+_CLOSE: Any = object()

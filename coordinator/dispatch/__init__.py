@@ -1,0 +1,1 @@
+"""The coordinator side of the runtime protocol: sessions, event ingest, start dispatch."""

@@ -1,0 +1,195 @@
+"""Start dispatch (seed A §5, §13): claim -> persist the start fence -> send Start -> the
+runtime's answer. Accepted is "accepted", never "running". A refusal before start puts the
+same attempt back in the queue. No answer, or a broken stream, after the fence is
+"dispatch unknown": the attempt shows unknown and keeps its capacity; Start is never sent
+twice for one attempt.
+
+Cancels are signalled only after the cancel request is committed, and re-sent when the
+runtime reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from truerun.v1 import runtime_service_pb2 as pb
+
+from capacity.service.claims import Claimed, ClaimService
+from coordinator.api.convert import struct
+from coordinator.dispatch.ingest import EventIngest
+from coordinator.dispatch.sessions import Session, Sessions
+from coordinator.dispatch.tokens import token_hash
+from coordinator.domain import commands as c
+from coordinator.domain.errors import DomainError
+from coordinator.domain.model import Actor, Attempt
+from coordinator.domain.states import ActorType
+from coordinator.service.transitions import Result, Transitions
+from services.ids import new_token
+
+log = logging.getLogger(__name__)
+
+IDLE_POLL_SECONDS = 1.0
+CLAIMS_PER_ROUND = 8
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        transitions: Transitions,
+        claims: ClaimService,
+        ingest: EventIngest,
+        sessions: Sessions,
+        start_timeout_s: float = 10.0,
+        lease_ttl_ms: int = 30_000,
+        cancel_grace_ms: int = 5_000,
+    ) -> None:
+        self._transitions = transitions
+        self._claims = claims
+        self._ingest = ingest
+        self._sessions = sessions
+        self._start_timeout_s = start_timeout_s
+        self._lease_ttl_ms = lease_ttl_ms
+        self._cancel_grace_ms = cancel_grace_ms
+        self._starts: set[asyncio.Task[None]] = set()
+
+    # -- the loop per connected runtime -------------------------------------------------------
+
+    async def serve(self, session: Session) -> None:
+        actor = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
+        await self.resend_cancels(session)
+        while not session.closed:
+            session.wake.clear()
+            try:
+                claimed = await self._claim(session, actor)
+            except DomainError as error:
+                log.warning("claim for %s failed: %s", session.runtime_instance_id, error)
+                claimed = 0
+            if claimed == 0:
+                try:
+                    await asyncio.wait_for(session.wake.wait(), IDLE_POLL_SECONDS)
+                except TimeoutError:
+                    pass
+
+    async def _claim(self, session: Session, actor: Actor) -> int:
+        outcome = await self._claims.claim(
+            session.owner_id,
+            session.runtime_instance_id,
+            session.device_ids[0],
+            CLAIMS_PER_ROUND,
+            self._lease_ttl_ms,
+            actor,
+        )
+        for item in outcome.claimed:
+            task = asyncio.create_task(self._start(session, item, actor))
+            self._starts.add(task)
+            task.add_done_callback(self._starts.discard)
+        return len(outcome.claimed)
+
+    async def _start(self, session: Session, item: Claimed, actor: Actor) -> None:
+        run, attempt = item.run, item.attempt
+        token = new_token()
+        try:
+            await self._transitions.execute(
+                c.StartFence(
+                    run.id,
+                    actor,
+                    lease_token=attempt.lease_token or "",
+                    callback_token_hash=token_hash(token),
+                )
+            )
+        except DomainError as error:  # e.g. cancelled between claim and fence: nothing sent
+            log.info("no Start for attempt %s: %s", attempt.id, error.message)
+            return
+        self._ingest.remember(attempt.id, run.id)
+        answer: asyncio.Future[pb.StartResult] = asyncio.get_running_loop().create_future()
+        session.pending_starts[attempt.id] = answer
+        session.send(
+            pb.ConnectResponse(
+                start=pb.Start(
+                    run_id=run.id,
+                    attempt_id=attempt.id,
+                    runtime_task_id=attempt.runtime_task_id,
+                    callback_token=token,
+                    spec=struct(run.spec),
+                    front_of_queue=run.run_now,
+                    workspace_path=item.workspace_path,
+                )
+            )
+        )
+        try:
+            result = await asyncio.wait_for(answer, self._start_timeout_s)
+        except (TimeoutError, ConnectionError):
+            await self._unknown(run.id, actor, "start_unanswered")
+            return
+        finally:
+            session.pending_starts.pop(attempt.id, None)
+        if not result.accepted:
+            runtime = Actor(ActorType.RUNTIME, session.runtime_instance_id)
+            rejected = c.DispatchRejected(
+                run.id,
+                attempt.id,
+                attempt.runtime_task_id,
+                result.seq,
+                runtime,
+                reason=result.reason or "rejected",
+            )
+            try:
+                await self._transitions.execute(rejected)
+            except DomainError as error:
+                log.warning("start rejection for %s not applied: %s", attempt.id, error.message)
+
+    async def _unknown(self, run_id: str, actor: Actor, reason: str) -> None:
+        try:
+            await self._transitions.execute(c.DispatchUnknown(run_id, actor, reason=reason))
+        except DomainError as error:  # it moved on (e.g. an event arrived meanwhile)
+            log.info("dispatch of run %s not marked unknown: %s", run_id, error.message)
+
+    async def stop(self) -> None:
+        for task in list(self._starts):
+            task.cancel()
+        await asyncio.gather(*self._starts, return_exceptions=True)
+
+    # -- cancels ------------------------------------------------------------------------------
+
+    def on_commit(self, result: Result) -> None:
+        """Listens to every commit in this process: wakes dispatch and signals cancels."""
+        types = {event.type for event in result.events}
+        if "run.queued" in types or any(t.startswith("run.") and t in _FREEING for t in types):
+            for session in self._sessions.all():
+                if session.owner_id == result.run.owner_id:
+                    session.wake.set()
+        attempt = result.attempt
+        if "run.cancel_requested" in types and attempt is not None and attempt.fenced:
+            self.send_cancel(attempt)
+
+    def send_cancel(self, attempt: Attempt) -> None:
+        if attempt.runtime_instance_id is None:
+            return
+        session = self._sessions.get(attempt.runtime_instance_id)
+        if session is None:
+            return  # not connected: sent again when it reconnects (and by the reconciler)
+        session.send(
+            pb.ConnectResponse(
+                cancel=pb.Cancel(
+                    attempt_id=attempt.id,
+                    runtime_task_id=attempt.runtime_task_id,
+                    grace_ms=self._cancel_grace_ms,
+                )
+            )
+        )
+
+    async def resend_cancels(self, session: Session) -> None:
+        store = self._transitions.store
+        for attempt in await store.cancels_to_send(session.owner_id, session.runtime_instance_id):
+            self.send_cancel(attempt)
+
+
+_FREEING = {
+    "run.succeeded",
+    "run.failed",
+    "run.cancelled",
+    "run.timed_out",
+    "run.lost",
+    "run.retry_wait",
+}

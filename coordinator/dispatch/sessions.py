@@ -1,0 +1,50 @@
+"""Connected runtime streams, by runtime instance."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from truerun.v1 import runtime_service_pb2 as pb
+
+
+@dataclass
+class Session:
+    owner_id: str
+    runtime_instance_id: str
+    device_ids: tuple[str, ...]
+    outbox: asyncio.Queue[pb.ConnectResponse] = field(default_factory=asyncio.Queue)
+    #: Start results awaited by the dispatcher, by attempt id.
+    pending_starts: dict[str, asyncio.Future[pb.StartResult]] = field(default_factory=dict)
+    #: Set by every heartbeat and every terminal event: "capacity may have changed".
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+    def send(self, message: pb.ConnectResponse) -> None:
+        if not self.closed:
+            self.outbox.put_nowait(message)
+
+
+class Sessions:
+    def __init__(self) -> None:
+        self._by_instance: dict[str, Session] = {}
+
+    def open(self, session: Session) -> Session | None:
+        """Register a session; returns the one it replaces (a reconnect), if any."""
+        previous = self._by_instance.get(session.runtime_instance_id)
+        self._by_instance[session.runtime_instance_id] = session
+        return previous
+
+    def close(self, session: Session) -> None:
+        session.closed = True
+        if self._by_instance.get(session.runtime_instance_id) is session:
+            del self._by_instance[session.runtime_instance_id]
+        for future in session.pending_starts.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the runtime stream closed"))
+
+    def get(self, runtime_instance_id: str) -> Session | None:
+        return self._by_instance.get(runtime_instance_id)
+
+    def all(self) -> list[Session]:
+        return list(self._by_instance.values())

@@ -1,0 +1,194 @@
+"""The runtime protocol over real gRPC on loopback (seed A §14 rows that need a runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from truerun.v1 import capacity_service_pb2 as cap
+from truerun.v1 import common_pb2
+from truerun.v1 import run_service_pb2 as rs
+from truerun.v1 import runtime_service_pb2 as pb
+
+from tests.support.runtime_stack import Stack, runtime_stack
+from tests.support.scripted_runtime import ScriptedRuntime
+
+
+@pytest.fixture
+async def stack(migrated_database_url: str) -> AsyncIterator[Stack]:
+    async with runtime_stack(migrated_database_url, start_timeout_s=1.0) as live:
+        yield live
+
+
+async def _submit(stack: Stack, task: str = "job", **extra: object) -> str:
+    response = await stack.runs.CreateRun(
+        rs.CreateRunRequest(project_id="p", owner_id="alice", task_id=task, **extra)  # type: ignore[arg-type]
+    )
+    return str(response.run.id)
+
+
+async def _display(stack: Stack, run_id: str) -> str:
+    run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+    return str(common_pb2.DisplayState.Name(run.display_state)).removeprefix("DISPLAY_STATE_")
+
+
+async def _types(stack: Stack, run_id: str) -> list[str]:
+    page = await stack.runs.ListRunEvents(rs.ListRunEventsRequest(run_id=run_id, page_size=500))
+    return [e.type for e in page.events]
+
+
+async def test_start_accept_run_succeed(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=2)
+        start = (await runtime.expect("start")).start
+        assert start.run_id == run_id and start.callback_token
+        # claim done, fence set, Start sent, no answer yet: starting, never running
+        assert await _display(stack, run_id) == "STARTING"
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
+        await runtime.acked(start.attempt_id, 1)
+        assert await _display(stack, run_id) == "WAITING_RUNTIME"
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)
+        await runtime.acked(start.attempt_id, 2)
+        run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        assert common_pb2.DisplayState.Name(run.display_state) == "DISPLAY_STATE_RUNNING"
+        assert run.current_attempt.last_event_seq == 2
+        assert run.current_attempt.HasField("observe_time")
+        await runtime.event(start, 3, pb.RUNTIME_EVENT_TYPE_OUTPUT, payload={"text": "hi\n"})
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)  # duplicate
+        await runtime.event(start, 4, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
+        await runtime.acked(start.attempt_id, 4)
+        assert await _display(stack, run_id) == "SUCCEEDED"
+        types = await _types(stack, run_id)
+        assert types.count("attempt.late_callback_ignored") == 1
+        assert "attempt.output" in types and types[-1] == "run.succeeded"
+    finally:
+        await runtime.close()
+
+
+async def test_start_response_lost_is_unknown_and_holds_capacity(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        # never answer: the dispatcher's timeout (1 s here) ends in dispatch-unknown
+        for _ in range(100):
+            if await _display(stack, run_id) == "UNKNOWN":
+                break
+            await asyncio.sleep(0.05)
+        assert await _display(stack, run_id) == "UNKNOWN"
+        occupancy = await stack.capacity.GetOccupancy(
+            cap.GetOccupancyRequest(owner_id="alice", runtime_instance_id="inst-1")
+        )
+        assert occupancy.durable_rows == 1 and occupancy.free_slots == 0
+        second = await _submit(stack, "other")
+        await runtime.heartbeat(limit=1)
+        with pytest.raises(TimeoutError):
+            await runtime.expect("start", timeout=1.5)  # D=1 is held: no second Start
+        assert await _display(stack, second) == "QUEUED"
+        assert start.attempt_id  # the first Start was the only one ever sent
+    finally:
+        await runtime.close()
+
+
+async def test_rejected_start_requeues_the_same_attempt(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=False, reason="workspace is not a git repo")
+        again = (await runtime.expect("start")).start  # re-claimed: same attempt row
+        assert again.attempt_id == start.attempt_id
+        types = await _types(stack, run_id)
+        assert "attempt.start_rejected" in types
+        run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        assert run.attempt_count == 1
+    finally:
+        await runtime.close()
+
+
+async def test_cancel_after_start_is_cancelling_until_the_runtime_confirms(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)
+        await runtime.acked(start.attempt_id, 2)
+        response = await stack.runs.CancelRun(rs.CancelRunRequest(id=run_id))
+        assert response.outcome == rs.CANCEL_OUTCOME_REQUESTED
+        cancel = (await runtime.expect("cancel")).cancel
+        assert cancel.attempt_id == start.attempt_id
+        assert await _display(stack, run_id) == "CANCELLING"
+        await runtime.event(start, 3, pb.RUNTIME_EVENT_TYPE_SIGNALLED, payload={"signal": "TERM"})
+        await runtime.event(start, 4, pb.RUNTIME_EVENT_TYPE_CANCELLED, exit_code=-15)
+        await runtime.acked(start.attempt_id, 4)
+        assert await _display(stack, run_id) == "CANCELLED"
+    finally:
+        await runtime.close()
+
+
+async def test_cancel_before_start_sends_nothing_to_the_runtime(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    response = await stack.runs.CancelRun(rs.CancelRunRequest(id=run_id))
+    assert response.outcome == rs.CANCEL_OUTCOME_CANCELLED
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        with pytest.raises(TimeoutError):
+            await runtime.expect("start", timeout=1.5)
+        assert not [m for m in runtime.seen if m.WhichOneof("kind") == "cancel"]
+    finally:
+        await runtime.close()
+
+
+async def test_event_with_a_wrong_callback_token_changes_nothing(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0, token="forged")
+        await runtime.acked(start.attempt_id, 1)
+        assert await _display(stack, run_id) == "STARTING"
+        assert "run.succeeded" not in await _types(stack, run_id)
+    finally:
+        await runtime.close()
+
+
+async def test_failed_runtime_with_retry_budget_gets_a_new_attempt(stack: Stack) -> None:
+    run_id = await _submit(stack, max_attempts=2)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_RUNNING)
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_FAILED, exit_code=3)
+        await runtime.acked(start.attempt_id, 2)
+        assert await _display(stack, run_id) == "RETRY_WAIT"
+    finally:
+        await runtime.close()
+
+
+async def test_unknown_runtime_token_is_refused(stack: Stack) -> None:
+    runtime = ScriptedRuntime(stack.runtime, token="nope")
+    with pytest.raises(Exception) as raised:
+        await runtime.connect()
+    await runtime.close()
+    assert "UNAUTHENTICATED" in str(raised.value)

@@ -1,0 +1,75 @@
+"""A live coordinator + capacity + runtime-protocol server on loopback, over a real store."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+from truerun.v1 import (
+    capacity_service_pb2_grpc,
+    run_service_pb2_grpc,
+    runtime_service_pb2_grpc,
+)
+
+from capacity.observations.memory import MemoryObservationStore
+from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
+from services.bootstrap import (
+    Capacity,
+    Coordinator,
+    Runtimes,
+    capacity,
+    coordinator,
+    open_store,
+    runtimes,
+)
+from services.db.migrate import upgrade
+from services.server import create_server
+
+if TYPE_CHECKING:
+    from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
+    from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
+    from truerun.v1.runtime_service_pb2_grpc import RuntimeServiceAsyncStub
+
+RUNTIME_TOKEN = "test-runtime-token"
+
+
+@dataclass
+class Stack:
+    app: Coordinator
+    caps: Capacity
+    runtimes: Runtimes
+    address: str
+    runs: RunServiceAsyncStub
+    capacity: CapacityServiceAsyncStub
+    runtime: RuntimeServiceAsyncStub
+
+
+@contextlib.asynccontextmanager
+async def runtime_stack(database_url: str, start_timeout_s: float = 10.0) -> AsyncIterator[Stack]:
+    await upgrade(database_url)
+    store = await open_store(database_url)
+    app = coordinator(store)
+    caps = capacity(app, MemoryObservationStore(), 15_000)
+    tokens = RuntimeTokens({token_hash(RUNTIME_TOKEN): ANY_OWNER})
+    side = runtimes(app, caps, tokens, start_timeout_s)
+    server, port = await create_server(app, "127.0.0.1:0", caps, side)
+    address = f"127.0.0.1:{port}"
+    channel = grpc.aio.insecure_channel(address)
+    try:
+        yield Stack(
+            app,
+            caps,
+            side,
+            address,
+            run_service_pb2_grpc.RunServiceStub(channel),
+            capacity_service_pb2_grpc.CapacityServiceStub(channel),
+            runtime_service_pb2_grpc.RuntimeServiceStub(channel),
+        )
+    finally:
+        await channel.close(None)
+        await server.stop(0)
+        await side.dispatcher.stop()
+        await store.close()

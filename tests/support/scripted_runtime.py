@@ -1,0 +1,136 @@
+"""A runtime whose every message the test writes by hand, over a real gRPC stream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf import struct_pb2
+from truerun.v1 import capacity_service_pb2 as cap
+from truerun.v1 import runtime_service_pb2 as pb
+
+from tests.support.runtime_stack import RUNTIME_TOKEN
+
+if TYPE_CHECKING:
+    from truerun.v1.runtime_service_pb2_grpc import RuntimeServiceAsyncStub
+
+
+class ScriptedRuntime:
+    def __init__(
+        self,
+        stub: RuntimeServiceAsyncStub,
+        owner: str = "alice",
+        instance: str = "inst-1",
+        device: str = "dev-1",
+        token: str = RUNTIME_TOKEN,
+    ) -> None:
+        self.owner, self.instance, self.device, self.token = owner, instance, device, token
+        self._outgoing: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
+        self._stub = stub
+        self._incoming: asyncio.Queue[pb.ConnectResponse] = asyncio.Queue()
+        self._call: Any = None
+        self._pump: asyncio.Task[None] | None = None
+        self.seen: list[pb.ConnectResponse] = []  # messages passed over by expect()
+        self.error: Exception | None = None
+
+    async def _requests(self) -> AsyncIterator[pb.ConnectRequest]:
+        while (message := await self._outgoing.get()) is not None:
+            yield message
+
+    async def connect(self) -> pb.Welcome:
+        hello = pb.Hello(
+            runtime_token=self.token,
+            owner_id=self.owner,
+            runtime_instance_id=self.instance,
+            routes=[cap.Route(device_id=self.device, kind="local")],
+        )
+        await self._outgoing.put(pb.ConnectRequest(hello=hello))
+        self._call = self._stub.Connect(self._requests())
+        self._pump = asyncio.create_task(self._read())
+        welcome = await self.expect("welcome")
+        return welcome.welcome
+
+    async def _read(self) -> None:
+        try:
+            async for message in self._call:
+                await self._incoming.put(message)
+        except Exception as error:  # the stream failed: the next expect() raises it
+            self.error = error
+            await self._incoming.put(pb.ConnectResponse())
+
+    async def close(self) -> None:
+        await self._outgoing.put(None)
+        if self._call is not None:
+            self._call.cancel()
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+
+    async def heartbeat(self, limit: int, active: Sequence[str] = ()) -> None:
+        observation = cap.Observation(
+            owner_id=self.owner,
+            runtime_instance_id=self.instance,
+            routes=[cap.Route(device_id=self.device, kind="local")],
+            limit=limit,
+            active=len(active),
+            active_task_ids=list(active),
+        )
+        await self._outgoing.put(pb.ConnectRequest(heartbeat=pb.Heartbeat(observation=observation)))
+
+    async def expect(self, kind: str, timeout: float = 10.0) -> pb.ConnectResponse:
+        """The next message of ``kind``; acks and other kinds on the way are kept aside."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            message = await asyncio.wait_for(self._incoming.get(), max(remaining, 0.001))
+            if self.error is not None:
+                raise self.error
+            if message.WhichOneof("kind") == kind:
+                return message
+            self.seen.append(message)
+
+    async def answer_start(self, start: pb.Start, accepted: bool, reason: str = "") -> None:
+        result = pb.StartResult(
+            attempt_id=start.attempt_id,
+            runtime_task_id=start.runtime_task_id,
+            accepted=accepted,
+            reason=reason,
+            seq=1,
+        )
+        await self._outgoing.put(pb.ConnectRequest(start_result=result))
+
+    async def event(
+        self,
+        start: pb.Start,
+        seq: int,
+        kind: int,
+        exit_code: int | None = None,
+        payload: dict[str, Any] | None = None,
+        token: str | None = None,
+    ) -> None:
+        event = pb.RuntimeEvent(
+            attempt_id=start.attempt_id,
+            runtime_task_id=start.runtime_task_id,
+            seq=seq,
+            type=kind,  # type: ignore[arg-type]
+            callback_token=start.callback_token if token is None else token,
+        )
+        if exit_code is not None:
+            event.exit_code = exit_code
+        if payload:
+            body = struct_pb2.Struct()
+            body.update(payload)
+            event.payload.CopyFrom(body)
+        await self._outgoing.put(pb.ConnectRequest(event=event))
+
+    async def acked(self, attempt_id: str, seq: int, timeout: float = 10.0) -> None:
+        """Wait until the server acknowledged ``seq`` (or more) of the attempt."""
+        for message in self.seen:
+            if message.WhichOneof("kind") == "ack" and message.ack.attempt_id == attempt_id:
+                if message.ack.seq >= seq:
+                    return
+        while True:
+            message = await self.expect("ack", timeout)
+            if message.ack.attempt_id == attempt_id and message.ack.seq >= seq:
+                return
