@@ -54,6 +54,22 @@ def _ts(ms: int) -> timestamp_pb2.Timestamp:
     return stamp
 
 
+def observation_from_proto(o: pb.Observation) -> Observation:
+    """Validated later by the observation service; only names are checked here."""
+    return Observation(
+        owner_id=validation.name(o.owner_id, "owner_id") or "",
+        runtime_instance_id=validation.name(o.runtime_instance_id, "runtime_instance_id") or "",
+        routes=tuple(Route(r.device_id, r.kind) for r in o.routes),
+        limit=o.limit,
+        active=o.active,
+        active_task_ids=tuple(o.active_task_ids),
+        queued=o.queued,
+        labels=tuple(o.labels),
+        observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
+        received_at_ms=0,
+    )
+
+
 def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:
     return pb.ClaimResponse(
         claimed=[
@@ -106,19 +122,7 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
     async def ReportObservation(
         self, request: pb.ReportObservationRequest, context: Ctx
     ) -> pb.ReportObservationResponse:
-        o = request.observation
-        observation = Observation(
-            owner_id=validation.name(o.owner_id, "owner_id") or "",
-            runtime_instance_id=validation.name(o.runtime_instance_id, "runtime_instance_id") or "",
-            routes=tuple(Route(r.device_id, r.kind) for r in o.routes),
-            limit=o.limit,
-            active=o.active,
-            active_task_ids=tuple(o.active_task_ids),
-            queued=o.queued,
-            labels=tuple(o.labels),
-            observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
-            received_at_ms=0,
-        )
+        observation = observation_from_proto(request.observation)
         stored = await self._observations.report(observation)
         return pb.ReportObservationResponse(
             ttl_ms=self._observations.ttl_ms, receive_time=_ts(stored.received_at_ms)
