@@ -36,6 +36,7 @@ RUNTIME_KINDS: list[type[c.RuntimeCommand]] = [
     c.RuntimeAccepted,
     c.RuntimeRunning,
     c.RuntimeResult,
+    c.RuntimeNote,
     c.CancelConfirmed,
 ]
 

@@ -49,7 +49,7 @@ RUN_KINDS: Final = (
     "retry_attempt",
     "manual_retry",
 )
-RUNTIME_KINDS: Final = ("rejected", "accepted", "running", "result", "cancel_confirmed")
+RUNTIME_KINDS: Final = ("rejected", "accepted", "running", "result", "output", "cancel_confirmed")
 SEQ_MODES: Final = ("next", "next", "next", "skip", "same", "older", "zero", "negative")
 OUTCOMES: Final = tuple(c.RuntimeOutcome)
 _O = c.RuntimeOutcome
@@ -85,7 +85,12 @@ RunCmd = (
     | c.ManualRetry
 )
 RuntimeCmd = (
-    c.DispatchRejected | c.RuntimeAccepted | c.RuntimeRunning | c.RuntimeResult | c.CancelConfirmed
+    c.DispatchRejected
+    | c.RuntimeAccepted
+    | c.RuntimeRunning
+    | c.RuntimeResult
+    | c.RuntimeNote
+    | c.CancelConfirmed
 )
 
 
@@ -122,6 +127,8 @@ def _runtime_command(
     args = (attempt.run_id, attempt.id, task_id, seq, RUNTIME)
     if kind == "result":
         return c.RuntimeResult(*args, outcome=outcome, exit_code=0, error_summary="boom")
+    if kind == "output":
+        return c.RuntimeNote(*args, kind=c.NoteKind.OUTPUT, details={"text": "line"})
     cls: type[c.DispatchRejected | c.RuntimeAccepted | c.RuntimeRunning | c.CancelConfirmed] = {
         "rejected": c.DispatchRejected,
         "accepted": c.RuntimeAccepted,

@@ -290,7 +290,12 @@ RunCmd = (
     | c.ManualRetry
 )
 RuntimeCmd = (
-    c.DispatchRejected | c.RuntimeAccepted | c.RuntimeRunning | c.RuntimeResult | c.CancelConfirmed
+    c.DispatchRejected
+    | c.RuntimeAccepted
+    | c.RuntimeRunning
+    | c.RuntimeResult
+    | c.RuntimeNote
+    | c.CancelConfirmed
 )
 
 RUN_COMMANDS: Final[dict[str, Callable[[], RunCmd]]] = {
@@ -325,6 +330,12 @@ RUNTIME_COMMANDS: Final[dict[str, Callable[[int], RuntimeCmd]]] = {
     "runtime_cancelled": _result(c.RuntimeOutcome.CANCELLED, 143),
     "cancel_confirmed": lambda seq: c.CancelConfirmed(
         RUN_ID, ATTEMPT_ID, TASK_ID, seq, RUNTIME, exit_code=143
+    ),
+    "runtime_output": lambda seq: c.RuntimeNote(
+        RUN_ID, ATTEMPT_ID, TASK_ID, seq, RUNTIME, kind=c.NoteKind.OUTPUT, details={"text": "x"}
+    ),
+    "runtime_signalled": lambda seq: c.RuntimeNote(
+        RUN_ID, ATTEMPT_ID, TASK_ID, seq, RUNTIME, kind=c.NoteKind.SIGNALLED
     ),
 }
 
@@ -525,6 +536,8 @@ EXPECTED: Final[dict[str, list[Row]]] = {
         Row(r, a, R.CANCELLED, A.CANCELLED, CANCEL_EVENTS, _when("cancel"))
         for r, a in LIVE_AFTER_FENCE
     ],
+    "runtime_output": [Row(r, a, r, a, ("attempt.output",)) for r, a in LIVE_AFTER_FENCE],
+    "runtime_signalled": [Row(r, a, r, a, ("attempt.signalled",)) for r, a in LIVE_AFTER_FENCE],
 }
 
 
