@@ -700,6 +700,12 @@ class GatedStore:
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         return await self._inner.find_by_idempotency_key(project_id, key)
 
+    async def run_of_attempt(self, attempt_id: str) -> str | None:
+        return await self._inner.run_of_attempt(attempt_id)
+
+    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        return await self._inner.cancels_to_send(owner_id, runtime_instance_id)
+
     async def get_request(self, request_id: str) -> StoredRequest | None:
         return await self._inner.get_request(request_id)
 
