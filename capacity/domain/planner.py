@@ -71,7 +71,7 @@ def plan_claims(
     ``candidates`` holds, per agent, its oldest queued items (any order); agents missing from
     ``budgets`` are unlimited (the NO_AGENT lane)."""
     lanes: dict[str, list[Candidate]] = {}
-    for candidate in sorted(candidates, key=lambda c: c.fifo_key):
+    for candidate in sorted(candidates, key=lambda c: (not c.run_now, -c.priority, c.fifo_key)):
         lanes.setdefault(candidate.agent_key, []).append(candidate)
     remaining = {key: budgets.get(key, UNLIMITED).remaining for key in lanes}
     vtimes = {key: budgets.get(key, UNLIMITED).vtime for key in lanes}

@@ -141,11 +141,7 @@ class ClaimService:
                 return full
             slots = min(max_claims, occ.free_slots)
             lanes = await self._sql.lanes_with_work(tx, owner)
-            heads = [
-                h
-                for h in await self._sql.lane_heads(tx, owner, instance, lanes, slots)
-                if set(h.required_labels) <= set(obs.labels)
-            ]
+            heads = await self._sql.lane_heads(tx, owner, instance, lanes, slots, obs.labels)
             plan, configs = await self._plan(tx, owner, slots, heads)
             for candidate in plan.picked:
                 command = c.Claim(
@@ -164,9 +160,10 @@ class ClaimService:
                 )
             if plan.picked:
                 await self._sql.save_fairness(tx, owner, plan.clock, plan.vtimes)
-            outcome = ClaimOutcome(
-                tuple(claimed), *_why_short(plan, slots, max_claims, occ.free_slots)
-            )
+            blocked, detail = _why_short(plan, slots, max_claims, occ.free_slots)
+            if blocked is Blocked.NOTHING_ELIGIBLE and await self._sql.waits_for_a_scope(tx, owner):
+                blocked, detail = Blocked.SCOPE_BUSY, "queued work waits for its execution scope"
+            outcome = ClaimOutcome(tuple(claimed), blocked, detail)
             if request is not None:
                 await tx.put_request(request, outcome)
         self._transitions.published(results)

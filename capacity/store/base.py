@@ -42,10 +42,17 @@ class CapacitySql(Protocol):
         """Every agent with a queued run of the owner (None: runs without an agent)."""
 
     async def lane_heads(
-        self, tx: ClaimTx, owner: str, instance: str, lanes: Sequence[str | None], per_lane: int
+        self,
+        tx: ClaimTx,
+        owner: str,
+        instance: str,
+        lanes: Sequence[str | None],
+        per_lane: int,
+        labels: Sequence[str],
     ) -> list[QueuedRun]:
         """Each lane's first ``per_lane`` queued runs in claim order that may run on
-        ``instance`` (not pinned elsewhere)."""
+        ``instance``: not pinned elsewhere, every required label among ``labels``, scope not
+        busy (a hint, re-checked under the scope locks)."""
 
     async def agent_configs(
         self, tx: ClaimTx | None, agent_ids: Sequence[str]
@@ -56,6 +63,9 @@ class CapacitySql(Protocol):
     ) -> dict[str, int]: ...
 
     async def busy_scopes(self, tx: ClaimTx, scopes: Sequence[str]) -> set[str]: ...
+
+    async def waits_for_a_scope(self, tx: ClaimTx, owner: str) -> bool:
+        """Whether a queued run of the owner waits for a busy execution scope."""
 
     async def fairness(
         self, tx: ClaimTx, owner: str, lanes: Sequence[str]

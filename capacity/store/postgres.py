@@ -35,18 +35,30 @@ SELECT NULL WHERE EXISTS (
 _HEAD_COLUMNS = (
     "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope, r.required_labels"
 )
-_ELIGIBLE = (
-    "r.owner_id = $1 AND r.status = 'queued' "
-    "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = $2)"
-)
+_LIVE_LIST = "('" + "','".join(LIVE_STATUSES) + "')"
+
+
+def _eligible(labels: str) -> str:
+    """Queued runs this instance may take: not pinned elsewhere, every required label
+    reported, and (a hint; re-checked under the scope locks) no live attempt in the scope.
+    Filtering here, not after the LIMIT, keeps one blocked run from hiding those behind it."""
+    return (
+        "r.owner_id = $1 AND r.status = 'queued' "
+        "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = $2) "
+        f"AND r.required_labels::jsonb <@ {labels}::jsonb "
+        "AND (r.execution_scope IS NULL OR NOT EXISTS (SELECT 1 FROM attempts s "
+        f"WHERE s.execution_scope = r.execution_scope AND s.status IN {_LIVE_LIST}))"
+    )
+
+
 _ORDER = "ORDER BY r.run_now DESC, r.priority DESC, r.queued_at_ms, r.id LIMIT $3"
 _HEADS = f"""
 SELECT h.* FROM unnest($4::text[]) AS lane(agent_id)
 CROSS JOIN LATERAL (
     SELECT {_HEAD_COLUMNS} FROM runs r
-    WHERE {_ELIGIBLE} AND r.agent_id = lane.agent_id {_ORDER}) h"""
+    WHERE {_eligible("$5")} AND r.agent_id = lane.agent_id {_ORDER}) h"""
 _HEADS_NO_AGENT = (
-    f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_ELIGIBLE} AND r.agent_id IS NULL {_ORDER}"
+    f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_eligible('$4')} AND r.agent_id IS NULL {_ORDER}"
 )
 
 _AGENTS = (
@@ -59,6 +71,10 @@ WHERE agent_id = ANY($1::text[]) AND status = ANY({_LIVE}) GROUP BY agent_id"""
 _BUSY_SCOPES = f"""
 SELECT DISTINCT execution_scope FROM attempts
 WHERE execution_scope = ANY($1::text[]) AND status = ANY({_LIVE})"""
+_WAITS_FOR_SCOPE = f"""
+SELECT 1 FROM runs r WHERE r.owner_id = $1 AND r.status = 'queued' AND EXISTS (
+    SELECT 1 FROM attempts s WHERE s.execution_scope = r.execution_scope
+      AND s.status IN {_LIVE_LIST}) LIMIT 1"""
 _CLOCK = "SELECT clock FROM fair_clocks WHERE owner_id = $1"
 _VTIMES = "SELECT lane, vtime FROM fair_lanes WHERE owner_id = $1 AND lane = ANY($2::text[])"
 _SAVE_CLOCK = """
@@ -116,12 +132,21 @@ class PostgresCapacitySql:
         return [row[0] for row in await tx.fetch(_LANES, owner)]
 
     async def lane_heads(
-        self, tx: ClaimTx, owner: str, instance: str, lanes: Sequence[str | None], per_lane: int
+        self,
+        tx: ClaimTx,
+        owner: str,
+        instance: str,
+        lanes: Sequence[str | None],
+        per_lane: int,
+        labels: Sequence[str],
     ) -> list[QueuedRun]:
         named = [lane for lane in lanes if lane is not None]
-        rows = await tx.fetch(_HEADS, owner, instance, per_lane, named) if named else []
+        reported = json.dumps(sorted(set(labels)))
+        rows = []
+        if named:
+            rows = await tx.fetch(_HEADS, owner, instance, per_lane, named, reported)
         if None in lanes:
-            rows += await tx.fetch(_HEADS_NO_AGENT, owner, instance, per_lane)
+            rows += await tx.fetch(_HEADS_NO_AGENT, owner, instance, per_lane, reported)
         return [queued_run(row) for row in rows]
 
     async def agent_configs(
@@ -136,6 +161,9 @@ class PostgresCapacitySql:
 
     async def busy_scopes(self, tx: ClaimTx, scopes: Sequence[str]) -> set[str]:
         return {row[0] for row in await tx.fetch(_BUSY_SCOPES, list(scopes))}
+
+    async def waits_for_a_scope(self, tx: ClaimTx, owner: str) -> bool:
+        return bool(await tx.fetch(_WAITS_FOR_SCOPE, owner))
 
     async def fairness(
         self, tx: ClaimTx, owner: str, lanes: Sequence[str]

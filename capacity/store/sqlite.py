@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,11 @@ _HEAD_COLUMNS = (
 )
 _ELIGIBLE = (
     "r.owner_id = ? AND r.status = 'queued' "
-    "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = ?)"
+    "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM json_each(r.required_labels) need "
+    "WHERE need.value NOT IN (SELECT value FROM json_each(?))) "
+    "AND (r.execution_scope IS NULL OR NOT EXISTS (SELECT 1 FROM attempts s "
+    f"WHERE s.execution_scope = r.execution_scope AND s.status IN {_LIVE}))"
 )
 _ORDER = "ORDER BY r.run_now DESC, r.priority DESC, r.queued_at_ms, r.id LIMIT ?"
 
@@ -45,12 +50,20 @@ class SqliteCapacitySql:
         return [row[0] for row in await tx.fetch(sql, owner)]
 
     async def lane_heads(
-        self, tx: ClaimTx, owner: str, instance: str, lanes: Sequence[str | None], per_lane: int
+        self,
+        tx: ClaimTx,
+        owner: str,
+        instance: str,
+        lanes: Sequence[str | None],
+        per_lane: int,
+        labels: Sequence[str],
     ) -> list[QueuedRun]:
         heads: list[QueuedRun] = []
+        reported = json.dumps(sorted(set(labels)))
         for lane in lanes:
             match = "r.agent_id IS NULL" if lane is None else "r.agent_id = ?"
-            args: list[Any] = [owner, instance] + ([] if lane is None else [lane]) + [per_lane]
+            args: list[Any] = [owner, instance, reported]
+            args += ([] if lane is None else [lane]) + [per_lane]
             sql = f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_ELIGIBLE} AND {match} {_ORDER}"
             heads += [queued_run(row) for row in await tx.fetch(sql, *args)]
         return heads
@@ -85,6 +98,14 @@ class SqliteCapacitySql:
             f"({_marks(scopes)}) AND status IN {_LIVE}"
         )
         return {row[0] for row in await tx.fetch(sql, *scopes)}
+
+    async def waits_for_a_scope(self, tx: ClaimTx, owner: str) -> bool:
+        sql = (
+            "SELECT 1 FROM runs r WHERE r.owner_id = ? AND r.status = 'queued' AND EXISTS ("
+            "SELECT 1 FROM attempts s WHERE s.execution_scope = r.execution_scope "
+            f"AND s.status IN {_LIVE}) LIMIT 1"
+        )
+        return bool(await tx.fetch(sql, owner))
 
     async def fairness(
         self, tx: ClaimTx, owner: str, lanes: Sequence[str]
