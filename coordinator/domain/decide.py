@@ -144,6 +144,15 @@ def _run_update(
     )
 
 
+def _live_after_fence(attempt: Attempt | None) -> bool:
+    """A Start may have reached the runtime and no result has come back."""
+    return (
+        attempt is not None
+        and attempt.fenced
+        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
+    )
+
+
 def _attempt_change(attempt: Attempt, ctx: Context, **changes: Any) -> Attempt:
     return replace(attempt, updated_at_ms=ctx.now_ms, **changes)
 
@@ -430,10 +439,7 @@ def _dispatch_unknown(
     cmd: c.DispatchUnknown, run: Run, attempt: Attempt | None, ctx: Context
 ) -> Decision:
     _require(
-        attempt is not None
-        and attempt.fenced
-        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
-        and not run.status.terminal,
+        _live_after_fence(attempt) and not run.status.terminal,
         "mark the runtime state unknown (only after the start fence)",
         run,
         attempt,
@@ -463,12 +469,7 @@ def _request_cancel(
     events = [
         _event("run.cancel_requested", cmd.actor, attempt.id if attempt else None, reason=reason)
     ]
-    live_after_fence = (
-        attempt is not None
-        and attempt.fenced
-        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
-    )
-    if live_after_fence:
+    if _live_after_fence(attempt):
         assert attempt is not None
         requested = _attempt_change(attempt, ctx, cancel_requested_at_ms=ctx.now_ms)
         return _run_update(
@@ -523,10 +524,7 @@ def _request_cancel(
 
 def _mark_lost(cmd: c.MarkLost, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     _require(
-        attempt is not None
-        and attempt.fenced
-        and attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
-        and not run.status.terminal,
+        _live_after_fence(attempt) and not run.status.terminal,
         "declare the attempt lost (only a started attempt can be lost)",
         run,
         attempt,
