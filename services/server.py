@@ -29,6 +29,9 @@ KEEPALIVE_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_pings_without_data", 0),
+    # Runtime agents ping idle streams (to notice a dead server fast); accept that.
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
     ("grpc.max_receive_message_length", 4 * 1024 * 1024),
 ]
 

@@ -85,6 +85,11 @@ PAYLOAD_KEYS = frozenset(
         "cancel_requested",
         "stream",
         "text",
+        "data",
+        "offset",
+        "skipped_bytes",
+        "grace_ms",
+        "log_size",
         "log_path",
         "log_bytes",
         "log_sha256",
@@ -93,7 +98,7 @@ PAYLOAD_KEYS = frozenset(
     }
 )
 #: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).
-_LONG_STRINGS = {"text": 3000}
+_LONG_STRINGS = {"text": 3000, "data": 3000}
 
 
 def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:

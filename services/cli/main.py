@@ -29,6 +29,7 @@ def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: s
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="truerun", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("agent", help="the reference runtime agent (see `truerun agent --help`)")
 
     dev = sub.add_parser("dev", help="run every service in one process on SQLite")
     _env_flag(dev, "--data-dir", "TRUERUN_DATA_DIR", "data directory")
@@ -78,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["agent"]:  # the reference runtime agent has its own flags
+        from runtime.agent.cli import main as agent_main
+
+        return agent_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.cmd == "dev":

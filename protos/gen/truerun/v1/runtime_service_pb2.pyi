@@ -132,6 +132,10 @@ class _InspectStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._E
     """This runtime instance has no such task (it never had it, or proves it is
     gone).
     """
+    INSPECT_STATE_ACCEPTED: _InspectState.ValueType  # 4
+    """The runtime accepted the task and it waits for a local slot (or is being
+    launched): not running yet, not lost.
+    """
 
 class InspectState(_InspectState, metaclass=_InspectStateEnumTypeWrapper):
     """An Inspect answer."""
@@ -145,6 +149,10 @@ INSPECT_STATE_FINISHED: InspectState.ValueType  # 2
 INSPECT_STATE_NOT_FOUND: InspectState.ValueType  # 3
 """This runtime instance has no such task (it never had it, or proves it is
 gone).
+"""
+INSPECT_STATE_ACCEPTED: InspectState.ValueType  # 4
+"""The runtime accepted the task and it waits for a local slot (or is being
+launched): not running yet, not lost.
 """
 Global___InspectState: typing_extensions.TypeAlias = InspectState
 

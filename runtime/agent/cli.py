@@ -1,0 +1,179 @@
+"""``truerun agent``: the reference runtime.
+
+    truerun agent [--server H:P --token T --owner O --limit D ...]   run the agent
+    truerun agent run-local [--state-dir S] [--now] [--detach] -- CMD ARGS...
+    truerun agent status [--state-dir S]
+
+``main(argv)`` takes the arguments after ``agent``. Every flag has a TRUERUN_* env twin
+(the flag wins); prefer TRUERUN_TOKEN to --token, so the secret stays out of ``ps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .agent import SOCKET, Agent, AgentBusy
+from .config import AgentConfig
+from .local import request
+
+
+def default_state_dir() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "truerun", "agent")
+
+
+def _flag(
+    parser: argparse.ArgumentParser, flag: str, env: str, help_text: str, default: str = ""
+) -> None:
+    """A flag with a TRUERUN_* twin; the flag wins, then the env, then ``default``."""
+    value = os.environ.get(env, default)
+    shown = f" (env: {env}" + (f"; default: {default})" if default else ")")
+    parser.add_argument(flag, default=value, help=help_text + shown)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="truerun agent", description="the truerun reference runtime"
+    )
+    _flag(
+        parser, "--server", "TRUERUN_SERVER", "truerun's gRPC address host:port", "127.0.0.1:7233"
+    )
+    _flag(parser, "--token", "TRUERUN_TOKEN", "the runtime token (a secret)")
+    _flag(parser, "--owner", "TRUERUN_OWNER", "the owner whose runs this runtime executes")
+    _flag(parser, "--instance-id", "TRUERUN_INSTANCE_ID", "runtime instance id; default: stored")
+    _flag(parser, "--state-dir", "TRUERUN_STATE_DIR", "state directory", default_state_dir())
+    _flag(parser, "--limit", "TRUERUN_LIMIT", "D: max concurrently running commands", "1")
+    _flag(parser, "--labels", "TRUERUN_LABELS", "comma-separated labels")
+    _flag(parser, "--routes", "TRUERUN_ROUTES", "comma-separated device_id[:kind] routes")
+    _flag(parser, "--grace-ms", "TRUERUN_GRACE_MS", "default SIGTERM->SIGKILL grace", "5000")
+    _flag(parser, "--keepalive-ms", "TRUERUN_KEEPALIVE_MS", "gRPC keepalive; 0: off", "30000")
+    _flag(parser, "--log-level", "TRUERUN_LOG_LEVEL", "logging level", "INFO")
+    sub = parser.add_subparsers(dest="cmd")
+    local = sub.add_parser("run-local", help="run a manual local task through the running agent")
+    _flag(
+        local,
+        "--state-dir",
+        "TRUERUN_STATE_DIR",
+        "the agent's state directory",
+        default_state_dir(),
+    )
+    local.add_argument("--cwd", default=os.getcwd(), help="working directory (default: here)")
+    local.add_argument("--now", action="store_true", help="head of the local queue (still in D)")
+    local.add_argument("--detach", action="store_true", help="print the task id and return")
+    local.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    status = sub.add_parser("status", help="print the running agent's capacity as JSON")
+    _flag(
+        status,
+        "--state-dir",
+        "TRUERUN_STATE_DIR",
+        "the agent's state directory",
+        default_state_dir(),
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.cmd == "run-local":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            parser.error("run-local needs a command after --")
+        return asyncio.run(_run_local(args, command))
+    if args.cmd == "status":
+        return asyncio.run(_status(Path(args.state_dir)))
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = _config(args)
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        asyncio.run(_serve(config))
+    except AgentBusy as error:
+        print(f"truerun agent: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _config(args: argparse.Namespace) -> AgentConfig:
+    for name in ("server", "token", "owner"):
+        if not getattr(args, name):
+            raise ValueError(f"--{name} (or TRUERUN_{name.upper()}) is required")
+    limit = int(args.limit)
+    if limit < 0:
+        raise ValueError("--limit must be >= 0")
+    return AgentConfig(
+        server=args.server,
+        token=args.token,
+        owner_id=args.owner,
+        state_dir=Path(args.state_dir).expanduser(),
+        limit=limit,
+        instance_id=args.instance_id,
+        labels=_split(args.labels),
+        routes=_split(args.routes),
+        default_grace_ms=int(args.grace_ms),
+        keepalive_ms=int(args.keepalive_ms),
+    )
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+async def _serve(config: AgentConfig) -> None:
+    agent = Agent(config)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, agent.stop)
+    await agent.run()
+
+
+async def _run_local(args: argparse.Namespace, command: list[str]) -> int:
+    message = {"op": "run", "argv": command, "cwd": args.cwd, "front": args.now}
+    message["wait"] = not args.detach
+    log_path = ""
+    final: dict[str, Any] = {}
+    try:
+        async for answer in request(Path(args.state_dir) / SOCKET, message):
+            if not answer.get("ok"):
+                print(f"truerun agent: {answer.get('error')}", file=sys.stderr)
+                return 2
+            if "task_id" in answer:
+                log_path = answer["log_path"]
+                print(f"{answer['task_id']} log={log_path}", file=sys.stderr)
+            final = answer
+    except OSError as error:
+        print(f"truerun agent: no agent at {args.state_dir}: {error}", file=sys.stderr)
+        return 2
+    if args.detach:
+        return 0
+    if not final.get("done"):
+        print("truerun agent: the agent went away; the task goes on", file=sys.stderr)
+        return 2
+    with open(log_path, "rb") as log:
+        shutil.copyfileobj(log, sys.stdout.buffer)
+    sys.stdout.flush()
+    code = final.get("exit_code")
+    return int(code) if code is not None else 1
+
+
+async def _status(state_dir: Path) -> int:
+    try:
+        async for answer in request(state_dir / SOCKET, {"op": "status"}):
+            print(json.dumps(answer, indent=2))
+    except OSError as error:
+        print(f"truerun agent: no agent at {state_dir}: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,75 @@
+"""The reference agent's settings (one frozen object, built once by the CLI or a test)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from truerun.v1 import capacity_service_pb2 as cpb
+
+from truerun_runtime import Backoff
+
+INSTANCE_FILE = "instance_id"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    server: str
+    """truerun's gRPC address, host:port."""
+    token: str
+    """The runtime token (a secret; sent in Hello only, never given to commands)."""
+    owner_id: str
+    """The owner whose runs this runtime executes."""
+    state_dir: Path
+    """Tasks, logs, handles, the outbox and the local socket live here (mode 0700)."""
+    limit: int = 1
+    """D: the hard cap of concurrently running commands, manual tasks included."""
+    instance_id: str = ""
+    """The runtime instance id; empty: a stable id stored in the state dir."""
+    labels: tuple[str, ...] = ()
+    """Labels reported in heartbeats (matched against runs' required labels)."""
+    routes: tuple[str, ...] = ()
+    """Routes as "device_id[:kind]"; empty: one route named after the instance, kind "stream"."""
+    default_grace_ms: int = 5000
+    """SIGTERM -> SIGKILL grace when Cancel (or a timeout) does not give one."""
+    poll_s: float = 0.05
+    """How often a task's files (handle, status, log) are looked at."""
+    output_chunk_bytes: int = 4096
+    """At most this much output per OUTPUT event."""
+    output_chunks_per_tick: int = 2
+    """At most this many OUTPUT events per task per poll (the rate bound)."""
+    output_max_backlog: int = 64 * 1024
+    """Unsent output beyond this is skipped in events (the log file keeps it)."""
+    fsync: bool = True
+    """fsync every outbox write (off only for tests on throwaway dirs)."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """Reconnect backoff."""
+    keepalive_ms: int = 30_000
+    """gRPC keepalive ping interval (how fast a dead connection is noticed)."""
+    retention_s: float = 7 * 24 * 3600
+    """Finished, fully acknowledged tasks older than this are deleted when the agent starts."""
+
+    def resolved_instance_id(self) -> str:
+        """The configured id, else the one stored in the state dir (created once)."""
+        if self.instance_id:
+            return self.instance_id
+        path = self.state_dir / INSTANCE_FILE
+        try:
+            stored = path.read_text().strip()
+        except FileNotFoundError:
+            stored = ""
+        if not stored:
+            stored = f"rt-{uuid.uuid4()}"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(stored + "\n")
+            tmp.replace(path)
+        return stored
+
+    def route_protos(self, instance_id: str) -> list[cpb.Route]:
+        specs = self.routes or (f"{instance_id}:stream",)
+        routes = []
+        for spec in specs:
+            device_id, _, kind = spec.partition(":")
+            routes.append(cpb.Route(device_id=device_id, kind=kind))
+        return routes

@@ -1,0 +1,139 @@
+"""A task's durable record and its directory in the state dir.
+
+``<state>/tasks/<name>/``:
+  task.json        what to run (written when the Start is accepted; immutable)
+  launch.json      {argv, cwd} for the supervisor (written just before it starts)
+  supervisor.json  the supervisor's identity (written by the supervisor)
+  handle.json      the command's durable handle (written by the supervisor before exec)
+  status.json      the exit status (written by the supervisor, atomically)
+  stop.json        a stop the agent decided on (cancel, timeout, self-fence) and its progress
+  output.log       stdout + stderr of the command, complete
+  work/            the working directory when Start names no workspace
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from truerun.v1 import runtime_service_pb2 as pb
+
+from .procfs import read_json, write_json_atomic
+from .supervisor import HANDLE, LAUNCH, LOG, STATUS, SUPERVISOR
+
+_SAFE = re.compile(r"^[A-Za-z0-9._-]{1,96}$")
+STOP = "stop.json"
+TASK = "task.json"
+
+
+class SpecError(ValueError):
+    """The Start's spec cannot be run (the Start is refused before anything started)."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    argv: list[str]
+    timeout_s: float | None = None
+    grace_ms: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_spec(spec: dict[str, Any]) -> Spec:
+    """``{"command": "<shell>"}`` or ``{"argv": [...]}``, optionally ``timeout_s``,
+    ``grace_ms`` (for timeouts) and ``env`` (string values)."""
+    command, argv = spec.get("command"), spec.get("argv")
+    if isinstance(command, str) and command.strip() and argv is None:
+        args = ["/bin/sh", "-c", command]
+    elif isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        if command is not None:
+            raise SpecError("spec has both command and argv")
+        args = list(argv)
+    else:
+        raise SpecError('spec needs "command" (a non-empty string) or "argv" (strings)')
+    timeout = spec.get("timeout_s")
+    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        raise SpecError("timeout_s must be a positive number")
+    grace = spec.get("grace_ms")
+    if grace is not None and (not isinstance(grace, int | float) or grace < 0):
+        raise SpecError("grace_ms must be a number >= 0")
+    env = spec.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise SpecError("env must map names to strings")
+    return Spec(
+        args,
+        float(timeout) if timeout is not None else None,
+        int(grace) if grace is not None else None,
+        {str(k): v for k, v in env.items()},
+    )
+
+
+def spec_dict(spec: pb.Start) -> dict[str, Any]:
+    return json_format.MessageToDict(spec.spec)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task the agent accepted: an attempt from truerun, or a manual local task."""
+
+    task_id: str  # the runtime task id (manual tasks: "manual-<uuid>")
+    attempt_id: str  # "" for a manual task
+    run_id: str
+    callback_token: str
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    order_key: int  # the local queue's order (front_of_queue: negative)
+    accepted_at: float
+    timeout_s: float | None = None
+    grace_ms: int | None = None
+    self_fence_after_ms: int = 0
+
+    @property
+    def manual(self) -> bool:
+        return not self.attempt_id
+
+    @property
+    def key(self) -> str:
+        """How the agent names the task: its attempt, or its manual task id."""
+        return self.attempt_id or self.task_id
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskRecord:
+        return cls(**data)
+
+
+class TaskPaths:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.task = directory / TASK
+        self.launch = directory / LAUNCH
+        self.supervisor = directory / SUPERVISOR
+        self.handle = directory / HANDLE
+        self.status = directory / STATUS
+        self.stop = directory / STOP
+        self.log = directory / LOG
+        self.work = directory / "work"
+
+    @classmethod
+    def for_key(cls, tasks_dir: Path, key: str) -> TaskPaths:
+        name = key if _SAFE.match(key) and not key.startswith(".") else _hashed(key)
+        return cls(tasks_dir / name)
+
+    def create(self, record: TaskRecord) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_json_atomic(self.task, record.to_json())
+
+    def load(self) -> TaskRecord | None:
+        data = read_json(self.task)
+        return TaskRecord.from_json(data) if data is not None else None
+
+
+def _hashed(key: str) -> str:
+    return "h-" + hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -1,0 +1,153 @@
+"""Cancel (SIGTERM, SIGKILL after the grace, each evidenced) and Inspect (only what the
+durable handle proves); a handle that does not match is never signalled."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from truerun.v1 import runtime_service_pb2 as pb
+
+from runtime.agent.procfs import read_stat
+from tests.runtime.conftest import StartAgent
+from tests.runtime.helpers import handle_of, process_alive
+from tests.support.fake_runtime_server import FakeRuntimeServer
+
+SIGNALLED = pb.RUNTIME_EVENT_TYPE_SIGNALLED
+CANCELLED = pb.RUNTIME_EVENT_TYPE_CANCELLED
+RUNNING = pb.RUNTIME_EVENT_TYPE_RUNNING
+
+TRAPS_TERM = "trap 'echo got-term' TERM; echo ready; while true; do sleep 0.05; done"
+
+
+async def wait_ready(server: FakeRuntimeServer, attempt_id: str) -> None:
+    await server.wait_for(lambda: "ready" in server.output(attempt_id), what="ready")
+
+
+async def test_cancel_terms_then_kills_a_process_that_traps_term(
+    server: FakeRuntimeServer, start_agent: StartAgent, root: Path
+) -> None:
+    running = await start_agent()
+    await server.connected()
+    assert (await server.start("a1", {"command": TRAPS_TERM})).accepted
+    await wait_ready(server, "a1")
+    pid = int(handle_of(running.agent.tasks_dir.parent, "a1")["pid"])
+
+    result = await server.cancel("a1", grace_ms=300)
+    assert result.found
+    terminal = await server.wait_for(lambda: server.terminal("a1"), what="cancelled")
+    events = server.events("a1")
+    tail = [e.type for e in events if e.type in (SIGNALLED, CANCELLED)]
+    assert tail == [SIGNALLED, SIGNALLED, CANCELLED]
+    signals = [e.payload["signal"] for e in events if e.type == SIGNALLED]
+    assert signals == ["SIGTERM", "SIGKILL"]
+    assert terminal.exit_code == 128 + 9
+    assert "got-term" in server.output("a1"), "the command saw SIGTERM first"
+    assert not process_alive(pid)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_cancel_of_a_cooperative_process_needs_one_signal(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    await start_agent()
+    await server.connected()
+    assert (await server.start("a1", {"command": "echo ready; exec sleep 30"})).accepted
+    await wait_ready(server, "a1")
+    assert (await server.cancel("a1", grace_ms=5000)).found
+    terminal = await server.wait_for(lambda: server.terminal("a1"), what="cancelled")
+    assert terminal.type == CANCELLED and terminal.exit_code == 128 + 15
+    assert [e.payload["signal"] for e in server.events("a1") if e.type == SIGNALLED] == ["SIGTERM"]
+    again = await server.cancel("a1")
+    assert again.found  # known, already stopped: nothing more is sent
+    assert server.types("a1").count(SIGNALLED) == 1
+
+
+async def test_cancel_of_a_queued_task_never_starts_it(
+    server: FakeRuntimeServer, start_agent: StartAgent, root: Path
+) -> None:
+    await start_agent(limit=1)
+    await server.connected()
+    assert (
+        await server.start("a1", {"command": f"while [ ! -e {root}/go ]; do sleep 0.02; done"})
+    ).accepted
+    await server.wait_for(lambda: server.has("a1", RUNNING), what="a1 running")
+    assert (await server.start("a2", {"command": f"touch {root}/a2-ran"})).accepted
+    assert (await server.cancel("a2")).found
+    terminal = await server.wait_for(lambda: server.terminal("a2"), what="a2 cancelled")
+    assert terminal.type == CANCELLED and not terminal.HasField("exit_code")
+    (root / "go").touch()
+    await server.wait_for(lambda: server.terminal("a1"), what="a1 done")
+    assert server.types("a2") == [pb.RUNTIME_EVENT_TYPE_ACCEPTED, CANCELLED]
+    assert not (root / "a2-ran").exists()
+
+
+async def test_cancel_of_unknown_or_mismatched_task_is_not_found(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    await start_agent()
+    await server.connected()
+    assert not (await server.cancel("nope")).found
+    assert (await server.start("a1", {"command": "echo ready; sleep 30"})).accepted
+    await wait_ready(server, "a1")
+    assert not (await server.cancel("a1", task="another-task-id")).found
+    assert SIGNALLED not in server.types("a1")
+    assert (await server.inspect("a1", task="another-task-id")).state == pb.INSPECT_STATE_NOT_FOUND
+
+
+async def test_inspect_running_finished_and_not_found(
+    server: FakeRuntimeServer, start_agent: StartAgent, root: Path
+) -> None:
+    await start_agent()
+    await server.connected()
+    assert (
+        await server.start(
+            "a1", {"command": f"echo ready; while [ ! -e {root}/go ]; do sleep 0.02; done; exit 5"}
+        )
+    ).accepted
+    await wait_ready(server, "a1")
+    running = await server.inspect("a1")
+    assert running.state == pb.INSPECT_STATE_RUNNING
+    assert running.turn_status == pb.TURN_STATUS_ACTIVE
+    assert running.last_seq == len(server.events("a1"))
+
+    (root / "go").touch()
+    await server.wait_for(lambda: server.terminal("a1"), what="finished")
+    finished = await server.inspect("a1")
+    assert finished.state == pb.INSPECT_STATE_FINISHED
+    assert finished.terminal_type == pb.RUNTIME_EVENT_TYPE_FAILED and finished.exit_code == 5
+    assert finished.last_seq == len(server.events("a1"))
+
+    assert (await server.inspect("never-started")).state == pb.INSPECT_STATE_NOT_FOUND
+
+
+async def test_a_handle_that_does_not_match_is_not_found_and_never_signalled(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    running = await start_agent()
+    await server.connected()
+    assert (await server.start("a1", {"command": "echo ready; exec sleep 30"})).accepted
+    await wait_ready(server, "a1")
+    state_dir = running.agent.tasks_dir.parent
+    handle = handle_of(state_dir, "a1")
+    pid = int(handle["pid"])
+    stat = read_stat(pid)
+    assert stat is not None and stat.start_ticks == handle["start_ticks"]
+
+    # The pid now "belongs" to a process that started at another time (pid reuse).
+    handle["start_ticks"] = int(handle["start_ticks"]) + 1
+    (state_dir / "tasks" / "a1" / "handle.json").write_text(json.dumps(handle))
+
+    assert (await server.inspect("a1")).state == pb.INSPECT_STATE_NOT_FOUND
+    assert not (await server.cancel("a1", grace_ms=100)).found
+    assert SIGNALLED not in server.types("a1")
+    assert process_alive(pid), "an unproven process was signalled"
+    assert server.terminal("a1") is None
+
+    # The test knows the process is the real one; once it ends, its supervisor's status is
+    # still reported as it is (not as a cancel: no signal came from the agent).
+    os.killpg(stat.pgid, signal.SIGKILL)
+    terminal = await server.wait_for(lambda: server.terminal("a1"), what="terminal")
+    assert terminal.type == pb.RUNTIME_EVENT_TYPE_FAILED and terminal.exit_code == 128 + 9

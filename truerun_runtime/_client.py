@@ -1,0 +1,386 @@
+"""The runtime's end of RuntimeService.Connect: hello, heartbeats, events, commands, acks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+from truerun.v1 import capacity_service_pb2 as cpb
+from truerun.v1 import runtime_service_pb2 as pb
+from truerun.v1 import runtime_service_pb2_grpc
+
+from ._api import Backoff, RuntimeHandler
+from ._outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEARTBEAT_MS = 10_000
+CONTACT_FILE = "contact.json"
+
+
+class _Session:
+    """One Connect stream: what was sent on it, and the queue its writer drains."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
+        self.sent: dict[str, int] = {}
+        self.held: dict[str, list[pb.RuntimeEvent]] = {}
+
+    def send_event(self, event: pb.RuntimeEvent) -> None:
+        held = self.held.get(event.attempt_id)
+        if held is not None:
+            held.append(event)
+        elif event.seq > self.sent.get(event.attempt_id, 0):
+            self.sent[event.attempt_id] = event.seq
+            self.queue.put_nowait(pb.ConnectRequest(event=event))
+
+
+class RuntimeClient:
+    """Holds one Connect stream to truerun, reconnecting with bounded, jittered backoff.
+
+    Every event goes through ``outbox`` (on disk first); on each new stream every
+    unacknowledged event is sent again in seq order, and events appended later follow.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        owner_id: str,
+        runtime_instance_id: str,
+        routes: Sequence[cpb.Route],
+        handler: RuntimeHandler,
+        *,
+        outbox: Outbox,
+        agent_version: str = "",
+        backoff: Backoff | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        keepalive_ms: int = 30_000,
+        welcome_timeout_s: float = 10.0,
+    ) -> None:
+        self.address = address
+        self.owner_id = owner_id
+        self.runtime_instance_id = runtime_instance_id
+        self.routes = [cpb.Route(device_id=r.device_id, kind=r.kind) for r in routes]
+        self._token = token
+        self._handler = handler
+        self.outbox = outbox
+        self._agent_version = agent_version
+        self._backoff = backoff or Backoff()
+        self._credentials = credentials
+        self._keepalive_ms = keepalive_ms
+        self._welcome_timeout_s = welcome_timeout_s
+        self._session: _Session | None = None
+        self._stopping = asyncio.Event()
+        self._heartbeat_now = asyncio.Event()
+        self._connected = asyncio.Event()
+        self._contact_path = outbox.directory / CONTACT_FILE
+        self._down_since = time.monotonic() - _seconds_since_contact(self._contact_path)
+        self.sessions_opened = 0
+        outbox.subscribe(self._on_event)
+
+    # -- public ----------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None
+
+    def unreachable_ms(self) -> int:
+        """How long truerun could not be reached (0 while a stream is up). Counted from the
+        last contact recorded in the outbox directory, so it survives a restart."""
+        if self._session is not None:
+            return 0
+        return int((time.monotonic() - self._down_since) * 1000)
+
+    async def wait_connected(self) -> None:
+        await self._connected.wait()
+
+    def request_heartbeat(self) -> None:
+        """Send a heartbeat now (capacity changed) instead of at the next interval."""
+        self._heartbeat_now.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Connect and reconnect until ``stop()``."""
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                welcomed = await self._connect_once()
+            except (grpc.aio.AioRpcError, TimeoutError, ConnectionError) as error:
+                welcomed = False
+                log.warning("runtime stream to %s failed: %s", self.address, _describe(error))
+            except Exception:  # a bug or a full disk: log it, keep trying (events stay on disk)
+                welcomed = False
+                log.exception("runtime stream to %s broke", self.address)
+            failures = 0 if welcomed else failures + 1
+            if self._stopping.is_set():
+                break
+            delay = self._backoff.delay(max(1, failures))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def report_events(self, *, batch_size: int = 100, timeout_s: float = 10.0) -> int:
+        """Send the unacknowledged events with the unary ReportEvents (for a runtime that cannot
+        hold a stream) and apply the acks; returns how many events were acknowledged."""
+        acked = 0
+        async with self._channel() as channel:
+            stub = runtime_service_pb2_grpc.RuntimeServiceStub(channel)
+            pending = self.outbox.unacked()
+            for start in range(0, len(pending), batch_size):
+                request = pb.ReportEventsRequest(
+                    runtime_token=self._token,
+                    runtime_instance_id=self.runtime_instance_id,
+                    events=pending[start : start + batch_size],
+                )
+                response = await stub.ReportEvents(request, timeout=timeout_s)
+                for ack in response.acks:
+                    before = self.outbox.acked_seq(ack.attempt_id)
+                    if self.outbox.ack(ack.attempt_id, ack.seq):
+                        acked += self.outbox.acked_seq(ack.attempt_id) - before
+        return acked
+
+    # -- one stream ------------------------------------------------------------------------
+
+    def _channel(self) -> grpc.aio.Channel:
+        # Keepalive pings notice a dead server (self-fencing depends on it); the server must
+        # allow them (grpc.http2.min_recv_ping_interval_without_data_ms <= keepalive_ms), or
+        # it answers with GOAWAY "too_many_pings". 0 turns them off.
+        options: list[tuple[str, int]] = []
+        if self._keepalive_ms > 0:
+            options = [
+                ("grpc.keepalive_time_ms", self._keepalive_ms),
+                ("grpc.keepalive_timeout_ms", max(1000, self._keepalive_ms // 2)),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.max_pings_without_data", 0),
+            ]
+        if self._credentials is not None:
+            return grpc.aio.secure_channel(self.address, self._credentials, options=options)
+        return grpc.aio.insecure_channel(self.address, options=options)
+
+    async def _connect_once(self) -> bool:
+        """One stream, from Hello to its end; True when it got as far as a Welcome."""
+        async with self._channel() as channel:
+            stub = runtime_service_pb2_grpc.RuntimeServiceStub(channel)
+            call = stub.Connect(None)
+            session = _Session()
+            session.queue.put_nowait(pb.ConnectRequest(hello=self._hello()))
+            writer = asyncio.create_task(self._write(call, session))
+            stopper = asyncio.create_task(self._stopping.wait())
+            try:
+                first = await self._welcome(call, stopper)
+                if first is None:
+                    return False
+                if not isinstance(first, pb.ConnectResponse) or not first.HasField("welcome"):
+                    log.warning("runtime stream: no Welcome from %s", self.address)
+                    return False
+                self._opened(session, first.welcome)
+                heartbeats = asyncio.create_task(self._heartbeats(session, first.welcome))
+                try:
+                    await self._read(call, session, writer, stopper)
+                finally:
+                    heartbeats.cancel()
+                    await asyncio.gather(heartbeats, return_exceptions=True)
+                return True
+            finally:
+                self._closed(session)
+                session.queue.put_nowait(None)
+                stopper.cancel()
+                call.cancel()
+                await asyncio.gather(writer, stopper, return_exceptions=True)
+
+    async def _welcome(
+        self,
+        call: grpc.aio.StreamStreamCall[pb.ConnectRequest, pb.ConnectResponse],
+        stopper: asyncio.Task[bool],
+    ) -> object | None:
+        """The server's first message; None when the client stops first."""
+        reader = asyncio.ensure_future(call.read())
+        done, _ = await asyncio.wait(
+            {reader, stopper}, timeout=self._welcome_timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if reader in done:
+            return reader.result()
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        if stopper in done:
+            return None
+        raise TimeoutError(f"no Welcome within {self._welcome_timeout_s} s")
+
+    def _hello(self) -> pb.Hello:
+        return pb.Hello(
+            runtime_token=self._token,
+            owner_id=self.owner_id,
+            runtime_instance_id=self.runtime_instance_id,
+            routes=self.routes,
+            agent_version=self._agent_version,
+        )
+
+    def _opened(self, session: _Session, welcome: pb.Welcome) -> None:
+        """The stream is up: re-send every unacknowledged event before anything else."""
+        self._session = session
+        self.sessions_opened += 1
+        self._connected.set()
+        self._touch_contact()
+        for event in self.outbox.unacked():
+            session.send_event(event)
+        log.info(
+            "runtime stream to %s open (heartbeat %d ms)",
+            self.address,
+            welcome.heartbeat_interval_ms,
+        )
+
+    def _closed(self, session: _Session) -> None:
+        if self._session is session:
+            self._session = None
+            self._connected.clear()
+            self._down_since = time.monotonic()
+            self._touch_contact()
+
+    async def _write(
+        self,
+        call: grpc.aio.StreamStreamCall[pb.ConnectRequest, pb.ConnectResponse],
+        session: _Session,
+    ) -> None:
+        while (message := await session.queue.get()) is not None:
+            await call.write(message)
+
+    async def _read(
+        self,
+        call: grpc.aio.StreamStreamCall[pb.ConnectRequest, pb.ConnectResponse],
+        session: _Session,
+        writer: asyncio.Task[None],
+        stopper: asyncio.Task[bool],
+    ) -> None:
+        while True:
+            reader = asyncio.ensure_future(call.read())
+            done, _ = await asyncio.wait(
+                {reader, writer, stopper}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if reader not in done:
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
+                failure = writer.exception() if writer in done else None
+                if failure is not None:
+                    raise failure
+                return
+            message = reader.result()
+            if not isinstance(message, pb.ConnectResponse):  # EOF: the server ended the stream
+                return
+            await self._dispatch(message, session)
+
+    async def _dispatch(self, message: pb.ConnectResponse, session: _Session) -> None:
+        kind = message.WhichOneof("kind")
+        if kind == "ack":
+            self.outbox.ack(message.ack.attempt_id, message.ack.seq)
+        elif kind == "start":
+            result = await self._start(message.start, session)
+            session.queue.put_nowait(pb.ConnectRequest(start_result=result))
+            for event in session.held.pop(message.start.attempt_id, []):
+                session.send_event(event)
+        elif kind == "cancel":
+            cancel_result = await self._call_cancel(message.cancel)
+            session.queue.put_nowait(pb.ConnectRequest(cancel_result=cancel_result))
+        elif kind == "inspect":
+            inspect_result = await self._call_inspect(message.inspect)
+            session.queue.put_nowait(pb.ConnectRequest(inspect_result=inspect_result))
+
+    async def _start(self, start: pb.Start, session: _Session) -> pb.StartResult:
+        """The StartResult goes out before the attempt's first events (held until then)."""
+        session.held[start.attempt_id] = []
+        try:
+            return await self._handler.on_start(start)
+        except Exception as error:
+            log.exception("Start of attempt %s failed in the handler", start.attempt_id)
+            held = session.held.get(start.attempt_id) or []
+            return pb.StartResult(
+                attempt_id=start.attempt_id,
+                runtime_task_id=start.runtime_task_id,
+                accepted=bool(held),  # its ACCEPTED event was written: it is accepted
+                reason="" if held else f"runtime error: {type(error).__name__}",
+                seq=held[0].seq if held else 0,
+            )
+
+    async def _call_cancel(self, cancel: pb.Cancel) -> pb.CancelResult:
+        try:
+            return await self._handler.on_cancel(cancel)
+        except Exception:
+            log.exception("Cancel of attempt %s failed in the handler", cancel.attempt_id)
+            return pb.CancelResult(
+                attempt_id=cancel.attempt_id, runtime_task_id=cancel.runtime_task_id, found=False
+            )
+
+    async def _call_inspect(self, inspect: pb.Inspect) -> pb.InspectResult:
+        try:
+            return await self._handler.on_inspect(inspect)
+        except Exception:
+            log.exception("Inspect of attempt %s failed in the handler", inspect.attempt_id)
+            return pb.InspectResult(
+                attempt_id=inspect.attempt_id, runtime_task_id=inspect.runtime_task_id
+            )
+
+    def _on_event(self, event: pb.RuntimeEvent) -> None:
+        if self._session is not None:
+            self._session.send_event(event)
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    async def _heartbeats(self, session: _Session, welcome: pb.Welcome) -> None:
+        interval_s = (welcome.heartbeat_interval_ms or DEFAULT_HEARTBEAT_MS) / 1000
+        while True:
+            self._heartbeat_now.clear()
+            try:
+                observation = self._observation()
+            except Exception:
+                log.exception("the runtime's observation failed; heartbeat skipped")
+            else:
+                session.queue.put_nowait(
+                    pb.ConnectRequest(heartbeat=pb.Heartbeat(observation=observation))
+                )
+                self._touch_contact()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_now.wait(), interval_s)
+
+    def _observation(self) -> cpb.Observation:
+        observation = self._handler.observe()
+        if not observation.owner_id:
+            observation.owner_id = self.owner_id
+        if not observation.runtime_instance_id:
+            observation.runtime_instance_id = self.runtime_instance_id
+        if not observation.routes:
+            observation.routes.extend(self.routes)
+        if not observation.HasField("observe_time"):
+            observation.observe_time.GetCurrentTime()
+        return observation
+
+    def _touch_contact(self) -> None:
+        """Record the last moment truerun was reachable (for self-fencing after a restart)."""
+        tmp = self._contact_path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps({"last_contact": time.time()}))
+            os.replace(tmp, self._contact_path)
+        except OSError as error:
+            log.warning("cannot record the last contact: %s", error)
+
+
+def _seconds_since_contact(path: Path) -> float:
+    """Seconds since the recorded last contact; 0 when none was recorded (a fresh install)."""
+    try:
+        last = float(json.loads(path.read_text())["last_contact"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+    return max(0.0, time.time() - last)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return repr(error) or type(error).__name__
