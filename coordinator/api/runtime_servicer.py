@@ -20,11 +20,13 @@ from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain.errors import DomainError, InvalidArgument, Unauthenticated
+from coordinator.store.base import RunStore
 
 log = logging.getLogger(__name__)
 Ctx = grpc.aio.ServicerContext[Any, Any]
 
 HEARTBEAT_INTERVAL_MS = 5_000
+LEASE_RENEWAL_MS = 30_000
 MAX_EVENTS_PER_CALL = 1_000
 
 
@@ -36,7 +38,9 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         ingest: EventIngest,
         dispatcher: Dispatcher,
         observations: ObservationService,
+        store: RunStore,
     ) -> None:
+        self._store = store
         self._tokens = tokens
         self._sessions = sessions
         self._ingest = ingest
@@ -129,10 +133,17 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             )
             return
         try:
-            await self._observations.report(observation)
+            stored = await self._observations.report(observation)
         except DomainError as error:
             log.warning("observation of %s rejected: %s", session.runtime_instance_id, error)
             return
+        # Heartbeats renew leases only: they never change what a run shows.
+        await self._store.renew_leases(
+            session.owner_id,
+            session.runtime_instance_id,
+            stored.received_at_ms,
+            stored.received_at_ms + LEASE_RENEWAL_MS,
+        )
         session.wake.set()
 
     async def _apply_batches(

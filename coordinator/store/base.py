@@ -138,6 +138,12 @@ class RunStore(Protocol):
     async def run_of_attempt(self, attempt_id: str) -> str | None:
         """The run an attempt belongs to; None for an unknown attempt."""
 
+    async def renew_leases(
+        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+    ) -> int:
+        """A heartbeat from the runtime holding them: extend the leases of its live attempts
+        and stamp heartbeat_at. Touches no state column; returns how many were renewed."""
+
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         """Live, fenced attempts of this runtime whose cancel was requested."""
 

@@ -170,6 +170,9 @@ WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
 _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
 )
+_RENEW_LEASES = """
+UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
+WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('claimed', 'starting', 'running')"""
 _CANCELS_TO_SEND = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')
@@ -285,6 +288,14 @@ class PostgresStore:
     async def run_of_attempt(self, attempt_id: str) -> str | None:
         value = await self._pool.fetchval("SELECT run_id FROM attempts WHERE id = $1", attempt_id)
         return str(value) if value is not None else None
+
+    async def renew_leases(
+        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+    ) -> int:
+        status = await self._pool.execute(
+            _RENEW_LEASES, owner_id, runtime_instance_id, now_ms, until_ms
+        )
+        return int(status.split()[-1])
 
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_CANCELS_TO_SEND, owner_id, runtime_instance_id)

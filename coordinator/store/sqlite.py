@@ -330,6 +330,27 @@ class SqliteStore:
         rows = await self.read("SELECT run_id FROM attempts WHERE id = ?", attempt_id)
         return str(rows[0][0]) if rows else None
 
+    async def renew_leases(
+        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+    ) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            self._begin_immediate(conn)
+            try:
+                cursor = conn.execute(
+                    "UPDATE attempts SET heartbeat_at_ms = ?, lease_expires_at_ms = "
+                    "max(coalesce(lease_expires_at_ms, 0), ?) WHERE owner_id = ? AND "
+                    "runtime_instance_id = ? AND status IN ('claimed', 'starting', 'running')",
+                    (now_ms, until_ms, owner_id, runtime_instance_id),
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return cursor.rowcount
+
+        async with self._write_lock:
+            return await self._write(run)
+
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         rows = await self.read(
             f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE owner_id = ? AND "

@@ -192,3 +192,30 @@ async def test_unknown_runtime_token_is_refused(stack: Stack) -> None:
         await runtime.connect()
     await runtime.close()
     assert "UNAUTHENTICATED" in str(raised.value)
+
+
+async def test_heartbeat_renews_the_lease_and_changes_nothing_else(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
+        await runtime.acked(start.attempt_id, 1)
+        before = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        await runtime.heartbeat(limit=1, active=[start.runtime_task_id])
+        for _ in range(100):  # bounded: the heartbeat is applied off the event path
+            after = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+            if after.current_attempt.HasField("heartbeat_time"):
+                break
+            await asyncio.sleep(0.05)
+        assert after.current_attempt.HasField("heartbeat_time")
+        assert after.version == before.version and after.display_state == before.display_state
+        assert (
+            after.current_attempt.lease_expire_time.ToMilliseconds()
+            >= before.current_attempt.lease_expire_time.ToMilliseconds()
+        )
+    finally:
+        await runtime.close()
