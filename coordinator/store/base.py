@@ -144,6 +144,9 @@ class RunStore(Protocol):
         """A heartbeat from the runtime holding them: extend the leases of its live attempts
         and stamp heartbeat_at. Touches no state column; returns how many were renewed."""
 
+    async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
+        """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
+
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         """Live, fenced attempts of this runtime whose cancel was requested."""
 

@@ -170,6 +170,9 @@ WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
 _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
 )
+_DUE_RETRIES = """
+SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < $1
+ORDER BY updated_at_ms, id LIMIT $2"""
 _RENEW_LEASES = """
 UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
 WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('claimed', 'starting', 'running')"""
@@ -296,6 +299,10 @@ class PostgresStore:
             _RENEW_LEASES, owner_id, runtime_instance_id, now_ms, until_ms
         )
         return int(status.split()[-1])
+
+    async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
+        rows = await self._pool.fetch(_DUE_RETRIES, updated_before_ms, limit)
+        return [row[0] for row in rows]
 
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_CANCELS_TO_SEND, owner_id, runtime_instance_id)

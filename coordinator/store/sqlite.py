@@ -351,6 +351,15 @@ class SqliteStore:
         async with self._write_lock:
             return await self._write(run)
 
+    async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
+        rows = await self.read(
+            "SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < ? "
+            "ORDER BY updated_at_ms, id LIMIT ?",
+            updated_before_ms,
+            limit,
+        )
+        return [row[0] for row in rows]
+
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         rows = await self.read(
             f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE owner_id = ? AND "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from services.bootstrap import capacity, coordinator, open_observations, open_store, runtimes
 from services.config import Settings
@@ -25,9 +27,11 @@ async def run_dev(settings: Settings) -> None:
         caps = capacity(app, observations, settings.observation_ttl_ms)
         runtime_side = runtimes(app, caps, _runtime_tokens(settings))
         server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
+        retries = asyncio.create_task(RetryScheduler(app.transitions).serve())
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)
         await serve_until_signal(server, settings.grace_seconds)
+        retries.cancel()
     finally:
         await store.close()
 

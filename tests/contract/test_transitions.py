@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from coordinator.dispatch.retries import RetryScheduler
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, decide
 from coordinator.domain.display import display_state
@@ -308,3 +309,19 @@ async def test_scope_policy_cancel_in_progress(transitions: Transitions) -> None
     events = await transitions.store.list_events(live.run_id, 0, 100)
     assert events[-1].type == "run.cancel_requested"
     assert events[-1].payload["reason"] == "superseded_in_scope"
+
+
+async def test_retry_scheduler_requeues_after_the_backoff(transitions: Transitions) -> None:
+    _, attempt = await started(transitions, max_attempts=2)
+    failed = await transitions.execute(
+        evidence(c.RuntimeResult, attempt, 1, outcome=c.RuntimeOutcome.FAILED, exit_code=1)
+    )
+    now = failed.run.updated_at_ms
+    early = RetryScheduler(transitions, backoff_ms=60_000, clock=lambda: now + 1_000)
+    assert await early.run_once() == 0
+    due = RetryScheduler(transitions, backoff_ms=60_000, clock=lambda: now + 61_000)
+    assert await due.run_once() == 1
+    loaded = await transitions.store.load(attempt.run_id)
+    assert loaded is not None and loaded.run.status is RunStatus.QUEUED
+    assert loaded.attempt is not None and loaded.attempt.attempt_no == 2
+    assert await due.run_once() == 0  # nothing is retried twice
