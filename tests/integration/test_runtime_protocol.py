@@ -11,6 +11,7 @@ from truerun.v1 import common_pb2
 from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import runtime_service_pb2 as pb
 
+from coordinator.dispatch.retries import RetryScheduler
 from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime
 
@@ -170,22 +171,6 @@ async def test_event_with_a_wrong_callback_token_changes_nothing(stack: Stack) -
         await runtime.close()
 
 
-async def test_failed_runtime_with_retry_budget_gets_a_new_attempt(stack: Stack) -> None:
-    run_id = await _submit(stack, max_attempts=2)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
-        start = (await runtime.expect("start")).start
-        await runtime.answer_start(start, accepted=True)
-        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_RUNNING)
-        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_FAILED, exit_code=3)
-        await runtime.acked(start.attempt_id, 2)
-        assert await _display(stack, run_id) == "RETRY_WAIT"
-    finally:
-        await runtime.close()
-
-
 async def test_unknown_runtime_token_is_refused(stack: Stack) -> None:
     runtime = ScriptedRuntime(stack.runtime, token="nope")
     with pytest.raises(Exception) as raised:
@@ -217,5 +202,75 @@ async def test_heartbeat_renews_the_lease_and_changes_nothing_else(stack: Stack)
             after.current_attempt.lease_expire_time.ToMilliseconds()
             >= before.current_attempt.lease_expire_time.ToMilliseconds()
         )
+    finally:
+        await runtime.close()
+
+
+async def test_missing_out_of_order_and_after_terminal_events_change_nothing(
+    stack: Stack,
+) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
+        await runtime.event(start, 3, pb.RUNTIME_EVENT_TYPE_RUNNING)  # a gap: applied (seq > 1)
+        await runtime.acked(start.attempt_id, 3)
+        before = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        await runtime.event(start, 0, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)  # no seq
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_FAILED, exit_code=1)  # out of order
+        await runtime.acked(start.attempt_id, 2)
+        middle = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        assert middle.display_state == before.display_state == common_pb2.DISPLAY_STATE_RUNNING
+        assert middle.version == before.version
+        assert middle.current_attempt.last_event_seq == 3
+        await runtime.event(start, 4, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
+        await runtime.acked(start.attempt_id, 4)
+        done = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        await runtime.event(start, 5, pb.RUNTIME_EVENT_TYPE_FAILED, exit_code=9)  # after terminal
+        await runtime.acked(start.attempt_id, 5)
+        final = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        assert final.display_state == common_pb2.DISPLAY_STATE_SUCCEEDED
+        assert final.version == done.version and final.current_attempt.exit_code == 0
+        ignored = [
+            e
+            for e in (
+                await stack.runs.ListRunEvents(
+                    rs.ListRunEventsRequest(run_id=run_id, page_size=500)
+                )
+            ).events
+            if e.type == "attempt.late_callback_ignored"
+        ]
+        reasons = sorted(e.payload["ignored_because"] for e in ignored)
+        assert reasons == ["after_terminal", "duplicate_or_out_of_order", "missing_seq"]
+    finally:
+        await runtime.close()
+
+
+async def test_failed_attempt_is_kept_and_a_new_one_is_queued(stack: Stack) -> None:
+    run_id = await _submit(stack, max_attempts=2)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        first = (await runtime.expect("start")).start
+        await runtime.answer_start(first, accepted=True)
+        await runtime.event(first, 1, pb.RUNTIME_EVENT_TYPE_RUNNING)
+        await runtime.event(first, 2, pb.RUNTIME_EVENT_TYPE_FAILED, exit_code=3)
+        await runtime.acked(first.attempt_id, 2)
+        assert await _display(stack, run_id) == "RETRY_WAIT"
+        requeued = await RetryScheduler(stack.app.transitions, backoff_ms=0).run_once()
+        assert requeued == 1
+        second = (await runtime.expect("start")).start  # the new attempt is claimed and sent
+        assert second.run_id == run_id and second.attempt_id != first.attempt_id
+        assert second.runtime_task_id != first.runtime_task_id
+        attempts = await stack.app.store.list_attempts(run_id)
+        assert [(a.attempt_no, a.status.value, a.exit_code) for a in attempts] == [
+            (1, "failed", 3),
+            (2, "starting", None),
+        ]
     finally:
         await runtime.close()
