@@ -195,10 +195,18 @@ async def check_seeding(app: Coordinator, pool: asyncpg.Pool) -> None:
         await conn.execute("DELETE FROM runs WHERE id = $1", run_id)
 
 
-async def configure_agents(sql: PostgresCapacitySql, agents: Sequence[str]) -> None:
-    # put_agent directly: AgentService.configure would ask for a git work tree when R > 1.
+async def configure_agents(
+    store: PostgresStore, sql: PostgresCapacitySql, agents: Sequence[str]
+) -> None:
+    """R = AGENT_R for every agent (put_agent directly: AgentService.configure would ask for
+    a git work tree when R > 1), and a fairness lane at virtual time 0 for each, which plans
+    exactly like no row at all but makes the fairness reads cost what they cost once every
+    lane has been served (otherwise fair_lanes fills up during the run and the later, larger
+    sizes pay for more rows)."""
     for agent in agents:
         await sql.put_agent(AgentConfig(agent, AGENT_R, "none", "", 1, now_ms()))
+    async with store.transaction([]) as tx:
+        await sql.save_fairness(tx, OWNER, 0, dict.fromkeys(agents, 0))
 
 
 def observation() -> Observation:
@@ -272,26 +280,27 @@ async def queued_count(pool: asyncpg.Pool) -> int:
     return count
 
 
-async def explain(pool: asyncpg.Pool, agents: int) -> list[str]:
-    """EXPLAIN ANALYZE of the lanes and heads statements as the claim runs them (generic
-    plans, what PostgresStore asks for), one line each plus the top of each plan."""
-    async with pool.acquire() as conn:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
+async def explain(url: str, agents: int) -> list[str]:
+    """EXPLAIN (ANALYZE, BUFFERS) of the lanes and heads statements with generic plans, as
+    the store's sessions run them, on a connection of its own."""
+    conn = await asyncpg.connect(url, server_settings={"plan_cache_mode": "force_generic_plan"})
+    try:
         await conn.execute(f"PREPARE bench_lanes AS {_LANES}")
         await conn.execute(f"PREPARE bench_heads AS {_HEADS}")
         lanes = [r[0] for r in await conn.fetch(f"EXECUTE bench_lanes('{OWNER}')")]
         literal = "'{" + ",".join(lanes) + "}'"
+        labels = ", '[]'" if "$5" in _HEADS else ""  # the reported labels, when it takes them
         out: list[str] = []
         for name, call in (
             ("lanes", f"EXECUTE bench_lanes('{OWNER}')"),
-            ("heads", f"EXECUTE bench_heads('{OWNER}', '{INSTANCE}', 1, {literal})"),
+            ("heads", f"EXECUTE bench_heads('{OWNER}', '{INSTANCE}', 1, {literal}{labels})"),
         ):
             rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {call}")
             out.append(f"--- {name} ({len(lanes)} lanes of {agents} agents)")
             out += ["    " + r[0] for r in rows]
-        await conn.execute("DEALLOCATE ALL")
-        await conn.execute("RESET plan_cache_mode")
         return out
+    finally:
+        await conn.close()
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -315,7 +324,7 @@ async def bench(opts: Options) -> list[Measured]:
         store = await open_store(url)
         assert isinstance(store, PostgresStore)
         try:
-            return await _bench(store, opts)
+            return await _bench(store, url, opts)
         finally:
             await store.close()
     finally:
@@ -325,13 +334,13 @@ async def bench(opts: Options) -> list[Measured]:
             await drop_pg_database(url)
 
 
-async def _bench(store: PostgresStore, opts: Options) -> list[Measured]:
+async def _bench(store: PostgresStore, url: str, opts: Options) -> list[Measured]:
     app = coordinator(store)
     obs = MemoryObservationStore()
     cap = capacity(app, obs, OBSERVATION_TTL_MS)
     pool = store.pool
     agents = agent_ids(opts.agents)
-    await configure_agents(PostgresCapacitySql(pool), agents)
+    await configure_agents(store, PostgresCapacitySql(pool), agents)
     await check_seeding(app, pool)
     base_ms = now_ms() - 10 * max(opts.sizes)  # every seeded run was queued in the past
     seeded = 0
@@ -351,7 +360,7 @@ async def _bench(store: PostgresStore, opts: Options) -> list[Measured]:
             raise RuntimeError(f"the queue did not keep its size {size}")
         results.append(Measured(size, opts.agents, latencies))
         if opts.explain:
-            print("\n".join(await explain(pool, opts.agents)))
+            print("\n".join(await explain(url, opts.agents)))
     return results
 
 

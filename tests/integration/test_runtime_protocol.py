@@ -244,7 +244,7 @@ async def test_missing_out_of_order_and_after_terminal_events_change_nothing(
             ).events
             if e.type == "attempt.late_callback_ignored"
         ]
-        reasons = sorted(e.payload["ignored_because"] for e in ignored)
+        reasons = sorted(str(e.payload["ignored_because"]) for e in ignored)
         assert reasons == ["after_terminal", "duplicate_or_out_of_order", "missing_seq"]
     finally:
         await runtime.close()
