@@ -101,7 +101,6 @@ class Dispatcher:
         except DomainError as error:  # e.g. cancelled between claim and fence: nothing sent
             log.info("no Start for attempt %s: %s", attempt.id, error.message)
             return
-        self._ingest.remember(attempt.id, run.id)
         answer: asyncio.Future[pb.StartResult] = asyncio.get_running_loop().create_future()
         session.pending_starts[attempt.id] = answer
         session.send(

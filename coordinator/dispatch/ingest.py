@@ -1,11 +1,18 @@
 """Runtime events in: bound to the attempt, its runtime task id, the sending runtime instance
-and the callback token; applied through the transition service; acknowledged by seq once
-processed (applied, ignored as late, or refused). A refused event changes nothing."""
+and the callback token; decided by the domain; acknowledged by seq once processed (applied,
+ignored as late, or refused). A refused event changes nothing.
+
+A micro-batch (everything a stream buffered since the last flush) is applied together: one
+read for all its attempts, each attempt's events decided one after another in memory and
+folded into one write (domain.decide.chain), all writes in one transaction. A refused or
+ignored event never fails the batch; if another writer moved one of the runs meanwhile, the
+batch falls back to applying its events one by one, each decided again on fresh state.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from truerun.v1 import runtime_service_pb2 as pb
@@ -13,11 +20,12 @@ from truerun.v1 import runtime_service_pb2 as pb
 from coordinator.api.convert import struct_to_dict
 from coordinator.dispatch.tokens import ANY_OWNER, callback_token_valid
 from coordinator.domain import commands as c
+from coordinator.domain.decide import Decision, RunWrite, chain, decide
 from coordinator.domain.errors import DomainError
-from coordinator.domain.model import Actor
+from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType
 from coordinator.service.transitions import Result, Transitions
-from services.ids import now_ms
+from coordinator.store.base import CasMiss, DedupeKeyTaken, Loaded
 
 log = logging.getLogger(__name__)
 
@@ -64,65 +72,102 @@ def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeC
 
 
 class EventIngest:
-    def __init__(self, transitions: Transitions, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, transitions: Transitions) -> None:
         self._transitions = transitions
-        self._clock = clock
-        self._run_of: dict[str, str] = {}
-
-    def remember(self, attempt_id: str, run_id: str) -> None:
-        self._run_of[attempt_id] = run_id
 
     async def ingest(
         self, instance_id: str, events: Sequence[pb.RuntimeEvent], owner_id: str
     ) -> Ingested:
         """``owner_id``: whom the sender's runtime token acts for (ANY_OWNER: anyone)."""
         acks: dict[str, int] = {}
-        results: list[Result] = []
-        actor = Actor(ActorType.RUNTIME, instance_id)
+        by_attempt: dict[str, list[pb.RuntimeEvent]] = {}
         for event in events:
-            result = await self._one(instance_id, owner_id, event, actor)
-            if result is not None:
-                results.append(result)
             acks[event.attempt_id] = max(acks.get(event.attempt_id, 0), event.seq)
+            by_attempt.setdefault(event.attempt_id, []).append(event)
+        actor = Actor(ActorType.RUNTIME, instance_id)
+        loaded = await self._transitions.store.load_attempts(list(by_attempt))
+        decisions: list[Decision] = []
+        for attempt_id, batch in by_attempt.items():
+            item = loaded.get(attempt_id)
+            if item is None or not _sent_by_its_runtime(item, instance_id, owner_id):
+                log.warning("events for attempt %s from %s refused", attempt_id, instance_id)
+                continue
+            if (decision := self._fold(item, batch, actor)) is not None:
+                decisions.append(decision)
+        try:
+            applied = await self._transitions.store.apply_all(decisions)
+        except (CasMiss, DedupeKeyTaken):
+            return Ingested(acks, await self._one_by_one(loaded, by_attempt, actor))
+        results = [
+            Result(d.outcome.value, a.run, a.attempt, a.events)
+            for d, a in zip(decisions, applied, strict=True)
+        ]
+        self._transitions.published(results)
         return Ingested(acks, results)
 
-    async def _one(
-        self, instance_id: str, owner_id: str, event: pb.RuntimeEvent, actor: Actor
-    ) -> Result | None:
-        run_id = self._run_of.get(event.attempt_id)
-        if run_id is None:
-            run_id = await self._transitions.store.run_of_attempt(event.attempt_id)
-            if run_id is None:
-                log.warning("event for unknown attempt %s refused", event.attempt_id)
-                return None
-            self._run_of[event.attempt_id] = run_id
-        loaded = await self._transitions.store.load(run_id, event.attempt_id)
-        attempt = loaded.attempt if loaded else None
-        if (
-            attempt is None
-            or attempt.runtime_instance_id != instance_id
-            or owner_id not in (attempt.owner_id, ANY_OWNER)
-        ):
-            log.warning(
-                "event for attempt %s from runtime %s refused: not its runtime",
-                event.attempt_id,
-                instance_id,
-            )
-            return None
-        if not callback_token_valid(
-            event.callback_token,
-            attempt.callback_token_hash,
-            attempt.callback_token_expires_at_ms,
-            self._clock(),
-        ):
-            log.warning("event for attempt %s refused: callback token", event.attempt_id)
-            return None
-        command = command_for(event, run_id, actor)
-        if command is None:
-            log.warning("event of unknown type %s refused", event.type)
-            return None
-        try:
-            return await self._transitions.execute(command)
-        except DomainError as error:
-            log.info("event %s/%s refused: %s", event.attempt_id, event.seq, error.message)
-            return None
+    def _fold(self, item: Loaded, events: list[pb.RuntimeEvent], actor: Actor) -> Decision | None:
+        """Decide each event on the state the previous one left; one write for all."""
+        run: Run = item.run
+        attempt: Attempt | None = item.attempt
+        assert attempt is not None
+        ctx = self._transitions.context()
+        chained: list[Decision] = []
+        for event in events:
+            if not _token_ok(event, attempt, ctx.now_ms):
+                log.warning("event %s/%s refused: callback token", attempt.id, event.seq)
+                continue
+            command = command_for(event, run.id, actor)
+            if command is None:
+                continue
+            try:
+                decision = decide(command, run, attempt, ctx)
+            except DomainError as error:
+                log.info("event %s/%s refused: %s", attempt.id, event.seq, error.message)
+                continue
+            if decision.run_write is RunWrite.NONE:
+                continue
+            chained.append(decision)
+            run = decision.run
+            attempt = decision.attempt or attempt
+        return chain(chained) if chained else None
+
+    async def _one_by_one(
+        self, loaded: dict[str, Loaded], by_attempt: dict[str, list[pb.RuntimeEvent]], actor: Actor
+    ) -> list[Result]:
+        results: list[Result] = []
+        for attempt_id, batch in by_attempt.items():
+            item = loaded.get(attempt_id)
+            if item is None:
+                continue
+            for event in batch:
+                fresh = await self._transitions.store.load(item.run.id, attempt_id)
+                if fresh is None or fresh.attempt is None:
+                    break
+                if not _token_ok(event, fresh.attempt, self._transitions.context().now_ms):
+                    continue
+                command = command_for(event, item.run.id, actor)
+                if command is None:
+                    continue
+                try:
+                    results.append(await self._transitions.execute(command))
+                except DomainError as error:
+                    log.info("event %s/%s refused: %s", attempt_id, event.seq, error.message)
+        return results
+
+
+def _sent_by_its_runtime(item: Loaded, instance_id: str, owner_id: str) -> bool:
+    attempt = item.attempt
+    return (
+        attempt is not None
+        and attempt.runtime_instance_id == instance_id
+        and owner_id in (attempt.owner_id, ANY_OWNER)
+    )
+
+
+def _token_ok(event: pb.RuntimeEvent, attempt: Attempt, now_ms: int) -> bool:
+    return callback_token_valid(
+        event.callback_token,
+        attempt.callback_token_hash,
+        attempt.callback_token_expires_at_ms,
+        now_ms,
+    )

@@ -870,3 +870,27 @@ _RUNTIME_HANDLERS: dict[type, Callable[[Any, Run, Attempt, Context], Decision]] 
     c.RuntimeNote: _runtime_note,
     c.CancelConfirmed: _cancel_confirmed,
 }
+
+
+def chain(decisions: list[Decision]) -> Decision:
+    """Fold consecutive decisions on one run into one write: the last state, every event,
+    compare-and-set against the state before the first. ``decisions`` were decided one after
+    another, each on the state the previous one left (runtime events of one attempt)."""
+    first, last = decisions[0], decisions[-1]
+    updates = [d for d in decisions if d.run_write is RunWrite.UPDATE]
+    attempt_updates = [d for d in decisions if d.attempt_write is AttemptWrite.UPDATE]
+    events = tuple(e for d in decisions for e in d.events)
+    if not updates:
+        return replace(last, events=events)
+    head = attempt_updates[0] if attempt_updates else None
+    return Decision(
+        outcome=updates[-1].outcome,
+        run=updates[-1].run,
+        run_write=RunWrite.UPDATE,
+        expected_version=updates[0].expected_version,
+        attempt=attempt_updates[-1].attempt if attempt_updates else first.attempt,
+        attempt_write=AttemptWrite.UPDATE if attempt_updates else None,
+        attempt_expected_status=head.attempt_expected_status if head else None,
+        attempt_expected_seq=head.attempt_expected_seq if head else None,
+        events=events,
+    )

@@ -59,6 +59,10 @@ class Transitions:
         self._max_retries = max_retries
         self._on_commit = on_commit
 
+    def context(self) -> Context:
+        """The clock and id sources decisions are made with (for batch callers)."""
+        return self._context()
+
     def _context(self) -> Context:
         return Context(now_ms=self._clock(), new_id=self._new_id, new_token=self._token)
 

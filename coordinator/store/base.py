@@ -135,8 +135,11 @@ class RunStore(Protocol):
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]: ...
 
-    async def run_of_attempt(self, attempt_id: str) -> str | None:
-        """The run an attempt belongs to; None for an unknown attempt."""
+    async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
+        """Each known attempt with its run, by attempt id (unknown ids are left out)."""
+
+    async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """Several decisions (on different runs) in one transaction, all or nothing."""
 
     async def renew_leases(
         self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int

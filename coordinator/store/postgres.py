@@ -62,6 +62,11 @@ LEFT JOIN attempts a ON a.id = COALESCE($2::text, r.current_attempt_id) AND a.ru
 WHERE r.id = $1
 """
 
+_LOAD_ATTEMPTS = f"""
+SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}
+FROM attempts a JOIN runs r ON r.id = a.run_id
+WHERE a.id = ANY($1::text[])"""
+
 _EVENT_ARRAYS = (
     "unnest($E1::text[], $E2::text[], $E3::text[], $E4::text[], $E5::text[], $E6::text[])"
     " WITH ORDINALITY AS ev(id, type, actor_type, actor_id, attempt_id, payload, ord)"
@@ -288,9 +293,13 @@ class PostgresStore:
         rows = await self._pool.fetch(_LIST_ATTEMPTS, run_id)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
-    async def run_of_attempt(self, attempt_id: str) -> str | None:
-        value = await self._pool.fetchval("SELECT run_id FROM attempts WHERE id = $1", attempt_id)
-        return str(value) if value is not None else None
+    async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
+        rows = await self._pool.fetch(_LOAD_ATTEMPTS, list(attempt_ids))
+        return {row["a_id"]: Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows}
+
+    async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            return [await _apply_on(conn, decision, None) for decision in decisions]
 
     async def renew_leases(
         self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int

@@ -326,9 +326,30 @@ class SqliteStore:
         rows = await self._read(lambda conn: conn.execute(_LIST_ATTEMPTS, (run_id,)).fetchall())
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
-    async def run_of_attempt(self, attempt_id: str) -> str | None:
-        rows = await self.read("SELECT run_id FROM attempts WHERE id = ?", attempt_id)
-        return str(rows[0][0]) if rows else None
+    async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
+        if not attempt_ids:
+            return {}
+        marks = ", ".join("?" for _ in attempt_ids)
+        rows = await self.read(
+            f"SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT} FROM attempts a "
+            f"JOIN runs r ON r.id = a.run_id WHERE a.id IN ({marks})",
+            *attempt_ids,
+        )
+        return {row["a_id"]: Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows}
+
+    async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
+        def run(conn: sqlite3.Connection) -> list[Applied]:
+            self._begin_immediate(conn)
+            try:
+                applied = [_write_decision(conn, decision, None) for decision in decisions]
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return applied
+
+        async with self._write_lock:
+            return await self._write(run)
 
     async def renew_leases(
         self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int

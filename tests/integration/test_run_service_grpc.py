@@ -700,11 +700,22 @@ class GatedStore:
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         return await self._inner.find_by_idempotency_key(project_id, key)
 
-    async def run_of_attempt(self, attempt_id: str) -> str | None:
-        return await self._inner.run_of_attempt(attempt_id)
-
     async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         return await self._inner.cancels_to_send(owner_id, runtime_instance_id)
+
+    async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
+        return await self._inner.load_attempts(attempt_ids)
+
+    async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
+        return await self._inner.apply_all(decisions)
+
+    async def renew_leases(
+        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+    ) -> int:
+        return await self._inner.renew_leases(owner_id, runtime_instance_id, now_ms, until_ms)
+
+    async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
+        return await self._inner.due_retries(updated_before_ms, limit)
 
     async def get_request(self, request_id: str) -> StoredRequest | None:
         return await self._inner.get_request(request_id)
