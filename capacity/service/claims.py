@@ -172,12 +172,14 @@ class ClaimService:
     async def _plan(
         self, tx: ClaimTx, owner: str, slots: int, heads: list[QueuedRun]
     ) -> tuple[Plan, dict[str, AgentConfig]]:
+        """Plan from unlocked reads, then lock only what the plan picked (agents, then scopes,
+        each sorted: one global order, so claims never deadlock) and check it again under
+        those locks. A plan that no longer holds raises VersionConflict and is made again.
+        Locks stay O(claims), not O(agents with work)."""
         agents = sorted({h.candidate.agent_key for h in heads} - {NO_AGENT})
-        await tx.lock([f"agent:{agent}" for agent in agents])
         configs = await self._sql.agent_configs(tx, agents)
         live = await self._sql.live_per_agent(tx, agents)
         scopes = sorted({s for h in heads if (s := h.candidate.execution_scope) is not None})
-        await tx.lock([f"scope:{scope}" for scope in scopes])
         busy = await self._sql.busy_scopes(tx, scopes)
         lanes = sorted({h.candidate.agent_key for h in heads})
         clock, vtimes = await self._sql.fairness(tx, owner, lanes)
@@ -185,15 +187,34 @@ class ClaimService:
             NO_AGENT: AgentBudget(remaining=1 << 30, vtime=vtimes.get(NO_AGENT, 0)),
         }
         for agent in agents:
-            config = configs.get(agent)
-            limit = config.concurrency if config else DEFAULT_AGENT_CONCURRENCY
             budgets[agent] = AgentBudget(
-                remaining=limit - live.get(agent, 0),
-                weight=config.fairness_weight if config else 1,
+                remaining=_limit(configs.get(agent)) - live.get(agent, 0),
+                weight=config.fairness_weight if (config := configs.get(agent)) else 1,
                 vtime=vtimes.get(agent, 0),
             )
         plan = plan_claims(slots, [h.candidate for h in heads], budgets, frozenset(busy), clock)
+        await self._confirm_under_locks(tx, plan, configs)
         return plan, configs
+
+    async def _confirm_under_locks(
+        self, tx: ClaimTx, plan: Plan, configs: dict[str, AgentConfig]
+    ) -> None:
+        wanted: dict[str, int] = {}
+        for candidate in plan.picked:
+            if candidate.agent_key != NO_AGENT:
+                wanted[candidate.agent_key] = wanted.get(candidate.agent_key, 0) + 1
+        scopes = sorted({s for c in plan.picked if (s := c.execution_scope) is not None})
+        agents = sorted(wanted)
+        await tx.lock([f"agent:{a}" for a in agents] + [f"scope:{s}" for s in scopes])
+        live = await self._sql.live_per_agent(tx, agents)
+        over = [a for a in agents if live.get(a, 0) + wanted[a] > _limit(configs.get(a))]
+        busy = await self._sql.busy_scopes(tx, scopes)
+        if over or busy:
+            raise VersionConflict(f"claim plan outdated (agents {over}, scopes {sorted(busy)})")
+
+
+def _limit(config: AgentConfig | None) -> int:
+    return config.concurrency if config else DEFAULT_AGENT_CONCURRENCY
 
 
 def _why_short(plan: Plan, slots: int, asked: int, free: int) -> tuple[Blocked, str]:

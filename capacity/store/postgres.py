@@ -61,13 +61,15 @@ _HEADS_NO_AGENT = (
     f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_eligible('$4')} AND r.agent_id IS NULL {_ORDER}"
 )
 
+# Joins against unnest(): "= ANY(list)" over a long list compares every row with every
+# element; a join probes the index once per element.
 _AGENTS = (
-    "SELECT agent_id, concurrency, workspace_kind, workspace_path, fairness_weight, "
-    "updated_at_ms FROM agents WHERE agent_id = ANY($1::text[])"
+    "SELECT g.agent_id, g.concurrency, g.workspace_kind, g.workspace_path, g.fairness_weight, "
+    "g.updated_at_ms FROM unnest($1::text[]) AS want(id) JOIN agents g ON g.agent_id = want.id"
 )
 _LIVE_PER_AGENT = f"""
-SELECT agent_id, count(*) AS live FROM attempts
-WHERE agent_id = ANY($1::text[]) AND status = ANY({_LIVE}) GROUP BY agent_id"""
+SELECT a.agent_id, count(*) AS live FROM unnest($1::text[]) AS want(id)
+JOIN attempts a ON a.agent_id = want.id AND a.status = ANY({_LIVE}) GROUP BY a.agent_id"""
 _BUSY_SCOPES = f"""
 SELECT DISTINCT execution_scope FROM attempts
 WHERE execution_scope = ANY($1::text[]) AND status = ANY({_LIVE})"""
@@ -76,7 +78,9 @@ SELECT 1 FROM runs r WHERE r.owner_id = $1 AND r.status = 'queued' AND EXISTS (
     SELECT 1 FROM attempts s WHERE s.execution_scope = r.execution_scope
       AND s.status IN {_LIVE_LIST}) LIMIT 1"""
 _CLOCK = "SELECT clock FROM fair_clocks WHERE owner_id = $1"
-_VTIMES = "SELECT lane, vtime FROM fair_lanes WHERE owner_id = $1 AND lane = ANY($2::text[])"
+_VTIMES = """
+SELECT f.lane, f.vtime FROM unnest($2::text[]) AS want(lane)
+JOIN fair_lanes f ON f.owner_id = $1 AND f.lane = want.lane"""
 _SAVE_CLOCK = """
 INSERT INTO fair_clocks (owner_id, clock) VALUES ($1, $2)
 ON CONFLICT (owner_id) DO UPDATE SET clock = EXCLUDED.clock"""

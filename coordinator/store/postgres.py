@@ -256,8 +256,8 @@ class PostgresStore:
 
     @staticmethod
     async def _lock(conn: asyncpg.Connection, lock_keys: Sequence[str]) -> None:
-        for key in lock_keys:
-            await conn.execute(_ADVISORY_LOCK, key)
+        if lock_keys:  # one round trip, the locks still taken in the given order
+            await conn.execute(_ADVISORY_LOCKS, list(lock_keys))
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         row = await self._pool.fetchrow(_FIND_BY_KEY, project_id, key)
@@ -336,7 +336,9 @@ _OPEN_IN_SCOPE = (
     "SELECT id FROM runs WHERE execution_scope = $1 AND status <> ALL($2::text[])"
     " ORDER BY created_at_ms, id"
 )
-_ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+_ADVISORY_LOCKS = """
+SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
+FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n"""
 
 
 class PostgresTx:
