@@ -147,6 +147,9 @@ class RunStore(Protocol):
         """A heartbeat from the runtime holding them: extend the leases of its live attempts
         and stamp heartbeat_at. Touches no state column; returns how many were renewed."""
 
+    async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
+        """Live attempts whose lease ran out and that are not already marked stale."""
+
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
 

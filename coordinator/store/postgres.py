@@ -175,6 +175,11 @@ WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
 _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
 )
+_EXPIRED_LEASES = f"""
+SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
+WHERE status IN ('claimed', 'starting', 'running') AND lease_expires_at_ms < $1
+  AND sync_state <> 'stale'
+ORDER BY lease_expires_at_ms, id LIMIT $2"""
 _DUE_RETRIES = """
 SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < $1
 ORDER BY updated_at_ms, id LIMIT $2"""
@@ -308,6 +313,10 @@ class PostgresStore:
             _RENEW_LEASES, owner_id, runtime_instance_id, now_ms, until_ms
         )
         return int(status.split()[-1])
+
+    async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
+        rows = await self._pool.fetch(_EXPIRED_LEASES, now_ms, limit)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         rows = await self._pool.fetch(_DUE_RETRIES, updated_before_ms, limit)

@@ -372,6 +372,16 @@ class SqliteStore:
         async with self._write_lock:
             return await self._write(run)
 
+    async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
+        rows = await self.read(
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE status IN "
+            "('claimed', 'starting', 'running') AND lease_expires_at_ms < ? AND "
+            "sync_state <> 'stale' ORDER BY lease_expires_at_ms, id LIMIT ?",
+            now_ms,
+            limit,
+        )
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         rows = await self.read(
             "SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < ? "

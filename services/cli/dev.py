@@ -7,6 +7,7 @@ import logging
 
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
+from reconciler.leases import LeaseReconciler
 from services.bootstrap import capacity, coordinator, open_observations, open_store, runtimes
 from services.config import Settings
 from services.db.migrate import upgrade
@@ -27,11 +28,15 @@ async def run_dev(settings: Settings) -> None:
         caps = capacity(app, observations, settings.observation_ttl_ms)
         runtime_side = runtimes(app, caps, _runtime_tokens(settings))
         server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
-        retries = asyncio.create_task(RetryScheduler(app.transitions).serve())
+        loops = [
+            asyncio.create_task(RetryScheduler(app.transitions).serve()),
+            asyncio.create_task(LeaseReconciler(app.transitions).serve()),
+        ]
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)
         await serve_until_signal(server, settings.grace_seconds)
-        retries.cancel()
+        for loop in loops:
+            loop.cancel()
     finally:
         await store.close()
 

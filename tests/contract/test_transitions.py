@@ -22,6 +22,7 @@ from coordinator.domain.errors import (
 from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.transitions import DEDUPLICATED, Transitions
 from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunStore
+from reconciler.leases import LeaseReconciler
 from services.ids import new_token, now_ms, uuid7
 from tests.support.factories import RUNTIME, SCHEDULER, USER, evidence, spec, started
 from tests.support.snapshot import snapshot
@@ -325,3 +326,39 @@ async def test_retry_scheduler_requeues_after_the_backoff(transitions: Transitio
     assert loaded is not None and loaded.run.status is RunStatus.QUEUED
     assert loaded.attempt is not None and loaded.attempt.attempt_no == 2
     assert await due.run_once() == 0  # nothing is retried twice
+
+
+async def test_expired_claim_before_the_fence_goes_back_to_the_queue(
+    transitions: Transitions,
+) -> None:
+    created = await transitions.create(spec())
+    claimed = await transitions.execute(
+        c.Claim(created.run.id, SCHEDULER, runtime_instance_id="i", lease_ttl_ms=1_000)
+    )
+    assert claimed.attempt is not None and claimed.attempt.lease_expires_at_ms is not None
+    expiry = claimed.attempt.lease_expires_at_ms
+    assert await LeaseReconciler(transitions, clock=lambda: expiry - 1).run_once() == {
+        "requeued": 0,
+        "unknown": 0,
+    }
+    after = LeaseReconciler(transitions, clock=lambda: expiry + 1)
+    assert await after.run_once() == {"requeued": 1, "unknown": 0}
+    attempts = await transitions.store.list_attempts(created.run.id)
+    assert [(a.attempt_no, a.status) for a in attempts] == [(1, AttemptStatus.QUEUED)]
+    loaded = await transitions.store.load(created.run.id)
+    assert loaded is not None and loaded.run.status is RunStatus.QUEUED
+    assert loaded.run.attempt_count == 1  # the retry budget is untouched
+
+
+async def test_expired_lease_after_the_fence_is_unknown_and_holds_capacity(
+    transitions: Transitions,
+) -> None:
+    _, attempt = await started(transitions)
+    assert attempt.lease_expires_at_ms is not None
+    later = LeaseReconciler(transitions, clock=lambda: attempt.lease_expires_at_ms + 1)  # type: ignore[operator]
+    assert await later.run_once() == {"requeued": 0, "unknown": 1}
+    loaded = await transitions.store.load(attempt.run_id)
+    assert loaded is not None and loaded.attempt is not None
+    assert display_state(loaded.run, loaded.attempt) is DisplayState.UNKNOWN
+    assert loaded.attempt.status is AttemptStatus.STARTING  # still live: capacity is held
+    assert await later.run_once() == {"requeued": 0, "unknown": 0}  # nothing twice

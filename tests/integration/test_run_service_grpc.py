@@ -717,6 +717,9 @@ class GatedStore:
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         return await self._inner.due_retries(updated_before_ms, limit)
 
+    async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
+        return await self._inner.expired_leases(now_ms, limit)
+
     async def get_request(self, request_id: str) -> StoredRequest | None:
         return await self._inner.get_request(request_id)
 
