@@ -1,16 +1,55 @@
 #!/usr/bin/env bash
 # The embedded default end to end: start `truerun dev` on SQLite in a fresh data directory,
 # submit runs, approve one, cancel one, and print display states and events through the CLI.
+# Then start the reference runtime agent (limit D=2) and let it run real commands: succeeded,
+# failed, and one cancelled while it runs. Every process started here is stopped on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 truerun=.venv/bin/truerun
+python=.venv/bin/python
 data="$(mktemp -d)"
 log="$data/dev.log"
+state="$data/agent"
+agent_log="$data/agent.log"
+server=""
+agent=""
 
-"$truerun" dev --data-dir "$data" --grpc-addr 127.0.0.1:0 >"$log" 2>&1 &
+# Stop the agent, then whatever commands and supervisors outlived it (they run in sessions of
+# their own by design; only processes the state dir's handle files prove are signalled), then
+# the server.
+cleanup() {
+  set +e
+  if [ -n "$agent" ]; then
+    kill -TERM "$agent" 2>/dev/null
+    wait "$agent" 2>/dev/null
+  fi
+  if [ -d "$state/tasks" ]; then
+    "$python" - "$state" <<'PY'
+import os, signal, sys
+from pathlib import Path
+from runtime.agent.procfs import Proof, prove, read_json
+for name in ("handle.json", "supervisor.json"):
+    for path in Path(sys.argv[1]).glob(f"tasks/*/{name}"):
+        record = read_json(path) or {}
+        if prove(record) is not Proof.GONE:
+            try:
+                os.killpg(int(record["pgid"]), signal.SIGKILL)
+            except OSError:
+                pass
+PY
+  fi
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+  fi
+  rm -rf "$data"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+TRUERUN_GRACE_SECONDS=2 "$truerun" dev --data-dir "$data" --grpc-addr 127.0.0.1:0 >"$log" 2>&1 &
 server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$data"' EXIT
 
 for _ in $(seq 100); do
   grep -q '^grpc listening on ' "$log" && break
@@ -22,7 +61,15 @@ address="$(sed -n 's/^grpc listening on //p' "$log")"
 export TRUERUN_SERVER="$address"
 echo "== truerun dev is serving gRPC on $address (data in $data)"
 
-say() { echo; echo "\$ truerun $*"; "$truerun" "$@"; }
+say() {
+  local shown="" arg
+  for arg in "$@"; do
+    case "$arg" in *[[:space:]\;\$]*) shown+=" '$arg'" ;; *) shown+=" $arg" ;; esac
+  done
+  echo
+  echo "\$ truerun$shown"
+  "$truerun" "$@"
+}
 
 say submit nightly-report --project demo --command "python report.py" --idempotency-key nightly-2026-11-29
 say submit nightly-report --project demo --command "python report.py" --idempotency-key nightly-2026-11-29
@@ -38,5 +85,88 @@ say ls --project demo
 say show "$deploy"
 say show "$reindex"
 echo
-echo "== Runs stay queued until a runtime agent claims them (the runtime protocol adds that);"
-echo "   nothing here pretends they ran."
+echo "== No runtime serves owner ${USER:-me}: those runs stay queued; nothing pretends they ran."
+
+# -- Part 2: a reference runtime agent runs real commands -----------------------------------
+owner=ops
+echo
+echo "== Real commands for owner $owner, submitted before any runtime is connected"
+say submit compile --project ci --owner "$owner" --command "echo compiling; sleep 2; echo compiled"
+say submit unit-tests --project ci --owner "$owner" --command "echo testing; sleep 3; echo 12 passed"
+say submit lint --project ci --owner "$owner" --command "echo lint: 1 problem; exit 2"
+say submit soak --project ci --owner "$owner" --command "echo soaking; sleep 60; echo soaked"
+run_id() { "$truerun" ls --project ci | awk -v task="$1" '$2 == task {print $1}'; }
+state_of() { "$truerun" ls --project ci | awk -v id="$1" '$1 == id {print $3}'; }
+compile="$(run_id compile)"
+tests="$(run_id unit-tests)"
+lint="$(run_id lint)"
+soak="$(run_id soak)"
+say ls --project ci
+
+# Wait (bounded) until run $1 shows one of the states $2...
+wait_for() {
+  local id="$1" now=""
+  shift
+  for _ in $(seq 150); do
+    now="$(state_of "$id")"
+    for want in "$@"; do [ "$now" = "$want" ] && return 0; done
+    sleep 0.1
+  done
+  echo "timed out: run $id is $now, expected one of: $*"
+  cat "$agent_log"
+  exit 1
+}
+
+echo
+echo "\$ TRUERUN_TOKEN=\$(cat $data/runtime.token) truerun agent --owner $owner --limit 2 --state-dir $state"
+TRUERUN_TOKEN="$(cat "$data/runtime.token")" "$truerun" agent --server "$address" \
+  --owner "$owner" --limit 2 --state-dir "$state" >"$agent_log" 2>&1 &
+agent=$!
+for _ in $(seq 100); do
+  grep -q 'runtime stream to .* open' "$agent_log" && break
+  kill -0 "$agent" 2>/dev/null || { cat "$agent_log"; exit 1; }
+  sleep 0.1
+done
+grep -q 'runtime stream to .* open' "$agent_log" || { cat "$agent_log"; exit 1; }
+
+wait_for "$compile" running
+wait_for "$tests" running
+echo
+echo "== D=2 is full: two commands run, the others wait (truerun sends no Start beyond free slots)"
+say ls --project ci
+echo
+echo "\$ truerun agent status --state-dir $state"
+"$truerun" agent status --state-dir "$state" | tr -d '\n ' | sed 's/,"/, "/g'
+echo
+
+wait_for "$soak" running
+echo
+echo "== soak is running; cancel it (SIGTERM to its process group, SIGKILL after the grace)"
+say cancel "$soak"
+for id in "$compile" "$tests" "$lint" "$soak"; do
+  wait_for "$id" succeeded failed cancelled timed_out lost
+done
+echo
+echo "== Everything has ended"
+say ls --project ci
+say show "$compile"
+say show "$soak"
+
+# Each run's path through the display states, from its committed events.
+echo
+echo "== Display states each run went through (from the committed events)"
+for id in "$compile" "$tests" "$lint" "$soak"; do
+  "$truerun" show "$id" | awk '
+    $1 == "task" { task = $2 }
+    $1 ~ /^[0-9]+$/ {
+      s = ""
+      if ($2 == "run.queued") s = "queued"
+      else if ($2 == "run.dispatching") s = "starting"
+      else if ($2 == "attempt.accepted") s = "waiting_runtime"
+      else if ($2 == "run.running") s = "running"
+      else if ($2 == "run.cancel_requested") s = "cancelling"
+      else if ($2 ~ /^run\.(succeeded|failed|cancelled|timed_out|lost|retry_wait)$/) s = substr($2, 5)
+      if (s != "") path = path (path == "" ? "" : " -> ") s
+    }
+    END { printf "  %-12s %s\n", task, path }'
+done

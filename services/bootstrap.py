@@ -55,12 +55,21 @@ class Runtimes:
 
 
 def runtimes(
-    app: Coordinator, caps: Capacity, tokens: RuntimeTokens, start_timeout_s: float = 10.0
+    app: Coordinator,
+    caps: Capacity,
+    tokens: RuntimeTokens,
+    start_timeout_s: float = 10.0,
+    cancel_grace_ms: int = 5_000,
 ) -> Runtimes:
     sessions = Sessions()
     ingest = EventIngest(app.transitions)
     dispatcher = Dispatcher(
-        app.transitions, caps.claims, ingest, sessions, start_timeout_s=start_timeout_s
+        app.transitions,
+        caps.claims,
+        ingest,
+        sessions,
+        start_timeout_s=start_timeout_s,
+        cancel_grace_ms=cancel_grace_ms,
     )
     app.hub.listen(dispatcher.on_commit)
     return Runtimes(tokens, sessions, ingest, dispatcher)

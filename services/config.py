@@ -49,6 +49,13 @@ class Settings:
             "empty in `truerun dev` = one token for any owner, written to DATA_DIR/runtime.token",
         },
     )
+    cancel_grace_ms: int = field(
+        default=5_000,
+        metadata={
+            "env": "TRUERUN_CANCEL_GRACE_MS",
+            "help": "how long a runtime waits after SIGTERM before SIGKILL when cancelling",
+        },
+    )
     grace_seconds: float = field(
         default=10.0,
         metadata={"env": "TRUERUN_GRACE_SECONDS", "help": "how long shutdown waits for calls"},

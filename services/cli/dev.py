@@ -26,7 +26,9 @@ async def run_dev(settings: Settings) -> None:
         app = coordinator(store)
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
-        runtime_side = runtimes(app, caps, _runtime_tokens(settings))
+        runtime_side = runtimes(
+            app, caps, _runtime_tokens(settings), cancel_grace_ms=settings.cancel_grace_ms
+        )
         server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
