@@ -92,7 +92,7 @@ async def create_server(
             runtimes.ingest,
             runtimes.dispatcher,
             capacity.reports,
-            app.store,
+            app.transitions,
         )
         add_deterministic(server, runtime_service, runtime_servicer)
         served.append(runtime_service.full_name)

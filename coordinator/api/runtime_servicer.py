@@ -19,8 +19,11 @@ from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
+from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError, InvalidArgument, Unauthenticated
-from coordinator.store.base import RunStore
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
+from coordinator.service.transitions import Transitions
 
 log = logging.getLogger(__name__)
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -38,8 +41,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         ingest: EventIngest,
         dispatcher: Dispatcher,
         observations: ObservationService,
-        store: RunStore,
+        transitions: Transitions,
     ) -> None:
+        self._transitions = transitions
+        store = transitions.store
         self._store = store
         self._tokens = tokens
         self._sessions = sessions
@@ -112,7 +117,9 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                     future = session.pending_starts.get(message.start_result.attempt_id)
                     if future is not None and not future.done():
                         future.set_result(message.start_result)
-                elif kind in ("cancel_result", "inspect_result"):
+                elif kind == "inspect_result":
+                    await self._inspected(session, message.inspect_result)
+                elif kind == "cancel_result":
                     log.info("runtime %s: %s", session.runtime_instance_id, message)
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
             pass
@@ -121,6 +128,30 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             applier.cancel()
             await asyncio.gather(applier, return_exceptions=True)
             session.outbox.put_nowait(_CLOSE)
+
+    async def _inspected(self, session: Session, answer: pb.InspectResult) -> None:
+        """A trusted answer from the attempt's own runtime, on its own authenticated stream."""
+        state = _INSPECT_STATES.get(answer.state)
+        loaded = (await self._store.load_attempts([answer.attempt_id])).get(answer.attempt_id)
+        if state is None or loaded is None or loaded.attempt is None:
+            return
+        if loaded.attempt.runtime_instance_id != session.runtime_instance_id:
+            log.warning("inspect answer for %s from another runtime ignored", answer.attempt_id)
+            return
+        command = c.InspectAnswer(
+            loaded.run.id,
+            Actor(ActorType.RUNTIME, session.runtime_instance_id),
+            attempt_id=answer.attempt_id,
+            runtime_task_id=answer.runtime_task_id,
+            state=state,
+            turn_active=_TURNS.get(answer.turn_status),
+            outcome=_OUTCOMES.get(answer.terminal_type),
+            exit_code=answer.exit_code if answer.HasField("exit_code") else None,
+        )
+        try:
+            await self._transitions.execute(command)
+        except DomainError as error:
+            log.info("inspect answer for %s not applied: %s", answer.attempt_id, error.message)
 
     async def _heartbeat(self, session: Session, heartbeat: pb.Heartbeat) -> None:
         observation = observation_from_proto(heartbeat.observation)
@@ -181,3 +212,16 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
 
 
 _CLOSE: Any = object()
+_INSPECT_STATES = {
+    pb.INSPECT_STATE_RUNNING: c.InspectState.RUNNING,
+    pb.INSPECT_STATE_ACCEPTED: c.InspectState.ACCEPTED,
+    pb.INSPECT_STATE_FINISHED: c.InspectState.FINISHED,
+    pb.INSPECT_STATE_NOT_FOUND: c.InspectState.NOT_FOUND,
+}
+_TURNS = {pb.TURN_STATUS_ACTIVE: True, pb.TURN_STATUS_IDLE: False}
+_OUTCOMES = {
+    pb.RUNTIME_EVENT_TYPE_SUCCEEDED: c.RuntimeOutcome.SUCCEEDED,
+    pb.RUNTIME_EVENT_TYPE_FAILED: c.RuntimeOutcome.FAILED,
+    pb.RUNTIME_EVENT_TYPE_CANCELLED: c.RuntimeOutcome.CANCELLED,
+    pb.RUNTIME_EVENT_TYPE_TIMED_OUT: c.RuntimeOutcome.TIMED_OUT,
+}

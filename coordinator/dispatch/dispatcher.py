@@ -23,7 +23,7 @@ from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
-from coordinator.domain.states import ActorType
+from coordinator.domain.states import ActorType, SyncState
 from coordinator.service.transitions import Result, Transitions
 from services.ids import new_token
 
@@ -161,6 +161,8 @@ class Dispatcher:
         attempt = result.attempt
         if "run.cancel_requested" in types and attempt is not None and attempt.fenced:
             self.send_cancel(attempt)
+        if "attempt.sync_stale" in types and attempt is not None:
+            self.send_inspect(attempt)
 
     def send_cancel(self, attempt: Attempt) -> None:
         if attempt.runtime_instance_id is None:
@@ -178,10 +180,26 @@ class Dispatcher:
             )
         )
 
+    def send_inspect(self, attempt: Attempt) -> None:
+        session = self._sessions.get(attempt.runtime_instance_id or "")
+        if session is not None:
+            session.send(
+                pb.ConnectResponse(
+                    inspect=pb.Inspect(
+                        attempt_id=attempt.id, runtime_task_id=attempt.runtime_task_id
+                    )
+                )
+            )
+
     async def resend_cancels(self, session: Session) -> None:
+        """On (re)connect: every cancel not yet confirmed goes again, and every attempt whose
+        state is unknown is inspected."""
         store = self._transitions.store
-        for attempt in await store.cancels_to_send(session.owner_id, session.runtime_instance_id):
-            self.send_cancel(attempt)
+        for attempt in await store.started_attempts(session.owner_id, session.runtime_instance_id):
+            if attempt.cancel_requested_at_ms is not None:
+                self.send_cancel(attempt)
+            elif attempt.sync_state is SyncState.STALE:
+                self.send_inspect(attempt)
 
 
 _FREEING = {

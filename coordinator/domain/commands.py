@@ -112,6 +112,27 @@ class RuntimeOutcome(StrEnum):
     TIMED_OUT = "timed_out"
 
 
+class InspectState(StrEnum):
+    RUNNING = "running"
+    ACCEPTED = "accepted"
+    FINISHED = "finished"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class InspectAnswer(RunCommand):
+    """What the runtime holding an attempt answered when asked (trusted inspect, seed A §10).
+    ``turn_active`` None means the runtime did not say; RUNNING with an idle turn is not
+    proof of running. NOT_FOUND must come from the attempt's own, live runtime instance."""
+
+    attempt_id: str = ""
+    runtime_task_id: str = ""
+    state: InspectState = InspectState.RUNNING
+    turn_active: bool | None = None
+    outcome: RuntimeOutcome | None = None
+    exit_code: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeCommand:
     """Evidence from a runtime about one attempt. ``seq`` must exceed the last applied one."""
@@ -180,6 +201,7 @@ Command = (
     | MarkLost
     | RetryAttempt
     | ManualRetry
+    | InspectAnswer
     | DispatchRejected
     | RuntimeAccepted
     | RuntimeRunning

@@ -592,6 +592,80 @@ def _retry_attempt(
     return _enqueue_new_attempt(run, attempt, ctx, cmd.actor, events)
 
 
+def _inspect_answer(
+    cmd: c.InspectAnswer, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    _require(
+        _live_after_fence(attempt)
+        and not run.status.terminal
+        and attempt is not None
+        and attempt.id == cmd.attempt_id,
+        "apply an inspect answer (only for the run's started attempt)",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    if cmd.runtime_task_id != attempt.runtime_task_id:
+        raise RuntimeTaskMismatch(
+            f"runtime task {cmd.runtime_task_id!r} is not the task of attempt {attempt.id}",
+            attempt_id=attempt.id,
+        )
+    state = cmd.state
+    if state is c.InspectState.NOT_FOUND:
+        return _mark_lost(
+            c.MarkLost(run.id, cmd.actor, reason="runtime_says_not_found"), run, attempt, ctx
+        )
+    # An answer is not a runtime event: it must not use up a seq the runtime may still send,
+    # so the decisions below run with the next seq and the attempt keeps its last one.
+    synthetic_seq = attempt.last_event_seq + 1
+    if state is c.InspectState.FINISHED:
+        result = c.RuntimeResult(
+            run.id,
+            attempt.id,
+            attempt.runtime_task_id,
+            synthetic_seq,
+            cmd.actor,
+            outcome=cmd.outcome or c.RuntimeOutcome.FAILED,
+            exit_code=cmd.exit_code,
+            error_summary=None if cmd.outcome else "the runtime did not say how it ended",
+        )
+        return _keep_seq(_runtime_result(result, run, attempt, ctx), attempt)
+    proven_running = state is c.InspectState.RUNNING and cmd.turn_active is not False
+    if proven_running and attempt.status is AttemptStatus.STARTING:
+        running = c.RuntimeRunning(
+            run.id, attempt.id, attempt.runtime_task_id, synthetic_seq, cmd.actor
+        )
+        return _keep_seq(_runtime_running(running, run, attempt, ctx), attempt)
+    observed = ObservedState.RUNNING if proven_running else attempt.observed_state
+    if not proven_running and observed is ObservedState.UNCONFIRMED:
+        observed = ObservedState.ACCEPTED
+    synced = _attempt_change(
+        attempt,
+        ctx,
+        sync_state=SyncState.IN_SYNC,
+        observed_state=observed,
+        observed_at_ms=ctx.now_ms,
+    )
+    events = [
+        _event(
+            "attempt.inspected",
+            cmd.actor,
+            attempt.id,
+            outcome=state.value,
+            sync_state=SyncState.IN_SYNC.value,
+            observed_state=observed.value,
+        )
+    ]
+    return _run_update(run, ctx, events, synced, AttemptWrite.UPDATE, attempt)
+
+
+def _keep_seq(decision: Decision, before: Attempt) -> Decision:
+    assert decision.attempt is not None
+    return replace(
+        decision, attempt=replace(decision.attempt, last_event_seq=before.last_event_seq)
+    )
+
+
 _RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision]] = {
     c.Approve: _approve,
     c.Claim: _claim,
@@ -602,6 +676,7 @@ _RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision
     c.MarkLost: _mark_lost,
     c.RetryAttempt: _retry_attempt,
     c.ManualRetry: _manual_retry,
+    c.InspectAnswer: _inspect_answer,
 }
 
 

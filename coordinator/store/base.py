@@ -153,8 +153,8 @@ class RunStore(Protocol):
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
 
-    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
-        """Live, fenced attempts of this runtime whose cancel was requested."""
+    async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        """The started (fenced, not finished) attempts of this runtime instance."""
 
     async def queue_position(self, run: Run) -> int:
         """1-based position among the owner's queued runs in claim order; 0 if not queued."""

@@ -186,10 +186,9 @@ ORDER BY updated_at_ms, id LIMIT $2"""
 _RENEW_LEASES = """
 UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
 WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('claimed', 'starting', 'running')"""
-_CANCELS_TO_SEND = f"""
+_STARTED_ATTEMPTS = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
-WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')
-  AND cancel_requested_at_ms IS NOT NULL"""
+WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')"""
 _GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = $1"
 _PUT_REQUEST = (
     "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
@@ -322,8 +321,8 @@ class PostgresStore:
         rows = await self._pool.fetch(_DUE_RETRIES, updated_before_ms, limit)
         return [row[0] for row in rows]
 
-    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
-        rows = await self._pool.fetch(_CANCELS_TO_SEND, owner_id, runtime_instance_id)
+    async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        rows = await self._pool.fetch(_STARTED_ATTEMPTS, owner_id, runtime_instance_id)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
     async def queue_position(self, run: Run) -> int:

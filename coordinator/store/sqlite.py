@@ -391,11 +391,10 @@ class SqliteStore:
         )
         return [row[0] for row in rows]
 
-    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+    async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         rows = await self.read(
             f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE owner_id = ? AND "
-            "runtime_instance_id = ? AND status IN ('starting', 'running') "
-            "AND cancel_requested_at_ms IS NOT NULL",
+            "runtime_instance_id = ? AND status IN ('starting', 'running')",
             owner_id,
             runtime_instance_id,
         )

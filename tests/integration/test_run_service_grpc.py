@@ -700,8 +700,8 @@ class GatedStore:
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         return await self._inner.find_by_idempotency_key(project_id, key)
 
-    async def cancels_to_send(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
-        return await self._inner.cancels_to_send(owner_id, runtime_instance_id)
+    async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        return await self._inner.started_attempts(owner_id, runtime_instance_id)
 
     async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
         return await self._inner.load_attempts(attempt_ids)

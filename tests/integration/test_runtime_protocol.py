@@ -274,3 +274,37 @@ async def test_failed_attempt_is_kept_and_a_new_one_is_queued(stack: Stack) -> N
         ]
     finally:
         await runtime.close()
+
+
+async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
+    stack: Stack,
+) -> None:
+    run_id = await _submit(stack)
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        start = (await runtime.expect("start")).start
+        # the Start's answer is lost: after the timeout the attempt is unknown, then inspected
+        inspect = (await runtime.expect("inspect")).inspect
+        assert inspect.attempt_id == start.attempt_id
+        assert await _display(stack, run_id) == "UNKNOWN"
+        await runtime.send_inspect_result(
+            pb.InspectResult(
+                attempt_id=start.attempt_id,
+                runtime_task_id=start.runtime_task_id,
+                state=pb.INSPECT_STATE_RUNNING,
+                turn_status=pb.TURN_STATUS_ACTIVE,
+            )
+        )
+        for _ in range(100):  # bounded: the answer is applied off the event path
+            if await _display(stack, run_id) == "RUNNING":
+                break
+            await asyncio.sleep(0.05)
+        assert await _display(stack, run_id) == "RUNNING"
+        # the runtime's own events still apply from seq 1: the answer used up no seq
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
+        await runtime.acked(start.attempt_id, 1)
+        assert await _display(stack, run_id) == "SUCCEEDED"
+    finally:
+        await runtime.close()

@@ -100,6 +100,9 @@ class ScriptedRuntime:
         )
         await self._outgoing.put(pb.ConnectRequest(start_result=result))
 
+    async def send_inspect_result(self, result: pb.InspectResult) -> None:
+        await self._outgoing.put(pb.ConnectRequest(inspect_result=result))
+
     async def event(
         self,
         start: pb.Start,
