@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -32,6 +33,28 @@ async def _submit(stack: Stack, task: str = "job", **extra: object) -> str:
 async def _display(stack: Stack, run_id: str) -> str:
     run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
     return str(common_pb2.DisplayState.Name(run.display_state)).removeprefix("DISPLAY_STATE_")
+
+
+@contextlib.asynccontextmanager
+async def _connected(stack: Stack, limit: int = 1) -> AsyncIterator[ScriptedRuntime]:
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=limit)
+        yield runtime
+    finally:
+        await runtime.close()
+
+
+async def _accepted(runtime: ScriptedRuntime, *running_seqs: int) -> pb.Start:
+    """The next Start, answered accepted, with ACCEPTED (seq 1) and RUNNING at the given seqs."""
+    start = (await runtime.expect("start")).start
+    await runtime.answer_start(start, accepted=True)
+    await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
+    for seq in running_seqs:
+        await runtime.event(start, seq, pb.RUNTIME_EVENT_TYPE_RUNNING)
+    await runtime.acked(start.attempt_id, max((1, *running_seqs)))
+    return start
 
 
 async def _types(stack: Stack, run_id: str) -> list[str]:
@@ -73,10 +96,7 @@ async def test_start_accept_run_succeed(stack: Stack) -> None:
 
 async def test_start_response_lost_is_unknown_and_holds_capacity(stack: Stack) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
         # never answer: the dispatcher's timeout (1 s here) ends in dispatch-unknown
         for _ in range(100):
@@ -94,16 +114,11 @@ async def test_start_response_lost_is_unknown_and_holds_capacity(stack: Stack) -
             await runtime.expect("start", timeout=1.5)  # D=1 is held: no second Start
         assert await _display(stack, second) == "QUEUED"
         assert start.attempt_id  # the first Start was the only one ever sent
-    finally:
-        await runtime.close()
 
 
 async def test_rejected_start_requeues_the_same_attempt(stack: Stack) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
         await runtime.answer_start(start, accepted=False, reason="workspace is not a git repo")
         again = (await runtime.expect("start")).start  # re-claimed: same attempt row
@@ -112,21 +127,12 @@ async def test_rejected_start_requeues_the_same_attempt(stack: Stack) -> None:
         assert "attempt.start_rejected" in types
         run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
         assert run.attempt_count == 1
-    finally:
-        await runtime.close()
 
 
 async def test_cancel_after_start_is_cancelling_until_the_runtime_confirms(stack: Stack) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
-        start = (await runtime.expect("start")).start
-        await runtime.answer_start(start, accepted=True)
-        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
-        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)
-        await runtime.acked(start.attempt_id, 2)
+    async with _connected(stack) as runtime:
+        start = await _accepted(runtime, 2)
         response = await stack.runs.CancelRun(rs.CancelRunRequest(id=run_id))
         assert response.outcome == rs.CANCEL_OUTCOME_REQUESTED
         cancel = (await runtime.expect("cancel")).cancel
@@ -136,39 +142,27 @@ async def test_cancel_after_start_is_cancelling_until_the_runtime_confirms(stack
         await runtime.event(start, 4, pb.RUNTIME_EVENT_TYPE_CANCELLED, exit_code=-15)
         await runtime.acked(start.attempt_id, 4)
         assert await _display(stack, run_id) == "CANCELLED"
-    finally:
-        await runtime.close()
 
 
 async def test_cancel_before_start_sends_nothing_to_the_runtime(stack: Stack) -> None:
     run_id = await _submit(stack)
     response = await stack.runs.CancelRun(rs.CancelRunRequest(id=run_id))
     assert response.outcome == rs.CANCEL_OUTCOME_CANCELLED
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         with pytest.raises(TimeoutError):
             await runtime.expect("start", timeout=1.5)
         assert not [m for m in runtime.seen if m.WhichOneof("kind") == "cancel"]
-    finally:
-        await runtime.close()
 
 
 async def test_event_with_a_wrong_callback_token_changes_nothing(stack: Stack) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
         await runtime.answer_start(start, accepted=True)
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0, token="forged")
         await runtime.acked(start.attempt_id, 1)
         assert await _display(stack, run_id) == "STARTING"
         assert "run.succeeded" not in await _types(stack, run_id)
-    finally:
-        await runtime.close()
 
 
 async def test_unknown_runtime_token_is_refused(stack: Stack) -> None:
@@ -181,14 +175,8 @@ async def test_unknown_runtime_token_is_refused(stack: Stack) -> None:
 
 async def test_heartbeat_renews_the_lease_and_changes_nothing_else(stack: Stack) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
-        start = (await runtime.expect("start")).start
-        await runtime.answer_start(start, accepted=True)
-        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
-        await runtime.acked(start.attempt_id, 1)
+    async with _connected(stack) as runtime:
+        start = await _accepted(runtime)
         before = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
         await runtime.heartbeat(limit=1, active=[start.runtime_task_id])
         for _ in range(100):  # bounded: the heartbeat is applied off the event path
@@ -202,18 +190,13 @@ async def test_heartbeat_renews_the_lease_and_changes_nothing_else(stack: Stack)
             after.current_attempt.lease_expire_time.ToMilliseconds()
             >= before.current_attempt.lease_expire_time.ToMilliseconds()
         )
-    finally:
-        await runtime.close()
 
 
 async def test_missing_out_of_order_and_after_terminal_events_change_nothing(
     stack: Stack,
 ) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
         await runtime.answer_start(start, accepted=True)
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
@@ -246,16 +229,11 @@ async def test_missing_out_of_order_and_after_terminal_events_change_nothing(
         ]
         reasons = sorted(str(e.payload["ignored_because"]) for e in ignored)
         assert reasons == ["after_terminal", "duplicate_or_out_of_order", "missing_seq"]
-    finally:
-        await runtime.close()
 
 
 async def test_failed_attempt_is_kept_and_a_new_one_is_queued(stack: Stack) -> None:
     run_id = await _submit(stack, max_attempts=2)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         first = (await runtime.expect("start")).start
         await runtime.answer_start(first, accepted=True)
         await runtime.event(first, 1, pb.RUNTIME_EVENT_TYPE_RUNNING)
@@ -272,18 +250,13 @@ async def test_failed_attempt_is_kept_and_a_new_one_is_queued(stack: Stack) -> N
             (1, "failed", 3),
             (2, "starting", None),
         ]
-    finally:
-        await runtime.close()
 
 
 async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
     stack: Stack,
 ) -> None:
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=1)
+    async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
         # the Start's answer is lost: after the timeout the attempt is unknown, then inspected
         inspect = (await runtime.expect("inspect")).inspect
@@ -306,5 +279,3 @@ async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
         await runtime.acked(start.attempt_id, 1)
         assert await _display(stack, run_id) == "SUCCEEDED"
-    finally:
-        await runtime.close()
