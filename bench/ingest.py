@@ -11,12 +11,18 @@ events (a small payload) with increasing seq, round-robin over its attempts, kee
 ``--window`` events unacknowledged, for ``--seconds``. Rate = events acknowledged in the
 window; latency = event put on the stream -> its Ack read.
 
-pgbench then runs the single-event transaction of the same shape on runs of its own: the
-store's ``LOAD`` select (with the attempt id, as ingest passes it) plus the
+The server applies what a stream buffered as one micro-batch (``EventIngest.ingest``: one
+``load_attempts`` read, the events of each attempt folded into one decision, the writes in one
+transaction, then one Ack per attempt). pgbench runs the single-event transaction of the same
+shape on runs of its own: the store's ``_LOAD_ATTEMPTS`` select for one attempt plus the
 ``_STATEMENTS[(UPDATE, UPDATE)]`` CTE of a real ``RuntimeNote`` (OUTPUT) decision, SQL text
 imported from ``coordinator.store.postgres`` and ``$n`` turned into pgbench variables the way
-``bench.transition`` does. 16 clients, same seconds. The ratio says how much of PostgreSQL's
-own rate the whole path keeps.
+``bench.transition`` does; 16 clients, same seconds. The ratio says how much of PostgreSQL's
+own single-event rate the whole path keeps.
+
+Heartbeats: every 5 s by default, as the server's Welcome asks. ``--heartbeat-s 0`` sends them
+only between measured rounds (a heartbeat's lease renewal can deadlock with a batch apply;
+see bench/README.md).
 
     .venv/bin/python -m bench.ingest --seconds 20
 
@@ -30,8 +36,10 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +59,6 @@ from truerun.v1 import runtime_service_pb2 as pb
 from bench.transition import (
     EVENT_BASE,
     EVENT_BASE_STEP,
-    NIL,
     PGBENCH_BASE,
     SAMPLE_NOW,
     WRITERS,
@@ -60,7 +67,6 @@ from bench.transition import (
     _constant,
     _execute,
     _fetchval,
-    _line,
     _one_line,
     _progress,
     _substitute,
@@ -73,7 +79,7 @@ from coordinator.domain.decide import AttemptWrite, Context, RunWrite, decide
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType, AttemptStatus, RunStatus
 from coordinator.service.transitions import Transitions
-from coordinator.store.postgres import _STATEMENTS, LOAD, PostgresStore, _parameters
+from coordinator.store.postgres import _LOAD_ATTEMPTS, _STATEMENTS, PostgresStore, _parameters
 from coordinator.store.rows import attempt_values, run_values
 from services.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
@@ -85,8 +91,10 @@ RUNTIME_TOKEN = "bench-runtime-token"
 DEVICE = "device-1"
 #: Every OUTPUT event's payload, shaped like the reference agent's (runtime/agent/output.py).
 PAYLOAD: dict[str, Any] = {"stream": "output", "data": "bench output line\n"}
-HEARTBEAT_S = 5.0  # the server's Welcome says 5 s; observations live 15 s
+HEARTBEAT_S = 5.0  # the server's Welcome says 5 s; observations live 15 s, leases 30 s
 PGBENCH_INSTANCE = "pgbench-runtime"
+PGBENCH_LEASE_MS = 86_400_000  # nobody renews pgbench's leases: the lease reconciler must wait
+STALL_S = 15.0  # a stream with events in flight and no ack for this long has failed
 SCHEDULER = Actor(ActorType.SCHEDULER, "bench")
 
 
@@ -177,28 +185,82 @@ def machine_cpu() -> float:
     return (sum(parts[:8]) - parts[3] - parts[4]) / _TICK
 
 
+def postgres_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 @dataclass
 class CpuMeter:
-    """CPU used by some processes and by the whole machine over a window."""
+    """Average cores used over a window: named processes, waited-for children (pgbench),
+    every PostgreSQL process (sampled, so backends that exit inside the window count), and
+    the whole machine (other work on it included)."""
 
     pids: dict[str, int]
     start_wall: float = 0.0
     start: dict[str, float] = field(default_factory=dict)
+    start_children: float = 0.0
     start_machine: float = 0.0
+    postgres_first: dict[int, float] = field(default_factory=dict)
+    postgres_last: dict[int, float] = field(default_factory=dict)
+    _sampler: asyncio.Task[None] | None = None
 
     def begin(self) -> None:
         self.start_wall = time.perf_counter()
         self.start = {name: process_cpu_s(pid) for name, pid in self.pids.items()}
+        self.start_children = _children_cpu_s()
         self.start_machine = machine_cpu()
+        self.postgres_first = {pid: process_cpu_s(pid) for pid in postgres_pids()}
+        self.postgres_last = dict(self.postgres_first)
+        self._sampler = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            self._sample_once()
+
+    def _sample_once(self) -> None:
+        for pid in postgres_pids():
+            cpu = process_cpu_s(pid)
+            if cpu:
+                self.postgres_last[pid] = cpu
 
     def end(self) -> dict[str, float]:
-        """Cores used on average: per named process, and 'machine' (of os.cpu_count())."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+        self._sample_once()
         wall = max(time.perf_counter() - self.start_wall, 1e-9)
         used = {
             name: (process_cpu_s(pid) - self.start[name]) / wall for name, pid in self.pids.items()
         }
+        children = _children_cpu_s() - self.start_children
+        if children > 0.01 * wall:
+            used["pgbench"] = children / wall
+        used["postgres"] = (
+            sum(cpu - self.postgres_first.get(pid, 0.0) for pid, cpu in self.postgres_last.items())
+            / wall
+        )
         used["machine"] = (machine_cpu() - self.start_machine) / wall
         return used
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def line(side: str, m: Measured) -> str:
+    return (
+        f"{side:<8} {m.rate:7.0f} events/s ({m.transitions} in {m.seconds:.0f} s;"
+        f" p50 {m.percentile_ms(0.50):.1f} ms, p99 {m.percentile_ms(0.99):.1f} ms)"
+    )
 
 
 def cores(used: dict[str, float]) -> str:
@@ -226,8 +288,18 @@ class RuntimeStream:
 
     ``on_start`` / ``on_ack`` are called by the reader for every Start / Ack."""
 
-    def __init__(self, address: str, instance: str, limit: int, owner: str = OWNER) -> None:
+    def __init__(
+        self,
+        address: str,
+        instance: str,
+        limit: int,
+        owner: str = OWNER,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
         self.address, self.instance, self.limit, self.owner = address, instance, limit, owner
+        #: 0: heartbeats every HEARTBEAT_S only while no load runs on the stream (``busy``)
+        self.heartbeat_s = heartbeat_s
+        self.busy = False
         self.on_start: Callable[[RuntimeStream, pb.Start], None] = _accept_and_run
         self.on_ack: Callable[[RuntimeStream, pb.Ack, float], None] = _note_ack
         self.started: dict[str, Started] = {}
@@ -236,6 +308,7 @@ class RuntimeStream:
         self._channel = grpc.aio.insecure_channel(address)
         self._tasks: list[asyncio.Task[None]] = []
         self.error: BaseException | None = None
+        self.closing = False
 
     async def open(self) -> pb.Welcome:
         stub = runtime_service_pb2_grpc.RuntimeServiceStub(self._channel)
@@ -273,16 +346,21 @@ class RuntimeStream:
                 elif kind == "start":
                     self.on_start(self, message.start)
                 self.changed.set()
+            self.error = RuntimeError(
+                "the server ended the stream (an error in its reader, such as a deadlock in the"
+                " heartbeat's lease renewal: look for 'deadlock detected' in the PostgreSQL log)"
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:
             self.error = error
-            self.changed.set()
+        self.changed.set()
 
     async def _heartbeats(self) -> None:
         while True:
-            self.heartbeat()
-            await asyncio.sleep(HEARTBEAT_S)
+            if self.heartbeat_s > 0 or not self.busy:
+                self.heartbeat()
+            await asyncio.sleep(self.heartbeat_s or HEARTBEAT_S)
 
     def heartbeat(self) -> None:
         active = [s.runtime_task_id for s in self.started.values()][: self.limit]
@@ -305,6 +383,7 @@ class RuntimeStream:
         kind: pb.RuntimeEventType.ValueType,
         payload: struct_pb2.Struct | None = None,
         turn_status: pb.TurnStatus.ValueType = pb.TURN_STATUS_UNSPECIFIED,
+        exit_code: int | None = None,
     ) -> int:
         seq = started.next_seq
         started.next_seq += 1
@@ -316,15 +395,17 @@ class RuntimeStream:
             turn_status=turn_status,
             callback_token=started.callback_token,
             payload=payload,
+            exit_code=exit_code,
         )
         self.send(pb.ConnectRequest(event=event))
         return seq
 
     def check(self) -> None:
-        if self.error is not None:
+        if self.error is not None and not self.closing:
             raise RuntimeError(f"{self.instance}: stream failed: {self.error}")
 
     async def close(self) -> None:
+        self.closing = True
         self._queue.put_nowait(None)
         for task in self._tasks[2:]:
             task.cancel()
@@ -401,6 +482,13 @@ class Pump:
         self.room.set()
 
     async def run(self, until: float) -> None:
+        self.stream.busy = True
+        try:
+            await self._run(until)
+        finally:
+            self.stream.busy = False
+
+    async def _run(self, until: float) -> None:
         attempts, n = self.attempts, len(self.attempts)
         while time.perf_counter() < until:
             now = time.perf_counter()
@@ -418,10 +506,14 @@ class Pump:
 
     async def _wait(self) -> None:
         try:
-            await asyncio.wait_for(self.room.wait(), 30)
+            await asyncio.wait_for(self.room.wait(), STALL_S)
         except TimeoutError:
             self.stream.check()
-            raise RuntimeError(f"{self.stream.instance}: no ack for 30 s") from None
+            raise RuntimeError(
+                f"{self.stream.instance}: {self.inflight} events unacknowledged for {STALL_S:.0f} s"
+                " (the server stopped applying this stream's events; look for 'deadlock detected'"
+                " in the PostgreSQL log)"
+            ) from None
         self.stream.check()
 
 
@@ -429,6 +521,9 @@ async def python_round(
     pumps: Sequence[Pump], measured: Window, warmup: int, seconds: int, meter: CpuMeter
 ) -> tuple[Measured, dict[str, float]]:
     measured.acked, measured.latencies_s = 0, []
+    for pump in pumps:  # renew the leases now (in quiet mode the only renewal in the round)
+        pump.stream.heartbeat()
+    await asyncio.sleep(0.5)
     now = time.perf_counter()
     measured.start = now + warmup
     measured.end = measured.start + seconds
@@ -480,11 +575,16 @@ async def create_runs(address: str, instances: Sequence[str], per_instance: int)
         return sum(await asyncio.gather(*(worker() for _ in range(16))))
 
 
-async def start_streams(address: str, per_stream: int) -> list[RuntimeStream]:
+async def start_streams(
+    address: str, per_stream: int, heartbeat_s: float = HEARTBEAT_S
+) -> list[RuntimeStream]:
     """16 runtimes connect, report D = per_stream, and take every Start to RUNNING."""
     instances = [instance_name(i) for i in range(STREAMS)]
     await create_runs(address, instances, per_stream)
-    streams = [RuntimeStream(address, instance, per_stream) for instance in instances]
+    streams = [
+        RuntimeStream(address, instance, per_stream, heartbeat_s=heartbeat_s)
+        for instance in instances
+    ]
     await asyncio.gather(*(s.open() for s in streams))
     deadline = time.perf_counter() + 120
     while True:
@@ -505,7 +605,11 @@ async def start_streams(address: str, per_stream: int) -> list[RuntimeStream]:
 
 def pgbench_claim(run_id: str) -> c.Claim:
     return c.Claim(
-        run_id, SCHEDULER, runtime_instance_id=PGBENCH_INSTANCE, runtime_device_id=DEVICE
+        run_id,
+        SCHEDULER,
+        runtime_instance_id=PGBENCH_INSTANCE,
+        runtime_device_id=DEVICE,
+        lease_ttl_ms=PGBENCH_LEASE_MS,
     )
 
 
@@ -631,8 +735,8 @@ def pgbench_script(run: Run, attempt: Attempt, runs_per_client: int) -> PgbenchS
         return f":{variable}"
 
     note_sql = _substitute(_one_line(sql), [expr(n) for n in names])
-    # What ingest passes: store.load(run_id, event.attempt_id) (and execute does it again).
-    load_sql = _substitute(_one_line(LOAD), [":rid", ":aid", NIL])
+    # What ingest reads for a micro-batch: store.load_attempts([attempt ids]), here of one.
+    load_sql = _substitute(_one_line(_LOAD_ATTEMPTS), ["ARRAY[:aid]"])
     lines = [
         r"\set i :i + 1",
         rf"\set rid {PGBENCH_BASE} + 2 * (:client_id * {runs_per_client}"
@@ -661,6 +765,7 @@ class Options:
     keep_db: bool
     show_script: bool
     profile: str
+    heartbeat_s: float
 
 
 async def _verify(store: PostgresStore, owner: str, expected: int, side: str) -> str:
@@ -715,8 +820,13 @@ async def _bench(
     store: PostgresStore, server: ServerProcess, url: str, tmp: Path, opts: Options
 ) -> float:
     per = opts.runs_per_stream
+    beat = f"every {opts.heartbeat_s:g} s" if opts.heartbeat_s else "between rounds"
+    print(
+        f"code {code_version()}; {STREAMS} streams x {per} runs, window {opts.window},"
+        f" heartbeat {beat}"
+    )
     _progress(f"setup: {STREAMS} runtimes x {per} runs to RUNNING through {server.address}")
-    streams = await start_streams(server.address, per)
+    streams = await start_streams(server.address, per, opts.heartbeat_s)
     _progress(f"setup: {STREAMS * per} pgbench runs to RUNNING through Transitions")
     await seed_running(store, STREAMS * per)
     loaded = await store.load(str(PGBENCH_BASE), str(PGBENCH_BASE + 1))
@@ -748,12 +858,13 @@ async def _bench(
                 _progress(f"round {r + 1}: {side}, {opts.warmup} s warm-up + {opts.seconds} s")
                 if side == "python":
                     profiler = None
-                    if opts.profile and not profiled:
-                        profiler = await _start_profiler(opts, server.pid)
+                    if opts.profile and not profiled:  # the first Python round
+                        profiler = Profiler(server.pid, opts.profile)
+                        await profiler.start()
                         profiled = True
                     m, used = await python_round(pumps, measured, opts.warmup, opts.seconds, meter)
                     if profiler is not None:
-                        await profiler.wait()
+                        await profiler.stop()
                     py_all.append(m)
                 else:
                     defines = dict(script.defines, t0=t0)
@@ -766,24 +877,23 @@ async def _bench(
                         pg_processed += warm.processed
                     defines["ev_base"] = str(EVENT_BASE + invocations * EVENT_BASE_STEP)
                     invocations += 1
-                    pg_meter = CpuMeter({})
-                    pg_meter.begin()
+                    meter.begin()
                     result = await run_pgbench(
                         opts.pgbench, url, script_path, defines, opts.seconds, tmp
                     )
-                    used = pg_meter.end()
+                    used = meter.end()
                     pg_processed += result.processed
                     m = result.measured()
                     pg_all.append(m)
-                print(f"round {r + 1}: {_line(side, m)}  cores: {cores(used)}")
+                print(f"round {r + 1}: {line(side, m)}; cores: {cores(used)}")
     finally:
         await asyncio.gather(*(s.close() for s in streams))
 
     py, pg = _total(py_all), _total(pg_all)
     print(await _verify(store, OWNER, measured.acked_total, "python"))
     print(await _verify(store, "owner-1", pg_processed, "pgbench"))
-    print(_line("python", py).replace("transitions/s", "events/s     "))
-    print(_line("pgbench", pg).replace("transitions/s", "events/s     "))
+    print(line("python", py))
+    print(line("pgbench", pg))
     ratio = py.rate / pg.rate
     rounds = f" x {opts.rounds} rounds" if opts.rounds > 1 else ""
     print(
@@ -794,27 +904,56 @@ async def _bench(
     return ratio
 
 
-async def _start_profiler(opts: Options, pid: int) -> asyncio.subprocess.Process:
-    """py-spy on the server for the measured seconds of the first Python round."""
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    proc = await asyncio.create_subprocess_exec(
-        py_spy,
-        "record",
-        "--pid",
-        str(pid),
-        "--rate",
-        "200",
-        "--format",
-        "raw",
-        "--nonblocking",
-        "--duration",
-        str(opts.warmup + opts.seconds),
-        "--output",
-        opts.profile,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    return proc
+class Profiler:
+    """py-spy recording a process (raw collapsed stacks) until ``stop``."""
+
+    def __init__(self, pid: int, output: str) -> None:
+        self.pid, self.output = pid, output
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        self.proc = await asyncio.create_subprocess_exec(
+            py_spy,
+            "record",
+            "--pid",
+            str(self.pid),
+            "--rate",
+            "200",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            self.output,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGINT)  # py-spy writes its output and exits
+            await asyncio.wait_for(self.proc.wait(), 60)
+
+
+def code_version() -> str:
+    """The commit measured, with '+dirty' when the work tree differs from it."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Options:
@@ -830,6 +969,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         help="running attempts per runtime stream (and per pgbench client)",
     )
     parser.add_argument("--window", type=int, default=64, help="unacked events per stream")
+    parser.add_argument(
+        "--heartbeat-s",
+        type=float,
+        default=HEARTBEAT_S,
+        help="runtime heartbeat interval (renews leases); 0 = only between measured rounds",
+    )
     parser.add_argument(
         "--rounds", type=int, default=1, help="python then pgbench, alternating order per round"
     )
@@ -850,6 +995,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         keep_db=ns.keep_db,
         show_script=ns.show_script,
         profile=ns.profile,
+        heartbeat_s=ns.heartbeat_s,
     )
 
 

@@ -169,12 +169,15 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             log.warning("observation of %s rejected: %s", session.runtime_instance_id, error)
             return
         # Heartbeats renew leases only: they never change what a run shows.
-        await self._store.renew_leases(
-            session.owner_id,
-            session.runtime_instance_id,
-            stored.received_at_ms,
-            stored.received_at_ms + LEASE_RENEWAL_MS,
-        )
+        try:
+            await self._store.renew_leases(
+                session.owner_id,
+                session.runtime_instance_id,
+                stored.received_at_ms,
+                stored.received_at_ms + LEASE_RENEWAL_MS,
+            )
+        except Exception:  # the next heartbeat renews again; the stream must go on
+            log.exception("lease renewal for %s failed", session.runtime_instance_id)
         session.wake.set()
 
     async def _apply_batches(
@@ -187,9 +190,16 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             del buffered[: len(batch)]
             if not batch:
                 continue
-            ingested = await self._ingest.ingest(
-                session.runtime_instance_id, batch, session.owner_id
-            )
+            try:
+                ingested = await self._ingest.ingest(
+                    session.runtime_instance_id, batch, session.owner_id
+                )
+            except Exception:
+                # Nothing of the batch is acknowledged: end the stream, so the runtime
+                # reconnects and sends the events again.
+                log.exception("events of %s not applied", session.runtime_instance_id)
+                session.outbox.put_nowait(_CLOSE)
+                return
             for attempt_id, seq in ingested.acks.items():
                 session.send(pb.ConnectResponse(ack=pb.Ack(attempt_id=attempt_id, seq=seq)))
             if any(event.type in TERMINAL_TYPES for event in batch):

@@ -67,6 +67,9 @@ class Decision:
     attempt_expected_status: AttemptStatus | None = None
     attempt_expected_seq: int | None = None
     events: tuple[NewEvent, ...] = ()
+    #: The attempt update changes the lease (claim, release, finish); otherwise the store
+    #: keeps the lease a concurrent heartbeat renewal may have extended.
+    lease_written: bool = False
 
 
 def decide(
@@ -141,6 +144,16 @@ def _run_update(
         attempt_expected_status=previous_attempt.status if previous_attempt else None,
         attempt_expected_seq=previous_attempt.last_event_seq if previous_attempt else None,
         events=tuple(events),
+        lease_written=_lease_changed(previous_attempt, attempt),
+    )
+
+
+def _lease_changed(before: Attempt | None, after: Attempt | None) -> bool:
+    if before is None or after is None:
+        return False
+    return (before.lease_token, before.lease_expires_at_ms) != (
+        after.lease_token,
+        after.lease_expires_at_ms,
     )
 
 
@@ -968,4 +981,5 @@ def chain(decisions: list[Decision]) -> Decision:
         attempt_expected_status=head.attempt_expected_status if head else None,
         attempt_expected_seq=head.attempt_expected_seq if head else None,
         events=events,
+        lease_written=any(d.lease_written for d in decisions),
     )

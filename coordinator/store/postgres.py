@@ -36,6 +36,7 @@ from coordinator.store.rows import (
     RUN_COLUMNS,
     RUN_MUTABLE,
     attempt_from_row,
+    attempt_set_clause,
     attempt_values,
     event_from_row,
     run_from_row,
@@ -102,7 +103,9 @@ RETURNING id, event_sequence)"""
     ]
     guard = ""
     if attempt_write is AttemptWrite.UPDATE:
-        a_sets = ", ".join(f"{c} = {p.next('a_' + c)}" for c in ATTEMPT_MUTABLE)
+        a_sets = attempt_set_clause(
+            lambda c: p.next("a_" + c), p.next("a_lease_written") + "::boolean"
+        )
         a_id, a_status, a_seq = (
             p.next("a_key"),
             p.next("a_expected_status"),
@@ -183,9 +186,14 @@ ORDER BY lease_expires_at_ms, id LIMIT $2"""
 _DUE_RETRIES = """
 SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < $1
 ORDER BY updated_at_ms, id LIMIT $2"""
+# Rows locked in id order, as apply_all locks them, so a renewal and a batch never deadlock.
 _RENEW_LEASES = """
 UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
-WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('claimed', 'starting', 'running')"""
+WHERE id IN (
+    SELECT id FROM attempts
+    WHERE owner_id = $1 AND runtime_instance_id = $2
+      AND status IN ('claimed', 'starting', 'running')
+    ORDER BY id FOR UPDATE)"""
 _STARTED_ATTEMPTS = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')"""
@@ -302,8 +310,16 @@ class PostgresStore:
         return {row["a_id"]: Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows}
 
     async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
-        async with self._pool.acquire() as conn, conn.transaction():
-            return [await _apply_on(conn, decision, None) for decision in decisions]
+        """In attempt-id order (as renew_leases locks them), answered in the given order."""
+        order = sorted(range(len(decisions)), key=lambda i: _lock_order(decisions[i]))
+        applied: dict[int, Applied] = {}
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                for i in order:
+                    applied[i] = await _apply_on(conn, decisions[i], None)
+        except asyncpg.DeadlockDetectedError as exc:
+            raise CasMiss("deadlock with another writer; nothing was written") from exc
+        return [applied[i] for i in range(len(decisions))]
 
     async def renew_leases(
         self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
@@ -387,6 +403,10 @@ class PostgresTx:
         await PostgresStore._lock(self.conn, lock_keys)
 
 
+def _lock_order(decision: Decision) -> str:
+    return decision.attempt.id if decision.attempt is not None else decision.run.id
+
+
 async def _load_on(
     executor: Any, run_id: str, attempt_id: str | None, dedupe_key: str | None
 ) -> Loaded | None:
@@ -460,6 +480,7 @@ def _parameters(decision: Decision, dedupe_key: str | None) -> dict[str, Any]:
     if decision.attempt_write is AttemptWrite.UPDATE and attempt is not None:
         row = attempt_values(attempt)
         values.update({"a_" + c: row[c] for c in ATTEMPT_MUTABLE})
+        values["a_lease_written"] = decision.lease_written
         values["a_key"] = attempt.id
         values["a_expected_status"] = (
             decision.attempt_expected_status.value if decision.attempt_expected_status else None

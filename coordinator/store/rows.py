@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from coordinator.domain.model import Actor, Attempt, Run, RunEvent
@@ -36,6 +36,12 @@ RUN_MUTABLE: tuple[str, ...] = (
     "current_attempt_id",
     "attempt_count",
 )
+#: Written by heartbeats (renew_leases), never by a decision: transitions leave it alone.
+ATTEMPT_HEARTBEAT_ONLY = ("heartbeat_at_ms",)
+#: Written by a decision only when it changes them (claim, release, finish); otherwise the
+#: value a concurrent heartbeat renewal just stored is kept.
+ATTEMPT_LEASE: tuple[str, ...] = ("lease_token", "lease_expires_at_ms")
+
 ATTEMPT_MUTABLE: tuple[str, ...] = tuple(
     c
     for c in ATTEMPT_COLUMNS
@@ -50,6 +56,7 @@ ATTEMPT_MUTABLE: tuple[str, ...] = tuple(
         "execution_scope",
         "runtime_task_id",
         "created_at_ms",
+        *ATTEMPT_HEARTBEAT_ONLY,
     }
 )
 
@@ -169,3 +176,14 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
         payload=json.loads(row["payload"]),
         created_at_ms=row["created_at_ms"],
     )
+
+
+def attempt_set_clause(placeholder: Callable[[str], str], lease_flag: str) -> str:
+    """SET list of an attempt update; lease columns only when the decision changed them."""
+    parts = []
+    for column in ATTEMPT_MUTABLE:
+        value = placeholder(column)
+        if column in ATTEMPT_LEASE:
+            value = f"CASE WHEN {lease_flag} THEN {value} ELSE attempts.{column} END"
+        parts.append(f"{column} = {value}")
+    return ", ".join(parts)

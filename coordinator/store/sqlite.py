@@ -39,6 +39,7 @@ from coordinator.store.rows import (
     RUN_COLUMNS,
     RUN_MUTABLE,
     attempt_from_row,
+    attempt_set_clause,
     attempt_values,
     event_from_row,
     run_from_row,
@@ -78,7 +79,7 @@ _RUN_INSERT = (
     f"VALUES ({', '.join(':' + c for c in RUN_COLUMNS)})"
 )
 _ATTEMPT_UPDATE = (
-    f"UPDATE attempts SET {', '.join(f'{c} = :{c}' for c in ATTEMPT_MUTABLE)} "
+    f"UPDATE attempts SET {attempt_set_clause(lambda c: ':' + c, ':lease_written')} "
     "WHERE id = :id AND status = :expected_status AND last_event_seq = :expected_seq"
 )
 _ATTEMPT_INSERT = (
@@ -493,6 +494,7 @@ def _write_decision(
     if decision.attempt_write is AttemptWrite.UPDATE and attempt is not None:
         values = attempt_values(attempt)
         params = {c: values[c] for c in ATTEMPT_MUTABLE}
+        params["lease_written"] = decision.lease_written
         params.update(
             id=attempt.id,
             expected_status=decision.attempt_expected_status.value

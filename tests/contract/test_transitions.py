@@ -362,3 +362,27 @@ async def test_expired_lease_after_the_fence_is_unknown_and_holds_capacity(
     assert display_state(loaded.run, loaded.attempt) is DisplayState.UNKNOWN
     assert loaded.attempt.status is AttemptStatus.STARTING  # still live: capacity is held
     assert await later.run_once() == {"requeued": 0, "unknown": 0}  # nothing twice
+
+
+async def test_a_transition_keeps_a_lease_renewed_meanwhile(transitions: Transitions) -> None:
+    """A heartbeat's renewal that lands between a command's read and its write survives."""
+    _, attempt = await started(transitions)
+    assert attempt.lease_expires_at_ms is not None
+    loaded = await transitions.store.load(attempt.run_id)
+    assert loaded is not None
+    renewed_until = attempt.lease_expires_at_ms + 60_000
+    await transitions.store.renew_leases(
+        attempt.owner_id, "inst-1", attempt.lease_expires_at_ms, renewed_until
+    )
+    decision = decide(  # decided on the state read before the renewal
+        evidence(c.RuntimeRunning, attempt, 1),
+        loaded.run,
+        loaded.attempt,
+        Context(now_ms(), uuid7, new_token),
+    )
+    await transitions.store.apply(decision, None, None)
+    after = await transitions.store.load(attempt.run_id)
+    assert after is not None and after.attempt is not None
+    assert after.attempt.status is AttemptStatus.RUNNING
+    assert after.attempt.lease_expires_at_ms == renewed_until
+    assert after.attempt.heartbeat_at_ms == attempt.lease_expires_at_ms
