@@ -29,6 +29,7 @@ from coordinator.store.base import (
     RunFilter,
     StoredRequest,
 )
+from coordinator.store.postgres_batch import apply_batch, batchable
 from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
     ATTEMPT_MUTABLE,
@@ -312,10 +313,15 @@ class PostgresStore:
     async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
         """In attempt-id order (as renew_leases locks them), answered in the given order."""
         order = sorted(range(len(decisions)), key=lambda i: _lock_order(decisions[i]))
+        together = [i for i in order if batchable(decisions[i])]
+        alone = [i for i in order if not batchable(decisions[i])]
         applied: dict[int, Applied] = {}
         try:
             async with self._pool.acquire() as conn, conn.transaction():
-                for i in order:
+                if together:
+                    written = await apply_batch(conn, [decisions[i] for i in together])
+                    applied.update(zip(together, written, strict=True))
+                for i in alone:
                     applied[i] = await _apply_on(conn, decisions[i], None)
         except asyncpg.DeadlockDetectedError as exc:
             raise CasMiss("deadlock with another writer; nothing was written") from exc

@@ -386,3 +386,27 @@ async def test_a_transition_keeps_a_lease_renewed_meanwhile(transitions: Transit
     assert after.attempt.status is AttemptStatus.RUNNING
     assert after.attempt.lease_expires_at_ms == renewed_until
     assert after.attempt.heartbeat_at_ms == attempt.lease_expires_at_ms
+
+
+async def test_a_batch_of_writes_is_all_or_nothing(
+    transitions: Transitions, migrated_database_url: str
+) -> None:
+    """apply_all (runtime event batches): one stale decision and none of the batch lands."""
+    _, first = await started(transitions, task_id="one")
+    _, second = await started(transitions, task_id="two")
+    ctx = Context(now_ms(), uuid7, new_token)
+    decisions = []
+    for attempt in (first, second):
+        loaded = await transitions.store.load(attempt.run_id)
+        assert loaded is not None
+        decisions.append(
+            decide(evidence(c.RuntimeRunning, attempt, 1), loaded.run, loaded.attempt, ctx)
+        )
+    await transitions.execute(evidence(c.RuntimeAccepted, second, 1))  # the second moves on
+    before = await snapshot(migrated_database_url)
+    with pytest.raises(CasMiss):
+        await transitions.store.apply_all(decisions)
+    assert await snapshot(migrated_database_url) == before
+    written = await transitions.store.apply_all(decisions[:1])
+    assert written[0].run.status is RunStatus.RUNNING
+    assert [e.type for e in written[0].events] == ["attempt.running", "run.running"]
