@@ -343,6 +343,10 @@ class RuntimeStream:
                 kind = message.WhichOneof("kind")
                 if kind == "ack":
                     self.on_ack(self, message.ack, time.perf_counter())
+                elif kind == "acks":
+                    now = time.perf_counter()
+                    for ack in message.acks.acks:
+                        self.on_ack(self, ack, now)
                 elif kind == "start":
                     self.on_start(self, message.start)
                 self.changed.set()

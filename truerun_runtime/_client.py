@@ -281,6 +281,9 @@ class RuntimeClient:
         kind = message.WhichOneof("kind")
         if kind == "ack":
             self.outbox.ack(message.ack.attempt_id, message.ack.seq)
+        elif kind == "acks":
+            for ack in message.acks.acks:
+                self.outbox.ack(ack.attempt_id, ack.seq)
         elif kind == "start":
             result = await self._start(message.start, session)
             session.queue.put_nowait(pb.ConnectRequest(start_result=result))

@@ -200,8 +200,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 log.exception("events of %s not applied", session.runtime_instance_id)
                 session.outbox.put_nowait(_CLOSE)
                 return
-            for attempt_id, seq in ingested.acks.items():
-                session.send(pb.ConnectResponse(ack=pb.Ack(attempt_id=attempt_id, seq=seq)))
+            acks = [pb.Ack(attempt_id=a, seq=seq) for a, seq in ingested.acks.items()]
+            session.send(pb.ConnectResponse(acks=pb.Acks(acks=acks)))
             if any(event.type in TERMINAL_TYPES for event in batch):
                 session.wake.set()
 

@@ -129,11 +129,11 @@ class ScriptedRuntime:
 
     async def acked(self, attempt_id: str, seq: int, timeout: float = 10.0) -> None:
         """Wait until the server acknowledged ``seq`` (or more) of the attempt."""
-        for message in self.seen:
-            if message.WhichOneof("kind") == "ack" and message.ack.attempt_id == attempt_id:
-                if message.ack.seq >= seq:
-                    return
-        while True:
-            message = await self.expect("ack", timeout)
-            if message.ack.attempt_id == attempt_id and message.ack.seq >= seq:
-                return
+
+        def covers(message: pb.ConnectResponse) -> bool:
+            return any(a.attempt_id == attempt_id and a.seq >= seq for a in message.acks.acks)
+
+        if any(m.WhichOneof("kind") == "acks" and covers(m) for m in self.seen):
+            return
+        while not covers(await self.expect("acks", timeout)):
+            pass

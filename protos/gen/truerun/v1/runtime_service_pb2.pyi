@@ -219,6 +219,7 @@ class ConnectResponse(google.protobuf.message.Message):
     CANCEL_FIELD_NUMBER: builtins.int
     INSPECT_FIELD_NUMBER: builtins.int
     ACK_FIELD_NUMBER: builtins.int
+    ACKS_FIELD_NUMBER: builtins.int
     @property
     def welcome(self) -> Global___Welcome:
         """The answer to Hello."""
@@ -239,6 +240,10 @@ class ConnectResponse(google.protobuf.message.Message):
     def ack(self) -> Global___Ack:
         """These events are committed; the runtime may forget them."""
 
+    @property
+    def acks(self) -> Global___Acks:
+        """The acknowledgements of one applied batch, one per attempt."""
+
     def __init__(
         self,
         *,
@@ -247,10 +252,11 @@ class ConnectResponse(google.protobuf.message.Message):
         cancel: Global___Cancel | None = ...,
         inspect: Global___Inspect | None = ...,
         ack: Global___Ack | None = ...,
+        acks: Global___Acks | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["ack", b"ack", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["ack", b"ack", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["kind", b"kind"]) -> typing.Literal["welcome", "start", "cancel", "inspect", "ack"] | None: ...
+    def HasField(self, field_name: typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing.Literal["kind", b"kind"]) -> typing.Literal["welcome", "start", "cancel", "inspect", "ack", "acks"] | None: ...
 
 Global___ConnectResponse: typing_extensions.TypeAlias = ConnectResponse
 
@@ -621,6 +627,26 @@ class Ack(google.protobuf.message.Message):
     def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "seq", b"seq"]) -> None: ...
 
 Global___Ack: typing_extensions.TypeAlias = Ack
+
+@typing.final
+class Acks(google.protobuf.message.Message):
+    """Several acknowledgements in one message (one applied batch)."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ACKS_FIELD_NUMBER: builtins.int
+    @property
+    def acks(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___Ack]:
+        """One per attempt of the batch."""
+
+    def __init__(
+        self,
+        *,
+        acks: collections.abc.Iterable[Global___Ack] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["acks", b"acks"]) -> None: ...
+
+Global___Acks: typing_extensions.TypeAlias = Acks
 
 @typing.final
 class ReportEventsRequest(google.protobuf.message.Message):
