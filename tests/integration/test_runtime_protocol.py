@@ -62,26 +62,40 @@ async def _types(stack: Stack, run_id: str) -> list[str]:
     return [e.type for e in page.events]
 
 
-async def test_start_accept_run_succeed(stack: Stack) -> None:
+async def test_claim_done_start_not_answered_shows_starting(stack: Stack) -> None:
+    """Seed A §14: claim done, Start not (yet) answered -> starting, never running."""
     run_id = await _submit(stack)
-    runtime = ScriptedRuntime(stack.runtime)
-    await runtime.connect()
-    try:
-        await runtime.heartbeat(limit=2)
+    async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
         assert start.run_id == run_id and start.callback_token
-        # claim done, fence set, Start sent, no answer yet: starting, never running
         assert await _display(stack, run_id) == "STARTING"
-        await runtime.answer_start(start, accepted=True)
-        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
-        await runtime.acked(start.attempt_id, 1)
-        assert await _display(stack, run_id) == "WAITING_RUNTIME"
-        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)
-        await runtime.acked(start.attempt_id, 2)
         run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
-        assert common_pb2.DisplayState.Name(run.display_state) == "DISPLAY_STATE_RUNNING"
+        assert run.current_attempt.HasField("start_request_time")  # the fence came first
+
+
+async def test_accepted_without_an_active_turn_shows_waiting_runtime(stack: Stack) -> None:
+    """Seed A §14: runtime accepted, no active turn -> waiting_runtime."""
+    run_id = await _submit(stack)
+    async with _connected(stack) as runtime:
+        await _accepted(runtime)
+        assert await _display(stack, run_id) == "WAITING_RUNTIME"
+
+
+async def test_first_runtime_event_shows_running_with_observed_at_and_seq(stack: Stack) -> None:
+    """Seed A §14: the first runtime event -> running, with observed_at and the event seq."""
+    run_id = await _submit(stack)
+    async with _connected(stack) as runtime:
+        await _accepted(runtime, 2)
+        run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        assert run.display_state == common_pb2.DISPLAY_STATE_RUNNING
         assert run.current_attempt.last_event_seq == 2
         assert run.current_attempt.HasField("observe_time")
+
+
+async def test_start_accept_run_succeed(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    async with _connected(stack, limit=2) as runtime:
+        start = await _accepted(runtime, 2)
         await runtime.event(start, 3, pb.RUNTIME_EVENT_TYPE_OUTPUT, payload={"text": "hi\n"})
         await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)  # duplicate
         await runtime.event(start, 4, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
@@ -90,8 +104,6 @@ async def test_start_accept_run_succeed(stack: Stack) -> None:
         types = await _types(stack, run_id)
         assert types.count("attempt.late_callback_ignored") == 1
         assert "attempt.output" in types and types[-1] == "run.succeeded"
-    finally:
-        await runtime.close()
 
 
 async def test_start_response_lost_is_unknown_and_holds_capacity(stack: Stack) -> None:
