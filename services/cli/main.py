@@ -40,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     _env_flag(migrate, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///")
     _env_flag(migrate, "--data-dir", "TRUERUN_DATA_DIR", "data directory (SQLite default)")
 
+    reconcile = sub.add_parser(
+        "reconciler", help="run the lease and retry scans as their own process"
+    )
+    _env_flag(reconcile, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///")
+    _env_flag(reconcile, "--data-dir", "TRUERUN_DATA_DIR", "data directory (SQLite default)")
+
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument(
@@ -90,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dev(args)
     if args.cmd == "migrate":
         return _migrate(args)
+    if args.cmd == "reconciler":
+        from reconciler.service import run_reconciler
+
+        _install_uvloop()
+        asyncio.run(run_reconciler(_settings(args)))
+        return 0
     client = Client(args.server)
     try:
         return int(_CLIENT_COMMANDS[args.cmd](client, args))

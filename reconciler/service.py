@@ -1,0 +1,39 @@
+"""`truerun reconciler`: the periodic scans as their own process, on the shared database.
+
+Safe with several replicas: every action is a compare-and-set through the transition
+service, so two replicas acting on the same attempt cannot both win; startup resets nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from coordinator.dispatch.retries import RetryScheduler
+from reconciler.leases import LeaseReconciler
+from services.bootstrap import coordinator, open_store
+from services.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+async def run_reconciler(settings: Settings) -> None:
+    store = await open_store(settings.resolved_database_url())
+    try:
+        app = coordinator(store)
+        loops = [
+            asyncio.create_task(LeaseReconciler(app.transitions).serve()),
+            asyncio.create_task(RetryScheduler(app.transitions).serve()),
+        ]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print("reconciler running", flush=True)
+        await stop.wait()
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+    finally:
+        await store.close()
