@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from capacity.domain.occupancy import occupancy
-from capacity.domain.planner import NO_AGENT, AgentBudget, Plan, plan_claims
+from capacity.domain.planner import NO_AGENT, AgentBudget, Candidate, Plan, plan_claims
 from capacity.observations.base import ObservationStore
 from capacity.observations.model import Observation
-from capacity.store.base import AgentConfig, CapacitySql, ClaimTx, QueuedRun
+from capacity.store.base import AgentConfig, CapacitySql, ClaimTx
 from coordinator.domain import commands as c
 from coordinator.domain.errors import VersionConflict
 from coordinator.domain.model import Actor, Attempt, Run
@@ -170,18 +170,18 @@ class ClaimService:
         return outcome
 
     async def _plan(
-        self, tx: ClaimTx, owner: str, slots: int, heads: list[QueuedRun]
+        self, tx: ClaimTx, owner: str, slots: int, heads: list[Candidate]
     ) -> tuple[Plan, dict[str, AgentConfig]]:
         """Plan from unlocked reads, then lock only what the plan picked (agents, then scopes,
         each sorted: one global order, so claims never deadlock) and check it again under
         those locks. A plan that no longer holds raises VersionConflict and is made again.
         Locks stay O(claims), not O(agents with work)."""
-        agents = sorted({h.candidate.agent_key for h in heads} - {NO_AGENT})
+        agents = sorted({h.agent_key for h in heads} - {NO_AGENT})
         configs = await self._sql.agent_configs(tx, agents)
         live = await self._sql.live_per_agent(tx, agents)
-        scopes = sorted({s for h in heads if (s := h.candidate.execution_scope) is not None})
+        scopes = sorted({s for h in heads if (s := h.execution_scope) is not None})
         busy = await self._sql.busy_scopes(tx, scopes)
-        lanes = sorted({h.candidate.agent_key for h in heads})
+        lanes = sorted({h.agent_key for h in heads})
         clock, vtimes = await self._sql.fairness(tx, owner, lanes)
         budgets = {
             NO_AGENT: AgentBudget(remaining=1 << 30, vtime=vtimes.get(NO_AGENT, 0)),
@@ -192,7 +192,7 @@ class ClaimService:
                 weight=config.fairness_weight if (config := configs.get(agent)) else 1,
                 vtime=vtimes.get(agent, 0),
             )
-        plan = plan_claims(slots, [h.candidate for h in heads], budgets, frozenset(busy), clock)
+        plan = plan_claims(slots, heads, budgets, frozenset(busy), clock)
         await self._confirm_under_locks(tx, plan, configs)
         return plan, configs
 

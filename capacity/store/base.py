@@ -24,12 +24,6 @@ class AgentConfig:
     updated_at_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class QueuedRun:
-    candidate: Candidate
-    required_labels: tuple[str, ...]
-
-
 #: An open store transaction (coordinator.store's PostgresTx or SqliteTx).
 ClaimTx = RunTx
 
@@ -49,7 +43,7 @@ class CapacitySql(Protocol):
         lanes: Sequence[str | None],
         per_lane: int,
         labels: Sequence[str],
-    ) -> list[QueuedRun]:
+    ) -> list[Candidate]:
         """Each lane's first ``per_lane`` queued runs in claim order that may run on
         ``instance``: not pinned elsewhere, every required label among ``labels``, scope not
         busy (a hint, re-checked under the scope locks)."""

@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from capacity.domain.planner import NO_AGENT, Candidate
-from capacity.store.base import LIVE_STATUSES, AgentConfig, ClaimTx, QueuedRun
+from capacity.store.base import LIVE_STATUSES, AgentConfig, ClaimTx
 
 _LIVE = "ARRAY['" + "','".join(LIVE_STATUSES) + "']"
 
@@ -32,9 +32,7 @@ UNION ALL
 SELECT NULL WHERE EXISTS (
     SELECT 1 FROM runs WHERE owner_id = $1 AND status = 'queued' AND agent_id IS NULL)"""
 
-_HEAD_COLUMNS = (
-    "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope, r.required_labels"
-)
+_HEAD_COLUMNS = "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope"
 _LIVE_LIST = "('" + "','".join(LIVE_STATUSES) + "')"
 
 
@@ -97,8 +95,8 @@ ON CONFLICT (agent_id) DO UPDATE SET concurrency = EXCLUDED.concurrency,
     fairness_weight = EXCLUDED.fairness_weight, updated_at_ms = EXCLUDED.updated_at_ms"""
 
 
-def queued_run(row: Any) -> QueuedRun:
-    candidate = Candidate(
+def candidate_of(row: Any) -> Candidate:
+    return Candidate(
         run_id=row["id"],
         agent_key=row["agent_id"] or NO_AGENT,
         priority=row["priority"],
@@ -106,7 +104,6 @@ def queued_run(row: Any) -> QueuedRun:
         queued_at_ms=row["queued_at_ms"],
         execution_scope=row["execution_scope"],
     )
-    return QueuedRun(candidate, tuple(json.loads(row["required_labels"])))
 
 
 def agent_config(row: Any) -> AgentConfig:
@@ -143,7 +140,7 @@ class PostgresCapacitySql:
         lanes: Sequence[str | None],
         per_lane: int,
         labels: Sequence[str],
-    ) -> list[QueuedRun]:
+    ) -> list[Candidate]:
         named = [lane for lane in lanes if lane is not None]
         reported = json.dumps(sorted(set(labels)))
         rows = []
@@ -151,7 +148,7 @@ class PostgresCapacitySql:
             rows = await tx.fetch(_HEADS, owner, instance, per_lane, named, reported)
         if None in lanes:
             rows += await tx.fetch(_HEADS_NO_AGENT, owner, instance, per_lane, reported)
-        return [queued_run(row) for row in rows]
+        return [candidate_of(row) for row in rows]
 
     async def agent_configs(
         self, tx: ClaimTx | None, agent_ids: Sequence[str]

@@ -6,14 +6,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from capacity.store.base import LIVE_STATUSES, AgentConfig, ClaimTx, QueuedRun
-from capacity.store.postgres import agent_config, queued_run
+from capacity.domain.planner import Candidate
+from capacity.store.base import LIVE_STATUSES, AgentConfig, ClaimTx
+from capacity.store.postgres import agent_config, candidate_of
 from coordinator.store.sqlite import SqliteStore
 
 _LIVE = "('" + "','".join(LIVE_STATUSES) + "')"
-_HEAD_COLUMNS = (
-    "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope, r.required_labels"
-)
+_HEAD_COLUMNS = "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope"
 _ELIGIBLE = (
     "r.owner_id = ? AND r.status = 'queued' "
     "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = ?) "
@@ -57,15 +56,15 @@ class SqliteCapacitySql:
         lanes: Sequence[str | None],
         per_lane: int,
         labels: Sequence[str],
-    ) -> list[QueuedRun]:
-        heads: list[QueuedRun] = []
+    ) -> list[Candidate]:
+        heads: list[Candidate] = []
         reported = json.dumps(sorted(set(labels)))
         for lane in lanes:
             match = "r.agent_id IS NULL" if lane is None else "r.agent_id = ?"
             args: list[Any] = [owner, instance, reported]
             args += ([] if lane is None else [lane]) + [per_lane]
             sql = f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_ELIGIBLE} AND {match} {_ORDER}"
-            heads += [queued_run(row) for row in await tx.fetch(sql, *args)]
+            heads += [candidate_of(row) for row in await tx.fetch(sql, *args)]
         return heads
 
     async def agent_configs(

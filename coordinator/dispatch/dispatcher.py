@@ -154,7 +154,7 @@ class Dispatcher:
     def on_commit(self, result: Result) -> None:
         """Listens to every commit in this process: wakes dispatch and signals cancels."""
         types = {event.type for event in result.events}
-        if "run.queued" in types or any(t.startswith("run.") and t in _FREEING for t in types):
+        if types & _WAKING:
             for session in self._sessions.all():
                 if session.owner_id == result.run.owner_id:
                     session.wake.set()
@@ -202,7 +202,9 @@ class Dispatcher:
                 self.send_inspect(attempt)
 
 
-_FREEING = {
+# A run became claimable, or an attempt stopped holding a slot.
+_WAKING = {
+    "run.queued",
     "run.succeeded",
     "run.failed",
     "run.cancelled",

@@ -13,7 +13,6 @@ from coordinator.service.transitions import Result
 class EventHub:
     def __init__(self) -> None:
         self._runs: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-        self._projects: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._listeners: list[Callable[[Result], None]] = []
 
     def listen(self, listener: Callable[[Result], None]) -> None:
@@ -25,14 +24,9 @@ class EventHub:
             listener(result)
         for waiter in self._runs.get(result.run.id, ()):
             waiter.set()
-        for waiter in self._projects.get(result.run.project_id, ()):
-            waiter.set()
 
     async def wait_run(self, run_id: str, timeout: float) -> None:
         await self._wait(self._runs, run_id, timeout)
-
-    async def wait_project(self, project_id: str, timeout: float) -> None:
-        await self._wait(self._projects, project_id, timeout)
 
     @staticmethod
     async def _wait(
