@@ -60,6 +60,7 @@ def runtimes(
     tokens: RuntimeTokens,
     start_timeout_s: float = 10.0,
     cancel_grace_ms: int = 5_000,
+    lease_ttl_ms: int = 30_000,
 ) -> Runtimes:
     sessions = Sessions()
     ingest = EventIngest(app.transitions)
@@ -70,6 +71,7 @@ def runtimes(
         sessions,
         start_timeout_s=start_timeout_s,
         cancel_grace_ms=cancel_grace_ms,
+        lease_ttl_ms=lease_ttl_ms,
     )
     app.hub.listen(dispatcher.on_commit)
     return Runtimes(tokens, sessions, ingest, dispatcher)

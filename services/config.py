@@ -56,6 +56,14 @@ class Settings:
             "help": "how long a runtime waits after SIGTERM before SIGKILL when cancelling",
         },
     )
+    lease_ttl_ms: int = field(
+        default=30_000,
+        metadata={
+            "env": "TRUERUN_LEASE_TTL_MS",
+            "help": "claim lease, renewed by the runtime's heartbeats; past it without a "
+            "heartbeat an unstarted claim is requeued and a started attempt shows unknown",
+        },
+    )
     grace_seconds: float = field(
         default=10.0,
         metadata={"env": "TRUERUN_GRACE_SECONDS", "help": "how long shutdown waits for calls"},

@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 Ctx = grpc.aio.ServicerContext[Any, Any]
 
 HEARTBEAT_INTERVAL_MS = 5_000
-LEASE_RENEWAL_MS = 30_000
 MAX_EVENTS_PER_CALL = 1_000
 
 
@@ -67,7 +66,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             self._sessions.close(previous)
         yield pb.ConnectResponse(
             welcome=pb.Welcome(
-                heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                # several heartbeats per lease, so one lost heartbeat never expires a lease
+                heartbeat_interval_ms=min(
+                    HEARTBEAT_INTERVAL_MS, self._dispatcher.lease_ttl_ms // 3
+                ),
                 observation_ttl_ms=self._observations.ttl_ms,
             )
         )
@@ -174,7 +176,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 session.owner_id,
                 session.runtime_instance_id,
                 stored.received_at_ms,
-                stored.received_at_ms + LEASE_RENEWAL_MS,
+                stored.received_at_ms + self._dispatcher.lease_ttl_ms,
             )
         except Exception:  # the next heartbeat renews again; the stream must go on
             log.exception("lease renewal for %s failed", session.runtime_instance_id)

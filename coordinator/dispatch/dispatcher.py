@@ -30,7 +30,7 @@ from services.ids import new_token
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 1.0
-CLAIMS_PER_ROUND = 8
+CLAIMS_PER_ROUND = 32  # a round claims at most the observed free slots anyway
 
 
 class Dispatcher:
@@ -49,7 +49,7 @@ class Dispatcher:
         self._ingest = ingest
         self._sessions = sessions
         self._start_timeout_s = start_timeout_s
-        self._lease_ttl_ms = lease_ttl_ms
+        self.lease_ttl_ms = lease_ttl_ms
         self._cancel_grace_ms = cancel_grace_ms
         self._starts: set[asyncio.Task[None]] = set()
 
@@ -77,7 +77,7 @@ class Dispatcher:
             session.runtime_instance_id,
             session.device_ids[0],
             CLAIMS_PER_ROUND,
-            self._lease_ttl_ms,
+            self.lease_ttl_ms,
             actor,
         )
         for item in outcome.claimed:

@@ -27,12 +27,20 @@ async def run_dev(settings: Settings) -> None:
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
         runtime_side = runtimes(
-            app, caps, _runtime_tokens(settings), cancel_grace_ms=settings.cancel_grace_ms
+            app,
+            caps,
+            _runtime_tokens(settings),
+            cancel_grace_ms=settings.cancel_grace_ms,
+            lease_ttl_ms=settings.lease_ttl_ms,
         )
         server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
-            asyncio.create_task(LeaseReconciler(app.transitions).serve()),
+            asyncio.create_task(
+                LeaseReconciler(
+                    app.transitions, interval_s=min(2.0, settings.lease_ttl_ms / 4000)
+                ).serve()
+            ),
         ]
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)

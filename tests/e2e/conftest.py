@@ -203,7 +203,19 @@ def _short_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
-    env: dict[str, str] = {}
+    yield from _live(request, tmp_path, {})
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def live_short_lease(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
+    """A server whose claim leases last 3 s (heartbeats every second renew them)."""
+    yield from _live(request, tmp_path, {"TRUERUN_LEASE_TTL_MS": "3000"})
+
+
+def _live(
+    request: pytest.FixtureRequest, tmp_path: Path, server_env: dict[str, str]
+) -> Iterator[Live]:
+    env: dict[str, str] = dict(server_env)
     if request.param == "postgres":
         env["TRUERUN_DATABASE_URL"] = str(request.getfixturevalue("pg_url"))
     logs = tmp_path / "logs"

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from truerun.v1 import common_pb2
+from truerun.v1 import capacity_service_pb2, common_pb2
 from truerun.v1 import run_service_pb2 as rs
 
 from runtime.agent.procfs import read_json
@@ -372,3 +372,26 @@ def test_server_sigkill_mid_run_loses_no_events(live: Live, tmp_path: Path) -> N
         assert types.count(once) == 1, types
     seqs = [int(payload(e)["seq"]) for e in events if "seq" in payload(e)]
     assert seqs == list(range(1, len(seqs) + 1)), seqs
+
+
+def test_agent_killed_and_never_restarted_is_unknown_and_holds_capacity(
+    live_short_lease: Live,
+) -> None:
+    """Seed A §10: a silent runtime's started attempt becomes unknown and keeps its slot;
+    nothing declares it failed or runs it again."""
+    live = live_short_lease
+    agent = live.start_agent(limit=1)
+    run_id = live.submit("sleep 600", "long")
+    live.wait_display(run_id, "running", timeout=30)
+    agent.kill()
+    run = live.wait_display(run_id, "unknown", timeout=30)
+    assert run.current_attempt.status == common_pb2.ATTEMPT_STATUS_RUNNING
+    occupancy = live.capacity.GetOccupancy(
+        capacity_service_pb2.GetOccupancyRequest(
+            owner_id=OWNER, runtime_instance_id=live.instance_id
+        )
+    )
+    assert occupancy.durable_rows == 1 and occupancy.free_slots == 0
+    second = live.submit("true", "waits")
+    assert display(live.runs.GetRun(rs.GetRunRequest(id=second))) == "queued"
+    assert "run.failed" not in _types(live.events(run_id))
