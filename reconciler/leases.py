@@ -34,8 +34,10 @@ class LeaseReconciler:
         transitions: Transitions,
         interval_s: float = 2.0,
         clock: Callable[[], int] = now_ms,
+        on_action: Callable[[str], None] | None = None,
     ) -> None:
         self._transitions = transitions
+        self._on_action = on_action
         self._interval_s = interval_s
         self._clock = clock
 
@@ -46,6 +48,8 @@ class LeaseReconciler:
             outcome = await self._settle(attempt)
             if outcome:
                 counts[outcome] += 1
+            if self._on_action is not None:
+                self._on_action(outcome or "moved_on")
         return counts
 
     async def _settle(self, attempt: Attempt) -> str | None:

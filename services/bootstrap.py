@@ -23,6 +23,7 @@ from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
 from coordinator.store.postgres import PostgresStore
 from coordinator.store.sqlite import SqliteStore
+from services.metrics import Metrics
 
 
 async def open_store(database_url: str) -> RunStore:
@@ -41,9 +42,14 @@ class Coordinator:
     queries: RunQueries
 
 
-def coordinator(store: RunStore) -> Coordinator:
+def coordinator(store: RunStore, metrics: Metrics | None = None) -> Coordinator:
     hub = EventHub()
-    return Coordinator(store, hub, Transitions(store, on_commit=hub.publish), RunQueries(store))
+    transitions = Transitions(
+        store, on_commit=hub.publish, on_conflict=metrics.conflict if metrics else None
+    )
+    if metrics is not None:
+        hub.listen(metrics.committed)
+    return Coordinator(store, hub, transitions, RunQueries(store))
 
 
 @dataclass(frozen=True, slots=True)

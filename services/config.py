@@ -64,6 +64,13 @@ class Settings:
             "heartbeat an unstarted claim is requeued and a started attempt shows unknown",
         },
     )
+    metrics_addr: str = field(
+        default="127.0.0.1:0",
+        metadata={
+            "env": "TRUERUN_METRICS_ADDR",
+            "help": "host:port of the Prometheus /metrics endpoint (port 0 = any)",
+        },
+    )
     grace_seconds: float = field(
         default=10.0,
         metadata={"env": "TRUERUN_GRACE_SECONDS", "help": "how long shutdown waits for calls"},

@@ -87,6 +87,7 @@ class EventIngest:
         actor = Actor(ActorType.RUNTIME, instance_id)
         loaded = await self._transitions.store.load_attempts(list(by_attempt))
         decisions: list[Decision] = []
+        statuses: list[str] = []
         for attempt_id, batch in by_attempt.items():
             item = loaded.get(attempt_id)
             if item is None or not _sent_by_its_runtime(item, instance_id, owner_id):
@@ -94,13 +95,14 @@ class EventIngest:
                 continue
             if (decision := self._fold(item, batch, actor)) is not None:
                 decisions.append(decision)
+                statuses.append(item.run.status.value)
         try:
             applied = await self._transitions.store.apply_all(decisions)
         except (CasMiss, DedupeKeyTaken):
             return Ingested(acks, await self._one_by_one(loaded, by_attempt, actor))
         results = [
-            Result(d.outcome.value, a.run, a.attempt, a.events)
-            for d, a in zip(decisions, applied, strict=True)
+            Result(d.outcome.value, a.run, a.attempt, a.events, from_status=before)
+            for d, a, before in zip(decisions, applied, statuses, strict=True)
         ]
         self._transitions.published(results)
         return Ingested(acks, results)

@@ -40,6 +40,7 @@ class Result:
     attempt: Attempt | None
     events: tuple[RunEvent, ...] = ()
     existing: bool = False  # CreateRun matched an idempotency key
+    from_status: str = ""  # the run's status before (empty for a new run)
 
 
 class Transitions:
@@ -51,6 +52,7 @@ class Transitions:
         token: Callable[[], str] = new_token,
         max_retries: int = 16,
         on_commit: Callable[[Result], None] | None = None,
+        on_conflict: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self._clock = clock
@@ -58,6 +60,7 @@ class Transitions:
         self._token = token
         self._max_retries = max_retries
         self._on_commit = on_commit
+        self._on_conflict = on_conflict
 
     def context(self) -> Context:
         """The clock and id sources decisions are made with (for batch callers)."""
@@ -154,6 +157,8 @@ class Transitions:
             try:
                 applied = await self.store.apply(decision, dedupe_key, request)
             except CasMiss:
+                if self._on_conflict is not None:
+                    self._on_conflict(type(command).__name__)
                 if pinned_version:
                     raise VersionConflict(
                         f"run {command.run_id} changed since version "
@@ -164,7 +169,13 @@ class Transitions:
             except DedupeKeyTaken:
                 continue
             return self._committed(
-                Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+                Result(
+                    decision.outcome.value,
+                    applied.run,
+                    applied.attempt,
+                    applied.events,
+                    from_status=loaded.run.status.value,
+                )
             )
         raise VersionConflict(
             f"run {command.run_id} kept changing; gave up after {self._max_retries} tries",
@@ -188,7 +199,13 @@ class Transitions:
             raise VersionConflict(
                 f"run {command.run_id} changed inside a locked batch", run_id=command.run_id
             ) from None
-        return Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+        return Result(
+            decision.outcome.value,
+            applied.run,
+            applied.attempt,
+            applied.events,
+            from_status=loaded.run.status.value,
+        )
 
     def published(self, results: Sequence[Result]) -> None:
         for result in results:

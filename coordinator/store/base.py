@@ -150,6 +150,9 @@ class RunStore(Protocol):
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         """Live attempts whose lease ran out and that are not already marked stale."""
 
+    async def oldest_non_terminal(self) -> dict[str, int]:
+        """Per non-terminal run status, the oldest run's last change (UTC ms)."""
+
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
 

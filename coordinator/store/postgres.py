@@ -184,6 +184,8 @@ SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE status IN ('claimed', 'starting', 'running') AND lease_expires_at_ms < $1
   AND sync_state <> 'stale'
 ORDER BY lease_expires_at_ms, id LIMIT $2"""
+_OLDEST_NON_TERMINAL = """
+SELECT status, min(updated_at_ms) FROM runs WHERE status <> ALL($1::text[]) GROUP BY status"""
 _DUE_RETRIES = """
 SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < $1
 ORDER BY updated_at_ms, id LIMIT $2"""
@@ -338,6 +340,10 @@ class PostgresStore:
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_EXPIRED_LEASES, now_ms, limit)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def oldest_non_terminal(self) -> dict[str, int]:
+        rows = await self._pool.fetch(_OLDEST_NON_TERMINAL, TERMINAL_STATUSES)
+        return {row[0]: int(row[1]) for row in rows}
 
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         rows = await self._pool.fetch(_DUE_RETRIES, updated_before_ms, limit)

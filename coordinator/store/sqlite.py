@@ -383,6 +383,15 @@ class SqliteStore:
         )
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
+    async def oldest_non_terminal(self) -> dict[str, int]:
+        marks = ", ".join("?" for _ in TERMINAL_STATUSES)
+        rows = await self.read(
+            f"SELECT status, min(updated_at_ms) FROM runs WHERE status NOT IN ({marks}) "
+            "GROUP BY status",
+            *TERMINAL_STATUSES,
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         rows = await self.read(
             "SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < ? "

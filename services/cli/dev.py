@@ -12,6 +12,7 @@ from services.bootstrap import capacity, coordinator, open_observations, open_st
 from services.config import Settings
 from services.db.migrate import upgrade
 from services.ids import new_token
+from services.metrics import Metrics
 from services.server import create_server, serve_until_signal
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,8 @@ async def run_dev(settings: Settings) -> None:
     await upgrade(database_url)
     store = await open_store(database_url)
     try:
-        app = coordinator(store)
+        metrics = Metrics()
+        app = coordinator(store, metrics)
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
         runtime_side = runtimes(
@@ -34,19 +36,26 @@ async def run_dev(settings: Settings) -> None:
             lease_ttl_ms=settings.lease_ttl_ms,
         )
         server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
+        lease_scan = LeaseReconciler(
+            app.transitions,
+            interval_s=min(2.0, settings.lease_ttl_ms / 4000),
+            on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
+        )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
-            asyncio.create_task(
-                LeaseReconciler(
-                    app.transitions, interval_s=min(2.0, settings.lease_ttl_ms / 4000)
-                ).serve()
-            ),
+            asyncio.create_task(lease_scan.serve()),
+            asyncio.create_task(metrics.watch_ages(store)),
         ]
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+        metrics_host = settings.metrics_addr.rsplit(":", 1)[0]
+        print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)
         await serve_until_signal(server, settings.grace_seconds)
         for loop in loops:
             loop.cancel()
+        metrics_server.shutdown()
+        metrics_server.server_close()
     finally:
         await store.close()
 

@@ -1,0 +1,91 @@
+"""Prometheus metrics with seed B §16's names. Labels are bounded vocabularies (statuses,
+event types, command names): never a run id, task id or error message."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    generate_latest,
+    start_http_server,
+)
+
+from coordinator.service.transitions import Result
+from coordinator.store.base import RunStore
+from services.ids import now_ms
+
+log = logging.getLogger(__name__)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.transitions = Counter(
+            "run_transition_total",
+            "Committed run transitions",
+            ["from", "to", "result"],
+            registry=r,
+        )
+        self.conflicts = Counter(
+            "run_transition_conflict_total", "Compare-and-set misses", ["command"], registry=r
+        )
+        self.events = Counter("run_event_append_total", "Events appended", ["type"], registry=r)
+        self.reconciles = Counter(
+            "run_reconcile_total", "Reconciler actions", ["executor", "result"], registry=r
+        )
+        self.late_callbacks = Counter(
+            "attempt_late_callback_total",
+            "Runtime evidence ignored as late, duplicate or out of order",
+            ["executor", "type"],
+            registry=r,
+        )
+        self.non_terminal_age = Gauge(
+            "run_non_terminal_age_seconds",
+            "Age of the oldest run in each non-terminal status",
+            ["status"],
+            registry=r,
+        )
+
+    def committed(self, result: Result) -> None:
+        """A hub listener: one call per committed result in this process."""
+        for event in result.events:
+            self.events.labels(event.type).inc()
+            if event.type == "attempt.late_callback_ignored":
+                reported = str(event.payload.get("reported_type", "unknown"))
+                self.late_callbacks.labels("runtime", reported).inc()
+        if result.events and result.outcome != "ignored":
+            to = result.run.status.value
+            self.transitions.labels(result.from_status or "new", to, result.outcome).inc()
+
+    def conflict(self, command: str) -> None:
+        self.conflicts.labels(command).inc()
+
+    async def watch_ages_once(self, store: RunStore) -> None:
+        oldest = await store.oldest_non_terminal()
+        now = now_ms()
+        self.non_terminal_age.clear()
+        for status, since in oldest.items():
+            self.non_terminal_age.labels(status).set(max(0, now - since) / 1000)
+
+    async def watch_ages(self, store: RunStore, interval_s: float = 15.0) -> None:
+        while True:
+            try:
+                await self.watch_ages_once(store)
+            except Exception:  # metrics never stop the service
+                log.exception("non-terminal age scan failed")
+            await asyncio.sleep(interval_s)
+
+    def exposition(self) -> str:
+        return generate_latest(self.registry).decode()
+
+    def serve(self, address: str) -> tuple[Any, int]:
+        """An HTTP /metrics endpoint on ``host:port`` (port 0: a free one)."""
+        host, _, port = address.rpartition(":")
+        server, _thread = start_http_server(int(port), addr=host, registry=self.registry)
+        return server, int(server.server_port)
