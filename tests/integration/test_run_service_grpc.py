@@ -720,6 +720,9 @@ class GatedStore:
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         return await self._inner.expired_leases(now_ms, limit)
 
+    async def oldest_non_terminal(self) -> dict[str, int]:
+        return await self._inner.oldest_non_terminal()
+
     async def get_request(self, request_id: str) -> StoredRequest | None:
         return await self._inner.get_request(request_id)
 
