@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -21,8 +22,8 @@ from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError, InvalidArgument, Unauthenticated
-from coordinator.domain.model import Actor
-from coordinator.domain.states import ActorType
+from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
+from coordinator.domain.states import ActorType, AttemptStatus
 from coordinator.service.transitions import Transitions
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,44 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             )
         except Exception:  # the next heartbeat renews again; the stream must go on
             log.exception("lease renewal for %s failed", session.runtime_instance_id)
+        await self._orphans(session, stored.active_task_ids)
         session.wake.set()
+
+    async def _orphans(self, session: Session, active_task_ids: tuple[str, ...]) -> None:
+        """Seed A §10: a runtime running a task truerun holds finished, unstarted or on
+        another runtime gets a Cancel; truerun's state stays and the report is recorded
+        (once per stream)."""
+        attempt_ids = [
+            t.removeprefix(RUNTIME_TASK_PREFIX)
+            for t in active_task_ids
+            if t.startswith(RUNTIME_TASK_PREFIX)
+        ]
+        if not attempt_ids:
+            return
+        loaded = await self._store.load_attempts(attempt_ids)
+        for attempt_id, item in loaded.items():
+            attempt = item.attempt
+            if attempt is None or (
+                attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
+                and attempt.runtime_instance_id == session.runtime_instance_id
+            ):
+                continue
+            self._dispatcher.send_cancel(
+                replace(attempt, runtime_instance_id=session.runtime_instance_id)
+            )
+            if attempt_id in session.reported_orphans:
+                continue
+            session.reported_orphans.add(attempt_id)
+            report = c.OrphanReported(
+                item.run.id,
+                Actor(ActorType.RUNTIME, session.runtime_instance_id),
+                attempt_id=attempt_id,
+                runtime_instance_id=session.runtime_instance_id,
+            )
+            try:
+                await self._transitions.execute(report)
+            except DomainError as error:
+                log.warning("orphan %s not recorded: %s", attempt_id, error.message)
 
     async def _apply_batches(
         self, session: Session, buffered: list[pb.RuntimeEvent], arrived: asyncio.Event

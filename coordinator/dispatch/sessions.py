@@ -19,6 +19,8 @@ class Session:
     #: Set by every heartbeat and every terminal event: "capacity may have changed".
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    #: Orphan tasks already recorded on this stream (the Cancel is re-sent every heartbeat).
+    reported_orphans: set[str] = field(default_factory=set)
 
     def send(self, message: pb.ConnectResponse) -> None:
         if not self.closed:

@@ -101,6 +101,16 @@ class RetryAttempt(RunCommand):
 
 
 @dataclass(frozen=True, slots=True)
+class OrphanReported(RunCommand):
+    """A runtime reports this attempt's task as running although truerun holds the attempt
+    finished (or on another runtime). truerun's state stays; the report is recorded and the
+    runtime is told to cancel the orphan."""
+
+    attempt_id: str = ""
+    runtime_instance_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ManualRetry(RunCommand):
     """A person's retry: a new run that points at this one; this one never changes."""
 
@@ -202,6 +212,7 @@ Command = (
     | RetryAttempt
     | ManualRetry
     | InspectAnswer
+    | OrphanReported
     | DispatchRejected
     | RuntimeAccepted
     | RuntimeRunning

@@ -672,6 +672,27 @@ def _inspect_answer(
     return _run_update(run, ctx, events, synced, AttemptWrite.UPDATE, attempt)
 
 
+def _orphan_reported(
+    cmd: c.OrphanReported, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    """Recorded only (sync `diverged` in the event); an orphan never changes truerun's state."""
+    event = _event(
+        "attempt.orphan_reported",
+        cmd.actor,
+        cmd.attempt_id,
+        runtime_instance_id=cmd.runtime_instance_id,
+        sync_state=SyncState.DIVERGED.value,
+        reason="the runtime runs a task truerun holds finished or elsewhere",
+    )
+    return Decision(
+        outcome=Outcome.IGNORED,
+        run=run,
+        run_write=RunWrite.EVENTS_ONLY,
+        attempt=attempt,
+        events=(event,),
+    )
+
+
 def _keep_seq(decision: Decision, before: Attempt) -> Decision:
     assert decision.attempt is not None
     return replace(
@@ -690,6 +711,7 @@ _RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision
     c.RetryAttempt: _retry_attempt,
     c.ManualRetry: _manual_retry,
     c.InspectAnswer: _inspect_answer,
+    c.OrphanReported: _orphan_reported,
 }
 
 

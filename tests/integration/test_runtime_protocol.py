@@ -291,3 +291,23 @@ async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
         await runtime.acked(start.attempt_id, 1)
         assert await _display(stack, run_id) == "SUCCEEDED"
+
+
+async def test_a_finished_task_still_running_on_the_runtime_is_an_orphan(stack: Stack) -> None:
+    """Seed A §10: the runtime reports a task truerun holds finished: it is told to cancel
+    it, the report is recorded (diverged), and truerun's state stays as it was."""
+    run_id = await _submit(stack)
+    async with _connected(stack) as runtime:
+        start = await _accepted(runtime, 2)
+        await runtime.event(start, 3, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
+        await runtime.acked(start.attempt_id, 3)
+        done = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        for _ in range(2):
+            await runtime.heartbeat(limit=1, active=[start.runtime_task_id])
+            cancel = (await runtime.expect("cancel")).cancel
+            assert cancel.runtime_task_id == start.runtime_task_id
+        after = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
+        assert after.version == done.version
+        assert after.display_state == common_pb2.DISPLAY_STATE_SUCCEEDED
+        types = await _types(stack, run_id)
+        assert types.count("attempt.orphan_reported") == 1
