@@ -35,14 +35,19 @@ class LeaseReconciler:
         interval_s: float = 2.0,
         clock: Callable[[], int] = now_ms,
         on_action: Callable[[str], None] | None = None,
+        lost_after_ms: int = 0,
     ) -> None:
+        """``lost_after_ms``: how long a runtime may stay silent before its unknown attempts
+        are declared lost by policy (0: never; a person decides)."""
         self._transitions = transitions
+        self._lost_after_ms = lost_after_ms
         self._on_action = on_action
         self._interval_s = interval_s
         self._clock = clock
 
     async def run_once(self, limit: int = 200) -> dict[str, int]:
-        """One scan; returns how many attempts were requeued and marked unknown."""
+        """One scan; returns how many attempts were requeued and marked unknown (and, with
+        a lost_after policy, declared lost)."""
         counts = {"requeued": 0, "unknown": 0}
         for attempt in await self._transitions.store.expired_leases(self._clock(), limit):
             outcome = await self._settle(attempt)
@@ -50,7 +55,27 @@ class LeaseReconciler:
                 counts[outcome] += 1
             if self._on_action is not None:
                 self._on_action(outcome or "moved_on")
+        if self._lost_after_ms > 0:
+            counts["lost"] = await self._declare_lost(limit)
         return counts
+
+    async def _declare_lost(self, limit: int) -> int:
+        """The lost_after policy: silent that long, the attempt is lost by policy (the reason
+        says so); an idempotent run then gets a new attempt, any other waits for a person."""
+        store = self._transitions.store
+        lost = 0
+        for attempt in await store.silent_unknowns(self._clock() - self._lost_after_ms, limit):
+            reason = f"lost_after_policy: runtime silent for over {self._lost_after_ms} ms"
+            try:
+                result = await self._transitions.execute(
+                    c.MarkLost(attempt.run_id, ACTOR, reason=reason)
+                )
+                lost += 1
+                if result.run.idempotent and result.run.status.value == "lost":
+                    await self._transitions.execute(c.RetryAttempt(attempt.run_id, ACTOR))
+            except DomainError as error:
+                log.info("attempt %s not declared lost: %s", attempt.id, error.message)
+        return lost
 
     async def _settle(self, attempt: Attempt) -> str | None:
         if attempt.fenced:

@@ -23,7 +23,9 @@ async def run_reconciler(settings: Settings) -> None:
     try:
         app = coordinator(store)
         loops = [
-            asyncio.create_task(LeaseReconciler(app.transitions).serve()),
+            asyncio.create_task(
+                LeaseReconciler(app.transitions, lost_after_ms=settings.lost_after_ms).serve()
+            ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
         ]
         stop = asyncio.Event()

@@ -64,6 +64,15 @@ class Settings:
             "heartbeat an unstarted claim is requeued and a started attempt shows unknown",
         },
     )
+    lost_after_ms: int = field(
+        default=0,
+        metadata={
+            "env": "TRUERUN_LOST_AFTER_MS",
+            "help": "how long a runtime may stay silent before its unknown attempts are declared "
+            "lost by policy (0 = never: a person decides); keep it above the runtimes' "
+            "self_fence_after plus a margin, or a replacement may overlap the original",
+        },
+    )
     metrics_addr: str = field(
         default="127.0.0.1:0",
         metadata={

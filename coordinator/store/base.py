@@ -150,6 +150,10 @@ class RunStore(Protocol):
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         """Live attempts whose lease ran out and that are not already marked stale."""
 
+    async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
+        """Started attempts whose sync is stale and whose lease ran out before
+        ``silent_since_ms`` (no heartbeat renewed it since)."""
+
     async def oldest_non_terminal(self) -> dict[str, int]:
         """Per non-terminal run status, the oldest run's last change (UTC ms)."""
 

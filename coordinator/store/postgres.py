@@ -184,6 +184,10 @@ SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE status IN ('claimed', 'starting', 'running') AND lease_expires_at_ms < $1
   AND sync_state <> 'stale'
 ORDER BY lease_expires_at_ms, id LIMIT $2"""
+_SILENT_UNKNOWNS = f"""
+SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
+WHERE status IN ('starting', 'running') AND sync_state = 'stale' AND lease_expires_at_ms < $1
+ORDER BY lease_expires_at_ms, id LIMIT $2"""
 _OLDEST_NON_TERMINAL = """
 SELECT status, min(updated_at_ms) FROM runs WHERE status <> ALL($1::text[]) GROUP BY status"""
 _DUE_RETRIES = """
@@ -339,6 +343,10 @@ class PostgresStore:
 
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_EXPIRED_LEASES, now_ms, limit)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
+        rows = await self._pool.fetch(_SILENT_UNKNOWNS, silent_since_ms, limit)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
     async def oldest_non_terminal(self) -> dict[str, int]:

@@ -383,6 +383,16 @@ class SqliteStore:
         )
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
+    async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
+        rows = await self.read(
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE status IN "
+            "('starting', 'running') AND sync_state = 'stale' AND lease_expires_at_ms < ? "
+            "ORDER BY lease_expires_at_ms, id LIMIT ?",
+            silent_since_ms,
+            limit,
+        )
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
     async def oldest_non_terminal(self) -> dict[str, int]:
         marks = ", ".join("?" for _ in TERMINAL_STATUSES)
         rows = await self.read(

@@ -40,6 +40,7 @@ async def run_dev(settings: Settings) -> None:
             app.transitions,
             interval_s=min(2.0, settings.lease_ttl_ms / 4000),
             on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
+            lost_after_ms=settings.lost_after_ms,
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

@@ -410,3 +410,29 @@ async def test_a_batch_of_writes_is_all_or_nothing(
     written = await transitions.store.apply_all(decisions[:1])
     assert written[0].run.status is RunStatus.RUNNING
     assert [e.type for e in written[0].events] == ["attempt.running", "run.running"]
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "not-idempotent"])
+async def test_lost_after_policy_declares_silent_unknowns_lost(
+    transitions: Transitions, idempotent: bool
+) -> None:
+    _, attempt = await started(transitions, idempotent=idempotent)
+    assert attempt.lease_expires_at_ms is not None
+    expiry = attempt.lease_expires_at_ms
+    never = LeaseReconciler(transitions, clock=lambda: expiry + 3_600_000)
+    assert (await never.run_once())["unknown"] == 1  # without a policy: unknown, forever
+    assert "lost" not in await never.run_once()
+    early = LeaseReconciler(transitions, clock=lambda: expiry + 5_000, lost_after_ms=10_000)
+    assert (await early.run_once())["lost"] == 0
+    late = LeaseReconciler(transitions, clock=lambda: expiry + 11_000, lost_after_ms=10_000)
+    assert (await late.run_once())["lost"] == 1
+    loaded = await transitions.store.load(attempt.run_id)
+    attempts = await transitions.store.list_attempts(attempt.run_id)
+    assert loaded is not None
+    assert attempts[0].status is AttemptStatus.LOST
+    assert attempts[0].termination_reason is not None
+    assert attempts[0].termination_reason.startswith("lost_after_policy")
+    if idempotent:  # a new attempt, the lost one kept
+        assert loaded.run.status is RunStatus.QUEUED and len(attempts) == 2
+    else:  # a person decides
+        assert loaded.run.status is RunStatus.LOST and len(attempts) == 1

@@ -723,6 +723,9 @@ class GatedStore:
     async def oldest_non_terminal(self) -> dict[str, int]:
         return await self._inner.oldest_non_terminal()
 
+    async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
+        return await self._inner.silent_unknowns(silent_since_ms, limit)
+
     async def get_request(self, request_id: str) -> StoredRequest | None:
         return await self._inner.get_request(request_id)
 
