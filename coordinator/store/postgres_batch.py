@@ -8,6 +8,7 @@ division by zero aborts the whole statement, so a batch is all or nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -143,12 +144,6 @@ async def apply_batch(conn: asyncpg.Connection, decisions: Sequence[Decision]) -
     applied = []
     for d, evs in zip(decisions, arrays, strict=True):
         sequence = sequences[d.run.id]
-        run = d.run if d.run.event_sequence == sequence else _with_sequence(d, sequence)
+        run = d.run if d.run.event_sequence == sequence else replace(d.run, event_sequence=sequence)
         applied.append(Applied(run, d.attempt, stored_events(d, evs, sequence, None)))
     return applied
-
-
-def _with_sequence(decision: Decision, sequence: int) -> Any:
-    from dataclasses import replace
-
-    return replace(decision.run, event_sequence=sequence)
