@@ -157,6 +157,29 @@ def _lease_changed(before: Attempt | None, after: Attempt | None) -> bool:
     )
 
 
+def _cancelled(
+    run: Run,
+    ctx: Context,
+    events: list[NewEvent],
+    attempt: Attempt | None,
+    previous_attempt: Attempt | None,
+    **changes: Any,
+) -> Decision:
+    """The run ends cancelled (with the attempt's change, when there is one)."""
+    return _run_update(
+        run,
+        ctx,
+        events,
+        attempt,
+        AttemptWrite.UPDATE if attempt is not None else None,
+        previous_attempt,
+        status=RunStatus.CANCELLED,
+        finished_at_ms=ctx.now_ms,
+        error_code="cancelled_by_user",
+        **changes,
+    )
+
+
 def _live_after_fence(attempt: Attempt | None) -> bool:
     """A Start may have reached the runtime and no result has come back."""
     return (
@@ -520,18 +543,14 @@ def _request_cancel(
             reason=reason,
         )
     )
-    return _run_update(
+    return _cancelled(
         run,
         ctx,
         events,
         cancelled_attempt,
-        AttemptWrite.UPDATE if cancelled_attempt else None,
         attempt if cancelled_attempt else None,
-        status=RunStatus.CANCELLED,
         cancel_requested_at_ms=ctx.now_ms,
         cancel_reason=reason,
-        finished_at_ms=ctx.now_ms,
-        error_code="cancelled_by_user",
     )
 
 
@@ -556,17 +575,7 @@ def _mark_lost(cmd: c.MarkLost, run: Run, attempt: Attempt | None, ctx: Context)
     if run.cancel_requested_at_ms is not None:
         # Cancel was asked for and the process is provably gone: the intent is fulfilled.
         events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_and_lost"))
-        return _run_update(
-            run,
-            ctx,
-            events,
-            lost,
-            AttemptWrite.UPDATE,
-            attempt,
-            status=RunStatus.CANCELLED,
-            finished_at_ms=ctx.now_ms,
-            error_code="cancelled_by_user",
-        )
+        return _cancelled(run, ctx, events, lost, attempt)
     events.append(_event("run.lost", cmd.actor, attempt.id, reason=cmd.reason))
     return _run_update(
         run,
@@ -812,17 +821,7 @@ def _dispatch_rejected(
         events.append(
             _event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
         )
-        return _run_update(
-            run,
-            ctx,
-            events,
-            cancelled,
-            AttemptWrite.UPDATE,
-            attempt,
-            status=RunStatus.CANCELLED,
-            finished_at_ms=ctx.now_ms,
-            error_code="cancelled_by_user",
-        )
+        return _cancelled(run, ctx, events, cancelled, attempt)
     events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
     return _run_update(
         run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, status=RunStatus.QUEUED
