@@ -33,6 +33,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.WORKSPACE_NOT_ISOLATED: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.AGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorReason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    ErrorReason.INVALID_CURSOR: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 

@@ -21,6 +21,7 @@ class ErrorReason(StrEnum):
     WORKSPACE_NOT_ISOLATED = "WORKSPACE_NOT_ISOLATED"
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
     UNAUTHENTICATED = "UNAUTHENTICATED"
+    INVALID_CURSOR = "INVALID_CURSOR"
 
 
 class DomainError(Exception):
@@ -84,3 +85,7 @@ class ExecutionScopeBusy(DomainError):
 
 class Unauthenticated(DomainError):
     reason = ErrorReason.UNAUTHENTICATED
+
+
+class InvalidCursor(DomainError):
+    reason = ErrorReason.INVALID_CURSOR

@@ -450,6 +450,10 @@ class _ErrorReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._En
     """NOT_FOUND: no agent with the given id was configured."""
     ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 15
     """UNAUTHENTICATED: the runtime token is unknown or may not act for the owner."""
+    ERROR_REASON_INVALID_CURSOR: _ErrorReason.ValueType  # 16
+    """INVALID_ARGUMENT: an event cursor (after_cursor) is malformed; pass back
+    only cursors the server returned.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -506,6 +510,10 @@ ERROR_REASON_AGENT_NOT_FOUND: ErrorReason.ValueType  # 14
 """NOT_FOUND: no agent with the given id was configured."""
 ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 15
 """UNAUTHENTICATED: the runtime token is unknown or may not act for the owner."""
+ERROR_REASON_INVALID_CURSOR: ErrorReason.ValueType  # 16
+"""INVALID_ARGUMENT: an event cursor (after_cursor) is malformed; pass back
+only cursors the server returned.
+"""
 Global___ErrorReason: typing_extensions.TypeAlias = ErrorReason
 
 @typing.final
@@ -892,6 +900,8 @@ class RunEvent(google.protobuf.message.Message):
     ATTEMPT_ID_FIELD_NUMBER: builtins.int
     PAYLOAD_FIELD_NUMBER: builtins.int
     CREATE_TIME_FIELD_NUMBER: builtins.int
+    CURSOR_FIELD_NUMBER: builtins.int
+    PROJECT_ID_FIELD_NUMBER: builtins.int
     id: builtins.str
     """Server-assigned event id."""
     run_id: builtins.str
@@ -902,6 +912,14 @@ class RunEvent(google.protobuf.message.Message):
     """The event type: a stable name defined by the coordinator."""
     attempt_id: builtins.str
     """The attempt concerned; empty for run-level events."""
+    cursor: builtins.str
+    """The event's position in its project's commit-ordered event stream:
+    opaque, printable ASCII (safe as an SSE `id:`), strictly increasing along
+    the stream as the server delivers it. Pass it back as after_cursor
+    (WatchRunEvents, ListProjectEvents) to resume. See docs/events.md.
+    """
+    project_id: builtins.str
+    """The project of the event's run."""
     @property
     def actor(self) -> Global___Actor:
         """Who caused the event."""
@@ -925,8 +943,10 @@ class RunEvent(google.protobuf.message.Message):
         attempt_id: builtins.str = ...,
         payload: google.protobuf.struct_pb2.Struct | None = ...,
         create_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        cursor: builtins.str = ...,
+        project_id: builtins.str = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["actor", b"actor", "create_time", b"create_time", "payload", b"payload"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "attempt_id", b"attempt_id", "create_time", b"create_time", "id", b"id", "payload", b"payload", "run_id", b"run_id", "sequence", b"sequence", "type", b"type"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["actor", b"actor", "attempt_id", b"attempt_id", "create_time", b"create_time", "cursor", b"cursor", "id", b"id", "payload", b"payload", "project_id", b"project_id", "run_id", b"run_id", "sequence", b"sequence", "type", b"type"]) -> None: ...
 
 Global___RunEvent: typing_extensions.TypeAlias = RunEvent

@@ -478,10 +478,8 @@ Global___ListRunEventsResponse: typing_extensions.TypeAlias = ListRunEventsRespo
 
 @typing.final
 class WatchRunEventsRequest(google.protobuf.message.Message):
-    """Request for RunService.WatchRunEvents. Set run_id to follow one run. A
-    project-wide watch (run_id empty, project_id set) is reserved: this server
-    answers it with INVALID_ARGUMENT until a commit-ordered project cursor
-    exists (the gateway's per-project SSE stream needs one).
+    """Request for RunService.WatchRunEvents. Set run_id to follow one run, or
+    leave it empty and set project_id to follow every run of a project.
     """
 
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
@@ -489,6 +487,7 @@ class WatchRunEventsRequest(google.protobuf.message.Message):
     RUN_ID_FIELD_NUMBER: builtins.int
     PROJECT_ID_FIELD_NUMBER: builtins.int
     AFTER_SEQUENCE_FIELD_NUMBER: builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: builtins.int
     run_id: builtins.str
     """The run to follow; empty = all runs of project_id."""
     project_id: builtins.str
@@ -496,8 +495,12 @@ class WatchRunEventsRequest(google.protobuf.message.Message):
     after_sequence: builtins.int
     """With run_id: replay stored events with a greater sequence first, then
     follow (resume with the last sequence seen). Without run_id sequences are
-    per run, so this must be 0 and the stream starts with events committed
-    after the call; catch up a run with ListRunEvents.
+    per run, so this must be 0; use after_cursor.
+    """
+    after_cursor: builtins.str
+    """Without run_id: replay the project's stored events after this cursor
+    (a RunEvent.cursor this server returned; empty = from the project's
+    first event), then follow. Must be empty with run_id.
     """
     def __init__(
         self,
@@ -505,7 +508,63 @@ class WatchRunEventsRequest(google.protobuf.message.Message):
         run_id: builtins.str = ...,
         project_id: builtins.str = ...,
         after_sequence: builtins.int = ...,
+        after_cursor: builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["after_sequence", b"after_sequence", "project_id", b"project_id", "run_id", b"run_id"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["after_cursor", b"after_cursor", "after_sequence", b"after_sequence", "project_id", b"project_id", "run_id", b"run_id"]) -> None: ...
 
 Global___WatchRunEventsRequest: typing_extensions.TypeAlias = WatchRunEventsRequest
+
+@typing.final
+class ListProjectEventsRequest(google.protobuf.message.Message):
+    """Request for RunService.ListProjectEvents."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: builtins.int
+    PAGE_SIZE_FIELD_NUMBER: builtins.int
+    project_id: builtins.str
+    """The project whose events to list."""
+    after_cursor: builtins.str
+    """Only events after this cursor (a RunEvent.cursor or next_cursor this
+    server returned); empty = from the project's first event.
+    """
+    page_size: builtins.int
+    """Maximum number of events to return; 0 = 100, capped at 1000."""
+    def __init__(
+        self,
+        *,
+        project_id: builtins.str = ...,
+        after_cursor: builtins.str = ...,
+        page_size: builtins.int = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["after_cursor", b"after_cursor", "page_size", b"page_size", "project_id", b"project_id"]) -> None: ...
+
+Global___ListProjectEventsRequest: typing_extensions.TypeAlias = ListProjectEventsRequest
+
+@typing.final
+class ListProjectEventsResponse(google.protobuf.message.Message):
+    """Response of RunService.ListProjectEvents."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: builtins.int
+    next_cursor: builtins.str
+    """The cursor of the last event returned, or the request's after_cursor when
+    none was; pass it back as after_cursor for the next page. A page shorter
+    than page_size does not mean the stream ended: new commits extend it.
+    """
+    @property
+    def events(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.common_pb2.RunEvent]:
+        """The page of events, in ascending cursor order."""
+
+    def __init__(
+        self,
+        *,
+        events: collections.abc.Iterable[truerun.v1.common_pb2.RunEvent] | None = ...,
+        next_cursor: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["events", b"events", "next_cursor", b"next_cursor"]) -> None: ...
+
+Global___ListProjectEventsResponse: typing_extensions.TypeAlias = ListProjectEventsResponse

@@ -76,6 +76,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.WatchRunEventsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_common__pb2.RunEvent.FromString,
                 _registered_method=True)
+        self.ListProjectEvents = channel.unary_unary(
+                '/truerun.v1.RunService/ListProjectEvents',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -148,6 +153,27 @@ class RunServiceServicer:
         events after after_sequence, then new events as they commit. Only
         committed events are ever sent. To resume after a disconnect, call again
         with after_sequence set to the last sequence seen.
+
+        Project-wide (run_id empty, project_id set): first the project's stored
+        events after after_cursor (empty = from the project's first event), then
+        new commits, in cursor order. A client that reconnects with the last
+        cursor it received gets every committed event exactly once, in stream
+        order. Events committed by any server process on the same database are
+        delivered. A malformed after_cursor fails with INVALID_ARGUMENT /
+        INVALID_CURSOR.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListProjectEvents(self, request, context):
+        """Lists the committed events of every run of one project in the project's
+        commit-ordered stream order (RunEvent.cursor ascending), starting after
+        after_cursor. Each run's events appear in sequence order. Only events
+        whose writing transaction and every earlier one have finished are
+        returned, so no event can later appear before a returned cursor: paging
+        with next_cursor yields every committed event exactly once. Never writes.
+        A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -195,6 +221,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.WatchRunEvents,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.WatchRunEventsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_common__pb2.RunEvent.SerializeToString,
+            ),
+            'ListProjectEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProjectEvents,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -414,6 +445,33 @@ class RunService:
             '/truerun.v1.RunService/WatchRunEvents',
             truerun_dot_v1_dot_run__service__pb2.WatchRunEventsRequest.SerializeToString,
             truerun_dot_v1_dot_common__pb2.RunEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProjectEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/ListProjectEvents',
+            truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -165,7 +165,23 @@ _RunServiceWatchRunEventsType = typing_extensions.TypeVar(
     ],
 )
 
-class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType]):
+_RunServiceListProjectEventsType = typing_extensions.TypeVar(
+    '_RunServiceListProjectEventsType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListProjectEventsRequest,
+        truerun.v1.run_service_pb2.ListProjectEventsResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListProjectEventsRequest,
+        truerun.v1.run_service_pb2.ListProjectEventsResponse,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListProjectEventsRequest,
+        truerun.v1.run_service_pb2.ListProjectEventsResponse,
+    ],
+)
+
+class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType, _RunServiceListProjectEventsType]):
     """The public API for runs."""
 
     @typing.overload
@@ -202,6 +218,10 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
             truerun.v1.run_service_pb2.WatchRunEventsRequest,
             truerun.v1.common_pb2.RunEvent,
         ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ListProjectEventsRequest,
+            truerun.v1.run_service_pb2.ListProjectEventsResponse,
+        ],
     ], channel: grpc.Channel) -> None: ...
 
     @typing.overload
@@ -237,6 +257,10 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
         grpc.aio.UnaryStreamMultiCallable[
             truerun.v1.run_service_pb2.WatchRunEventsRequest,
             truerun.v1.common_pb2.RunEvent,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ListProjectEventsRequest,
+            truerun.v1.run_service_pb2.ListProjectEventsResponse,
         ],
     ], channel: grpc.aio.Channel) -> None: ...
 
@@ -283,6 +307,24 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
     events after after_sequence, then new events as they commit. Only
     committed events are ever sent. To resume after a disconnect, call again
     with after_sequence set to the last sequence seen.
+
+    Project-wide (run_id empty, project_id set): first the project's stored
+    events after after_cursor (empty = from the project's first event), then
+    new commits, in cursor order. A client that reconnects with the last
+    cursor it received gets every committed event exactly once, in stream
+    order. Events committed by any server process on the same database are
+    delivered. A malformed after_cursor fails with INVALID_ARGUMENT /
+    INVALID_CURSOR.
+    """
+
+    ListProjectEvents: _RunServiceListProjectEventsType
+    """Lists the committed events of every run of one project in the project's
+    commit-ordered stream order (RunEvent.cursor ascending), starting after
+    after_cursor. Each run's events appear in sequence order. Only events
+    whose writing transaction and every earlier one have finished are
+    returned, so no event can later appear before a returned cursor: paging
+    with next_cursor yields every committed event exactly once. Never writes.
+    A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
     """
 
 RunServiceAsyncStub: typing_extensions.TypeAlias = RunServiceStub[
@@ -317,6 +359,10 @@ RunServiceAsyncStub: typing_extensions.TypeAlias = RunServiceStub[
     grpc.aio.UnaryStreamMultiCallable[
         truerun.v1.run_service_pb2.WatchRunEventsRequest,
         truerun.v1.common_pb2.RunEvent,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListProjectEventsRequest,
+        truerun.v1.run_service_pb2.ListProjectEventsResponse,
     ],
 ]
 
@@ -406,6 +452,29 @@ class RunServiceServicer(metaclass=abc.ABCMeta):
         events after after_sequence, then new events as they commit. Only
         committed events are ever sent. To resume after a disconnect, call again
         with after_sequence set to the last sequence seen.
+
+        Project-wide (run_id empty, project_id set): first the project's stored
+        events after after_cursor (empty = from the project's first event), then
+        new commits, in cursor order. A client that reconnects with the last
+        cursor it received gets every committed event exactly once, in stream
+        order. Events committed by any server process on the same database are
+        delivered. A malformed after_cursor fails with INVALID_ARGUMENT /
+        INVALID_CURSOR.
+        """
+
+    @abc.abstractmethod
+    def ListProjectEvents(
+        self,
+        request: truerun.v1.run_service_pb2.ListProjectEventsRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.run_service_pb2.ListProjectEventsResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.ListProjectEventsResponse]]:
+        """Lists the committed events of every run of one project in the project's
+        commit-ordered stream order (RunEvent.cursor ascending), starting after
+        after_cursor. Each run's events appear in sequence order. Only events
+        whose writing transaction and every earlier one have finished are
+        returned, so no event can later appear before a returned cursor: paging
+        with next_cursor yields every committed event exactly once. Never writes.
+        A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
         """
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
