@@ -240,6 +240,15 @@ class RunServicer(run_service_pb2_grpc.RunServiceServicer):
             events=[convert.event_to_proto(e) for e in events], next_page_token=token
         )
 
+    @unary
+    async def ListAttempts(
+        self, request: run_service_pb2.ListAttemptsRequest, context: Ctx
+    ) -> run_service_pb2.ListAttemptsResponse:
+        attempts = await self._queries.attempts(validation.run_id(request.run_id, "run_id"))
+        return run_service_pb2.ListAttemptsResponse(
+            attempts=[convert.attempt_to_proto(a) for a in attempts]
+        )
+
     @stream
     async def WatchRunEvents(
         self, request: run_service_pb2.WatchRunEventsRequest, context: Ctx

@@ -147,4 +147,8 @@ class RunQueries:
         return events, ""
 
     async def attempts(self, run_id: str) -> Sequence[Attempt]:
-        return await self._store.list_attempts(run_id)
+        attempts = await self._store.list_attempts(run_id)
+        # A run always has its first attempt, so none means no such run; confirm before saying so.
+        if not attempts and await self._store.load(run_id) is None:
+            raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
+        return sorted(attempts, key=lambda a: a.attempt_no)

@@ -568,3 +568,41 @@ class ListProjectEventsResponse(google.protobuf.message.Message):
     def ClearField(self, field_name: typing.Literal["events", b"events", "next_cursor", b"next_cursor"]) -> None: ...
 
 Global___ListProjectEventsResponse: typing_extensions.TypeAlias = ListProjectEventsResponse
+
+@typing.final
+class ListAttemptsRequest(google.protobuf.message.Message):
+    """Request for RunService.ListAttempts."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: builtins.int
+    run_id: builtins.str
+    """The run whose attempts to list."""
+    def __init__(
+        self,
+        *,
+        run_id: builtins.str = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["run_id", b"run_id"]) -> None: ...
+
+Global___ListAttemptsRequest: typing_extensions.TypeAlias = ListAttemptsRequest
+
+@typing.final
+class ListAttemptsResponse(google.protobuf.message.Message):
+    """Response of RunService.ListAttempts."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    ATTEMPTS_FIELD_NUMBER: builtins.int
+    @property
+    def attempts(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.common_pb2.Attempt]:
+        """Every attempt of the run, attempt_no ascending."""
+
+    def __init__(
+        self,
+        *,
+        attempts: collections.abc.Iterable[truerun.v1.common_pb2.Attempt] | None = ...,
+    ) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attempts", b"attempts"]) -> None: ...
+
+Global___ListAttemptsResponse: typing_extensions.TypeAlias = ListAttemptsResponse

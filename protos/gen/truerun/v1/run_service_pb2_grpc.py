@@ -81,6 +81,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.FromString,
                 _registered_method=True)
+        self.ListAttempts = channel.unary_unary(
+                '/truerun.v1.RunService/ListAttempts',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -179,6 +184,15 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAttempts(self, request, context):
+        """Lists every attempt of one run, oldest first (attempt_no ascending), with
+        control status, observed state, sync state, fences and timestamps. Never
+        writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -226,6 +240,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.ListProjectEvents,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.SerializeToString,
+            ),
+            'ListAttempts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAttempts,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -472,6 +491,33 @@ class RunService:
             '/truerun.v1.RunService/ListProjectEvents',
             truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.SerializeToString,
             truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAttempts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/ListAttempts',
+            truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.ListAttemptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -181,7 +181,23 @@ _RunServiceListProjectEventsType = typing_extensions.TypeVar(
     ],
 )
 
-class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType, _RunServiceListProjectEventsType]):
+_RunServiceListAttemptsType = typing_extensions.TypeVar(
+    '_RunServiceListAttemptsType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListAttemptsRequest,
+        truerun.v1.run_service_pb2.ListAttemptsResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListAttemptsRequest,
+        truerun.v1.run_service_pb2.ListAttemptsResponse,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListAttemptsRequest,
+        truerun.v1.run_service_pb2.ListAttemptsResponse,
+    ],
+)
+
+class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType, _RunServiceListProjectEventsType, _RunServiceListAttemptsType]):
     """The public API for runs."""
 
     @typing.overload
@@ -222,6 +238,10 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
             truerun.v1.run_service_pb2.ListProjectEventsRequest,
             truerun.v1.run_service_pb2.ListProjectEventsResponse,
         ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ListAttemptsRequest,
+            truerun.v1.run_service_pb2.ListAttemptsResponse,
+        ],
     ], channel: grpc.Channel) -> None: ...
 
     @typing.overload
@@ -261,6 +281,10 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
         grpc.aio.UnaryUnaryMultiCallable[
             truerun.v1.run_service_pb2.ListProjectEventsRequest,
             truerun.v1.run_service_pb2.ListProjectEventsResponse,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ListAttemptsRequest,
+            truerun.v1.run_service_pb2.ListAttemptsResponse,
         ],
     ], channel: grpc.aio.Channel) -> None: ...
 
@@ -327,6 +351,12 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
     A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
     """
 
+    ListAttempts: _RunServiceListAttemptsType
+    """Lists every attempt of one run, oldest first (attempt_no ascending), with
+    control status, observed state, sync state, fences and timestamps. Never
+    writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
+    """
+
 RunServiceAsyncStub: typing_extensions.TypeAlias = RunServiceStub[
     grpc.aio.UnaryUnaryMultiCallable[
         truerun.v1.run_service_pb2.CreateRunRequest,
@@ -363,6 +393,10 @@ RunServiceAsyncStub: typing_extensions.TypeAlias = RunServiceStub[
     grpc.aio.UnaryUnaryMultiCallable[
         truerun.v1.run_service_pb2.ListProjectEventsRequest,
         truerun.v1.run_service_pb2.ListProjectEventsResponse,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ListAttemptsRequest,
+        truerun.v1.run_service_pb2.ListAttemptsResponse,
     ],
 ]
 
@@ -475,6 +509,17 @@ class RunServiceServicer(metaclass=abc.ABCMeta):
         returned, so no event can later appear before a returned cursor: paging
         with next_cursor yields every committed event exactly once. Never writes.
         A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
+        """
+
+    @abc.abstractmethod
+    def ListAttempts(
+        self,
+        request: truerun.v1.run_service_pb2.ListAttemptsRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.run_service_pb2.ListAttemptsResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.ListAttemptsResponse]]:
+        """Lists every attempt of one run, oldest first (attempt_no ascending), with
+        control status, observed state, sync state, fences and timestamps. Never
+        writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
         """
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
