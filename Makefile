@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo dev test lint typecheck protos pytest bench clean
+.PHONY: setup demo dev test lint typecheck protos chromium pytest bench clean
 
 setup: $(STAMP)
 
@@ -33,7 +33,11 @@ typecheck: setup
 protos: setup
 	PYTHON=$(BIN)/python bash scripts/check_protos.sh
 
-pytest: setup
+# The browser tests need Debian's chromium; installed here when missing (never by playwright).
+chromium:
+	bash scripts/ensure_chromium.sh
+
+pytest: setup chromium
 	$(BIN)/pytest
 
 bench: setup
