@@ -1,89 +1,79 @@
-"""Settings of every truerun process: one frozen object, read once from TRUERUN_* variables.
+"""Settings of every truerun process: one frozen object, read once at start.
 
-CLI flags mirror these variables (the flag wins); `docs/operations.md` lists them all.
+Where a value comes from, strongest first: a CLI flag, a `TRUERUN_*` environment variable (or
+for a secret its `TRUERUN_*_FILE` twin naming a mounted file), the TOML file named by
+`TRUERUN_CONFIG_FILE`, the default. Secrets are never read from the config file: that file
+usually lives in a ConfigMap or a repository. `docs/operations.md` lists every setting
+(`python -m services.config_doc` prints that table).
+
+Adding a setting is one line: `name: type = setting(default, "help")`; its variable is
+`TRUERUN_<NAME>`, its config-file key `name`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+import tomllib
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+CONFIG_FILE_ENV = "TRUERUN_CONFIG_FILE"
+
+T = TypeVar("T")
+
+
+class ConfigError(SystemExit):
+    """A setting that cannot be used. A SystemExit so that the process stops with this one
+    clear message before it opens anything, whichever command read the settings."""
+
+
+def setting(default: T, help: str, *, secret: bool = False) -> T:
+    """One setting. A secret comes only from the environment or a `*_FILE` mount, and is
+    left out of the settings' repr so that logging them never prints it."""
+    return field(default=default, repr=not secret, metadata={"help": help, "secret": secret})
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    data_dir: Path = field(
-        default=Path(".truerun"),
-        metadata={"env": "TRUERUN_DATA_DIR", "help": "where the embedded SQLite database lives"},
+    data_dir: Path = setting(Path(".truerun"), "where the embedded SQLite database lives")
+    database_url: str = setting(
+        "", "postgresql://... or sqlite:///path; empty = SQLite in the data dir", secret=True
     )
-    database_url: str = field(
-        default="",
-        metadata={
-            "env": "TRUERUN_DATABASE_URL",
-            "help": "postgresql://... or sqlite:///path; empty = SQLite in the data dir",
-        },
+    grpc_addr: str = setting("127.0.0.1:7233", "host:port to serve gRPC on (port 0 = any)")
+    redis_url: str = setting(
+        "",
+        "redis://... for capacity observations; empty = in-memory (embedded)",
+        secret=True,
     )
-    grpc_addr: str = field(
-        default="127.0.0.1:7233",
-        metadata={"env": "TRUERUN_GRPC_ADDR", "help": "host:port to serve gRPC on (port 0 = any)"},
+    observation_ttl_ms: int = setting(
+        15_000, "how long a runtime's capacity observation counts without a new heartbeat"
     )
-    redis_url: str = field(
-        default="",
-        metadata={
-            "env": "TRUERUN_REDIS_URL",
-            "help": "redis://... for capacity observations; empty = in-memory (embedded)",
-        },
+    runtime_tokens: str = setting(
+        "",
+        "owner:token pairs separated by ';' that runtimes authenticate with; "
+        "empty in `truerun dev` = one token for any owner, written to DATA_DIR/runtime.token",
+        secret=True,
     )
-    observation_ttl_ms: int = field(
-        default=15_000,
-        metadata={
-            "env": "TRUERUN_OBSERVATION_TTL_MS",
-            "help": "how long a runtime's capacity observation counts without a new heartbeat",
-        },
+    cancel_grace_ms: int = setting(
+        5_000, "how long a runtime waits after SIGTERM before SIGKILL when cancelling"
     )
-    runtime_tokens: str = field(
-        default="",
-        metadata={
-            "env": "TRUERUN_RUNTIME_TOKENS",
-            "help": "owner:token pairs separated by ';' that runtimes authenticate with; "
-            "empty in `truerun dev` = one token for any owner, written to DATA_DIR/runtime.token",
-        },
+    lease_ttl_ms: int = setting(
+        30_000,
+        "claim lease, renewed by the runtime's heartbeats; past it without a "
+        "heartbeat an unstarted claim is requeued and a started attempt shows unknown",
     )
-    cancel_grace_ms: int = field(
-        default=5_000,
-        metadata={
-            "env": "TRUERUN_CANCEL_GRACE_MS",
-            "help": "how long a runtime waits after SIGTERM before SIGKILL when cancelling",
-        },
+    lost_after_ms: int = setting(
+        0,
+        "how long a runtime may stay silent before its unknown attempts are declared "
+        "lost by policy (0 = never: a person decides); keep it above the runtimes' "
+        "self_fence_after plus a margin, or a replacement may overlap the original",
     )
-    lease_ttl_ms: int = field(
-        default=30_000,
-        metadata={
-            "env": "TRUERUN_LEASE_TTL_MS",
-            "help": "claim lease, renewed by the runtime's heartbeats; past it without a "
-            "heartbeat an unstarted claim is requeued and a started attempt shows unknown",
-        },
+    metrics_addr: str = setting(
+        "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )
-    lost_after_ms: int = field(
-        default=0,
-        metadata={
-            "env": "TRUERUN_LOST_AFTER_MS",
-            "help": "how long a runtime may stay silent before its unknown attempts are declared "
-            "lost by policy (0 = never: a person decides); keep it above the runtimes' "
-            "self_fence_after plus a margin, or a replacement may overlap the original",
-        },
-    )
-    metrics_addr: str = field(
-        default="127.0.0.1:0",
-        metadata={
-            "env": "TRUERUN_METRICS_ADDR",
-            "help": "host:port of the Prometheus /metrics endpoint (port 0 = any)",
-        },
-    )
-    grace_seconds: float = field(
-        default=10.0,
-        metadata={"env": "TRUERUN_GRACE_SECONDS", "help": "how long shutdown waits for calls"},
-    )
+    grace_seconds: float = setting(10.0, "how long shutdown waits for calls")
 
     def resolved_database_url(self) -> str:
         if self.database_url:
@@ -91,25 +81,114 @@ class Settings:
         return f"sqlite:///{(self.data_dir / 'truerun.db').resolve()}"
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Read every setting; `overrides` (CLI flags, None = not given) win over everything."""
         env = os.environ if environ is None else environ
+        kinds = get_type_hints(cls)
         values: dict[str, object] = {}
+        config_file = env.get(CONFIG_FILE_ENV, "")
+        if config_file:
+            values.update(_from_file(Path(config_file), kinds))
         for f in fields(cls):
-            raw = env.get(str(f.metadata["env"]))
-            if raw is not None and raw != "":
-                values[f.name] = _parse(f.type, raw, str(f.metadata["env"]))
+            raw = _from_environment(f, env)
+            if raw is not None:
+                values[f.name] = _parse(kinds[f.name], raw, env_name(f))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 
 
+def env_name(f: Field[Any]) -> str:
+    return str(f.metadata.get("env") or f"TRUERUN_{f.name.upper()}")
+
+
+def is_secret(f: Field[Any]) -> bool:
+    return bool(f.metadata.get("secret", False))
+
+
+def _from_environment(f: Field[Any], env: Mapping[str, str]) -> str | None:
+    """The variable's value, or for a secret the content of the file its `_FILE` twin names;
+    None when neither is set (an empty variable counts as unset)."""
+    name = env_name(f)
+    direct = env.get(name, "")
+    file_name = env.get(f"{name}_FILE", "") if is_secret(f) else ""
+    if direct and file_name:
+        raise ConfigError(f"set {name} or {name}_FILE, not both")
+    if not file_name:
+        return direct or None
+    try:
+        content = Path(file_name).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise ConfigError(f"{name}_FILE={file_name}: cannot read it: {error.strerror}") from None
+    if not content:
+        raise ConfigError(f"{name}_FILE={file_name}: the file is empty")
+    return content
+
+
+def _from_file(path: Path, kinds: Mapping[str, object]) -> dict[str, object]:
+    where = f"{CONFIG_FILE_ENV}={path}"
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{where}: cannot read it: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{where}: not valid TOML: {error}") from None
+    spec = {f.name: f for f in fields(Settings)}
+    unknown = sorted(set(table) - set(spec))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown setting(s) {', '.join(unknown)}; "
+            f"known: {', '.join(n for n in spec if not is_secret(spec[n]))}"
+        )
+    secrets = sorted(n for n in table if is_secret(spec[n]))
+    if secrets:
+        hints = ", ".join(f"{env_name(spec[n])} or {env_name(spec[n])}_FILE" for n in secrets)
+        raise ConfigError(
+            f"{where}: {', '.join(secrets)} is a secret and is never read from the config "
+            f"file; set {hints}"
+        )
+    return {
+        name: _check_file_value(kinds[name], v, f"{where}: {name}") for name, v in table.items()
+    }
+
+
+def _check_file_value(kind: object, value: object, where: str) -> object:
+    # TOML values come typed: only the exact type, or a lossless widening, is accepted.
+    if kind not in _KIND_NAMES:
+        raise TypeError(f"{where}: settings of type {kind!r} are not supported")
+    if type(value) is kind:
+        return value
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise ConfigError(f"{where} must be {_KIND_NAMES[kind]}, not {value!r}")
+
+
+_KIND_NAMES: dict[object, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    Path: "a path (string)",
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
 def _parse(kind: object, raw: str, name: str) -> object:
     try:
-        if kind in (Path, "Path"):
+        if kind is Path:
             return Path(raw)
-        if kind in (float, "float"):
+        if kind is float:
             return float(raw)
-        if kind in (int, "int"):
+        if kind is int:
             return int(raw)
-        return raw
+        if kind is bool:
+            if raw.lower() in _TRUE | _FALSE:
+                return raw.lower() in _TRUE
+            raise ValueError(raw)
+        if kind is str:
+            return raw
     except ValueError:
-        raise SystemExit(f"{name}={raw!r} is not valid") from None
+        raise ConfigError(f"{name}={raw!r} is not {_KIND_NAMES[kind]}") from None
+    raise TypeError(f"{name}: settings of type {kind!r} are not supported")
