@@ -69,6 +69,10 @@ class Claim(RunCommand):
 class ReleaseBeforeFence(RunCommand):
     reason: str = "released"
     lease_token: str = ""  # when given, it must be the claim's: see decide._check_lease
+    #: The reconciler recovering an expired claim: counted, and past ``max_recoveries``
+    #: (0: no limit) the run is dead-lettered instead of queued again.
+    recovery: bool = False
+    max_recoveries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,10 @@ class MarkLost(RunCommand):
 class RetryAttempt(RunCommand):
     """Automatic retry: a new attempt row under the same run."""
 
+    #: The reconciler retrying a lost attempt: counted like ReleaseBeforeFence's recovery.
+    recovery: bool = False
+    max_recoveries: int = 0
+
 
 @dataclass(frozen=True, slots=True)
 class OrphanReported(RunCommand):
@@ -108,6 +116,48 @@ class OrphanReported(RunCommand):
 
     attempt_id: str = ""
     runtime_instance_id: str = ""
+
+
+class ResolveAs(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NOT_STARTED = "not_started"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorCommand(RunCommand):
+    """An operator's escape hatch. Audited: the actor must have an id and ``reason`` must say
+    why; both are written into the command's events. Never a raw status write."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve(OperatorCommand):
+    """A person settles an attempt truerun cannot know about: ``unknown`` (started, no
+    evidence) or ``lost``. ``NOT_STARTED`` queues the run again on a new attempt."""
+
+    resolved_as: ResolveAs = ResolveAs.FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class FailRun(OperatorCommand):
+    """Fail a run that never started (queued, paused or dead-lettered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PauseRun(OperatorCommand):
+    """Take a queued run out of the queue; it keeps its attempt row and is never claimed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRun(OperatorCommand):
+    """Put a paused run back in the queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue(OperatorCommand):
+    """Put a dead-lettered run back in the queue; its recovery count starts again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +261,11 @@ Command = (
     | MarkLost
     | RetryAttempt
     | ManualRetry
+    | Resolve
+    | FailRun
+    | PauseRun
+    | ResumeRun
+    | Requeue
     | InspectAnswer
     | OrphanReported
     | DispatchRejected

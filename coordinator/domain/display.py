@@ -23,6 +23,8 @@ _RUN_STATUS_DISPLAY = {
     "failed": DisplayState.FAILED,
     "cancelled": DisplayState.CANCELLED,
     "timed_out": DisplayState.TIMED_OUT,
+    "paused": DisplayState.PAUSED,
+    "dead_letter": DisplayState.DEAD_LETTER,
 }
 
 
@@ -32,6 +34,9 @@ _WAITING_FOR = {
     DisplayState.WAITING_APPROVAL: "the running task waits for a person's approval",
     DisplayState.RETRY_WAIT: "the last attempt failed; a new attempt will be queued",
     DisplayState.LOST: "the runtime lost the task; waiting for the retry policy or a person",
+    DisplayState.PAUSED: "paused by an operator; never claimed until resumed",
+    DisplayState.DEAD_LETTER: "recovered too many times; waiting for an operator to requeue "
+    "or fail it",
 }
 
 
@@ -90,4 +95,7 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
             DisplayState.STARTING, reason, live.start_requested_at_ms or live.claimed_at_ms
         )
     state = _RUN_STATUS_DISPLAY[run.status.value]
-    return Display(state, _WAITING_FOR.get(state, run.status.value), run.updated_at_ms)
+    reason = _WAITING_FOR.get(state, run.status.value)
+    if state is DisplayState.DEAD_LETTER and run.error_summary:
+        reason = run.error_summary
+    return Display(state, reason, run.updated_at_ms)

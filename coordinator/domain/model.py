@@ -64,6 +64,9 @@ class Run:
     cancel_reason: str | None = None
     error_code: str | None = None
     error_summary: str | None = None
+    #: How often the reconciler recovered this run (requeued an expired claim, retried a
+    #: lost attempt) since it was created or an operator requeued it.
+    recovery_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,10 @@ PAYLOAD_KEYS = frozenset(
         "log_sha256",
         "signal",
         "turn_status",
+        "operator",
+        "resolved_as",
+        "recoveries",
+        "max_recoveries",
     }
 )
 #: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).

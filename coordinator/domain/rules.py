@@ -10,6 +10,13 @@ truerun's extensions to seed B, each with its reason:
 - ``waiting_approval -> lost``: the runtime can vanish while a run waits for a person.
 - attempts have a ``queued`` state: an attempt row exists from the moment its run is queued, and
   ``claimed -> queued`` / ``starting -> queued`` reuse the same row (same attempt_no).
+- operator escape hatches (docs/state-model.md "Operator commands"), each an audited command:
+  ``queued <-> paused`` (a paused run is never claimed), ``queued | paused | dead_letter ->
+  failed`` (fail a run that never started), ``lost -> succeeded`` (resolve a lost attempt as
+  succeeded), ``dead_letter -> queued`` (requeue).
+- ``dead_letter``: after too many recoveries of one run (expired claims requeued, lost
+  attempts retried) the next recovery parks the run here instead (``dispatching`` or ``lost``
+  ``-> dead_letter``); only an operator moves it on.
 """
 
 from __future__ import annotations
@@ -19,16 +26,28 @@ from coordinator.domain.states import RunStatus as R
 
 RUN_TRANSITIONS: dict[R, frozenset[R]] = {
     R.PENDING_APPROVAL: frozenset({R.QUEUED, R.CANCELLED}),
-    R.QUEUED: frozenset({R.DISPATCHING, R.CANCELLED, R.TIMED_OUT}),
+    R.QUEUED: frozenset({R.DISPATCHING, R.CANCELLED, R.TIMED_OUT, R.PAUSED, R.FAILED}),
     R.DISPATCHING: frozenset(
-        {R.QUEUED, R.RUNNING, R.RETRY_WAIT, R.SUCCEEDED, R.FAILED, R.CANCELLED, R.TIMED_OUT, R.LOST}
+        {
+            R.QUEUED,
+            R.RUNNING,
+            R.RETRY_WAIT,
+            R.SUCCEEDED,
+            R.FAILED,
+            R.CANCELLED,
+            R.TIMED_OUT,
+            R.LOST,
+            R.DEAD_LETTER,
+        }
     ),
     R.RUNNING: frozenset(
         {R.WAITING_APPROVAL, R.RETRY_WAIT, R.SUCCEEDED, R.FAILED, R.CANCELLED, R.TIMED_OUT, R.LOST}
     ),
     R.WAITING_APPROVAL: frozenset({R.RUNNING, R.CANCELLED, R.TIMED_OUT, R.LOST}),
     R.RETRY_WAIT: frozenset({R.QUEUED, R.CANCELLED, R.TIMED_OUT}),
-    R.LOST: frozenset({R.QUEUED, R.FAILED, R.CANCELLED}),
+    R.LOST: frozenset({R.QUEUED, R.FAILED, R.CANCELLED, R.SUCCEEDED, R.DEAD_LETTER}),
+    R.PAUSED: frozenset({R.QUEUED, R.FAILED, R.CANCELLED}),
+    R.DEAD_LETTER: frozenset({R.QUEUED, R.FAILED, R.CANCELLED}),
     R.SUCCEEDED: frozenset(),
     R.FAILED: frozenset(),
     R.CANCELLED: frozenset(),

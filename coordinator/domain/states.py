@@ -17,6 +17,8 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    PAUSED = "paused"
+    DEAD_LETTER = "dead_letter"
 
     @property
     def terminal(self) -> bool:
@@ -97,6 +99,8 @@ class DisplayState(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    PAUSED = "paused"
+    DEAD_LETTER = "dead_letter"
 
 
 class ActorType(StrEnum):

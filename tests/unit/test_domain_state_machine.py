@@ -48,7 +48,18 @@ RUN_KINDS: Final = (
     "mark_lost",
     "retry_attempt",
     "manual_retry",
+    "release_as_recovery",
+    "retry_as_recovery",
+    "pause",
+    "resume",
+    "fail_run",
+    "requeue",
+    "resolve_succeeded",
+    "resolve_failed",
+    "resolve_not_started",
 )
+#: A small limit, so random walks reach dead_letter.
+MAX_RECOVERIES: Final = 2
 RUNTIME_KINDS: Final = ("rejected", "accepted", "running", "result", "output", "cancel_confirmed")
 SEQ_MODES: Final = ("next", "next", "next", "skip", "same", "older", "zero", "negative")
 OUTCOMES: Final = tuple(c.RuntimeOutcome)
@@ -83,6 +94,11 @@ RunCmd = (
     | c.MarkLost
     | c.RetryAttempt
     | c.ManualRetry
+    | c.Resolve
+    | c.FailRun
+    | c.PauseRun
+    | c.ResumeRun
+    | c.Requeue
 )
 RuntimeCmd = (
     c.DispatchRejected
@@ -101,6 +117,23 @@ def _run_command(kind: str, run_id: str, actor: Actor, version: int | None) -> R
         )
     if kind == "start_fence":
         return c.StartFence(run_id, actor, version, callback_token_hash="hash")
+    if kind == "release_as_recovery":
+        return c.ReleaseBeforeFence(
+            run_id, actor, version, recovery=True, max_recoveries=MAX_RECOVERIES
+        )
+    if kind == "retry_as_recovery":
+        return c.RetryAttempt(run_id, actor, version, recovery=True, max_recoveries=MAX_RECOVERIES)
+    if kind.startswith("resolve_"):
+        as_ = c.ResolveAs(kind.removeprefix("resolve_"))
+        return c.Resolve(run_id, actor, version, reason="checked by hand", resolved_as=as_)
+    operator: dict[str, type[c.PauseRun | c.ResumeRun | c.FailRun | c.Requeue]] = {
+        "pause": c.PauseRun,
+        "resume": c.ResumeRun,
+        "fail_run": c.FailRun,
+        "requeue": c.Requeue,
+    }
+    if kind in operator:
+        return operator[kind](run_id, actor, version, reason="operator decision")
     cls: type[
         c.Approve
         | c.ReleaseBeforeFence
@@ -413,11 +446,19 @@ class DomainMachine(RuleBasedStateMachine):
                 assert attempt.fenced
             if run.status is R.RUNNING:
                 assert attempt.status is A.RUNNING and attempt.observed_state is O.RUNNING
-            if run.status is R.SUCCEEDED:
+            resolved = (attempt.termination_reason or "").startswith("resolved_") or any(
+                e.type == "run.resolved" for _, e in self.events.get(run.id, [])
+            )
+            if run.status is R.SUCCEEDED and not resolved:
                 assert attempt.status is A.SUCCEEDED
                 assert attempt.observed_state is O.SUCCEEDED
             if run.status.terminal or run.status in (R.RETRY_WAIT, R.LOST):
                 assert attempt.status.terminal
+            if run.status is R.PAUSED:
+                assert attempt.status is A.QUEUED
+            if run.status is R.DEAD_LETTER:
+                assert attempt.status in (A.QUEUED, A.LOST)
+                assert run.recovery_count >= MAX_RECOVERIES
             if run.cancel_requested_at_ms is not None and not run.status.terminal:
                 assert attempt.fenced and attempt.status in (A.STARTING, A.RUNNING)
 

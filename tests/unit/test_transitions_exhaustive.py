@@ -102,6 +102,7 @@ class Shape:
                 "cancel" if self.cancel else "no_cancel",
                 "stale" if self.sync is S.STALE else "not_stale",
                 "unconfirmed" if self.observed is O.UNCONFIRMED else "confirmed",
+                "seen_running" if self.observed is O.RUNNING else "never_seen_running",
             }
         )
 
@@ -115,8 +116,10 @@ _RUN_ATTEMPTS: dict[R, set[A | None]] = {
     R.WAITING_APPROVAL: {A.RUNNING},  # no command enters it yet; a legal resting state
     R.RETRY_WAIT: {A.FAILED},
     R.LOST: {A.LOST},
-    R.SUCCEEDED: {A.SUCCEEDED},
-    R.FAILED: {A.FAILED},
+    R.PAUSED: {A.QUEUED},
+    R.DEAD_LETTER: {A.QUEUED, A.LOST},  # an expired claim requeued, or a lost attempt
+    R.SUCCEEDED: {A.SUCCEEDED, A.LOST},  # a lost attempt resolved as succeeded by a person
+    R.FAILED: {A.FAILED, A.CANCELLED, A.LOST},  # failed by hand before start / when lost
     R.TIMED_OUT: {A.TIMED_OUT},
     R.CANCELLED: {None, A.CANCELLED, A.LOST, A.FAILED},
 }
@@ -288,6 +291,11 @@ RunCmd = (
     | c.MarkLost
     | c.RetryAttempt
     | c.ManualRetry
+    | c.Resolve
+    | c.FailRun
+    | c.PauseRun
+    | c.ResumeRun
+    | c.Requeue
 )
 RuntimeCmd = (
     c.DispatchRejected
@@ -311,6 +319,19 @@ RUN_COMMANDS: Final[dict[str, Callable[[], RunCmd]]] = {
     "retry_attempt": lambda: c.RetryAttempt(RUN_ID, SYSTEM),
     "retry_attempt_by_operator": lambda: c.RetryAttempt(RUN_ID, OPERATOR),
     "manual_retry": lambda: c.ManualRetry(RUN_ID, USER),
+    "pause": lambda: c.PauseRun(RUN_ID, OPERATOR, reason="maintenance"),
+    "resume": lambda: c.ResumeRun(RUN_ID, OPERATOR, reason="maintenance over"),
+    "fail_run": lambda: c.FailRun(RUN_ID, OPERATOR, reason="bad input"),
+    "requeue": lambda: c.Requeue(RUN_ID, OPERATOR, reason="runtime fixed"),
+    "resolve_succeeded": lambda: c.Resolve(
+        RUN_ID, OPERATOR, reason="saw the output", resolved_as=c.ResolveAs.SUCCEEDED
+    ),
+    "resolve_failed": lambda: c.Resolve(
+        RUN_ID, OPERATOR, reason="machine died", resolved_as=c.ResolveAs.FAILED
+    ),
+    "resolve_not_started": lambda: c.Resolve(
+        RUN_ID, OPERATOR, reason="never reached the host", resolved_as=c.ResolveAs.NOT_STARTED
+    ),
 }
 
 
@@ -401,6 +422,9 @@ def _cancel_rows() -> list[Row]:
     rows += [
         Row(R.PENDING_APPROVAL, None, R.CANCELLED, None, attempt_already_ended),
         Row(R.QUEUED, A.QUEUED, R.CANCELLED, A.CANCELLED, before_fence),
+        Row(R.PAUSED, A.QUEUED, R.CANCELLED, A.CANCELLED, before_fence),
+        Row(R.DEAD_LETTER, A.QUEUED, R.CANCELLED, A.CANCELLED, before_fence),
+        Row(R.DEAD_LETTER, A.LOST, R.CANCELLED, None, attempt_already_ended),
         Row(R.DISPATCHING, A.CLAIMED, R.CANCELLED, A.CANCELLED, before_fence),
         Row(R.RETRY_WAIT, A.FAILED, R.CANCELLED, None, attempt_already_ended),
         Row(R.LOST, A.LOST, R.CANCELLED, None, attempt_already_ended),
@@ -423,6 +447,51 @@ def _result_rows(outcome: c.RuntimeOutcome) -> list[Row]:
     rows += [Row(r, a, to_run, to_attempt, events, _when("no_cancel")) for r, a in sources]
     return rows
 
+
+def _resolve_rows(as_: c.ResolveAs) -> list[Row]:
+    """An unknown attempt (started, stale) or a lost one; never anything with evidence."""
+    run_to, att_to = {
+        c.ResolveAs.SUCCEEDED: (R.SUCCEEDED, A.SUCCEEDED),
+        c.ResolveAs.FAILED: (R.FAILED, A.FAILED),
+        c.ResolveAs.NOT_STARTED: (R.LOST, A.LOST),
+    }[as_]
+    # not started: only an attempt the runtime never reported running (still starting)
+    sources = LIVE_AFTER_FENCE[:1] if as_ is c.ResolveAs.NOT_STARTED else LIVE_AFTER_FENCE
+    rows = []
+    for run, att in sources:
+        head = ("run.resolved", f"attempt.{att_to.value}")
+        rows.append(
+            Row(run, att, R.CANCELLED, att_to, (*head, "run.cancelled"), _when("stale", "cancel"))
+        )
+        if run is not R.WAITING_APPROVAL:  # waiting_approval ends only cancelled/timed out/lost
+            rows.append(
+                Row(
+                    run,
+                    att,
+                    run_to,
+                    att_to,
+                    (*head, f"run.{run_to.value}"),
+                    _when("stale", "no_cancel"),
+                )
+            )
+    if as_ is c.ResolveAs.NOT_STARTED:
+        rows.append(
+            Row(
+                R.LOST,
+                A.LOST,
+                R.QUEUED,
+                A.QUEUED,
+                ("run.resolved", "run.queued"),
+                _when("never_seen_running"),
+                new_attempt=True,
+            )
+        )
+    else:
+        rows.append(Row(R.LOST, A.LOST, run_to, None, ("run.resolved", f"run.{run_to.value}")))
+    return rows
+
+
+_FAIL_BY_HAND: Final = ("run.failed_by_operator", "attempt.cancelled", "run.failed")
 
 EXPECTED: Final[dict[str, list[Row]]] = {
     # run commands
@@ -503,6 +572,29 @@ EXPECTED: Final[dict[str, list[Row]]] = {
         )
         for src in (R.FAILED, R.CANCELLED, R.TIMED_OUT)
     ],
+    # operator commands (audited; docs/state-model.md "Operator commands")
+    "pause": [Row(R.QUEUED, A.QUEUED, R.PAUSED, None, ("run.paused",))],
+    "resume": [Row(R.PAUSED, A.QUEUED, R.QUEUED, None, ("run.resumed", "run.queued"))],
+    "fail_run": [
+        Row(R.QUEUED, A.QUEUED, R.FAILED, A.CANCELLED, _FAIL_BY_HAND),
+        Row(R.PAUSED, A.QUEUED, R.FAILED, A.CANCELLED, _FAIL_BY_HAND),
+        Row(R.DEAD_LETTER, A.QUEUED, R.FAILED, A.CANCELLED, _FAIL_BY_HAND),
+        Row(R.DEAD_LETTER, A.LOST, R.FAILED, None, ("run.failed_by_operator", "run.failed")),
+    ],
+    "requeue": [
+        Row(R.DEAD_LETTER, A.QUEUED, R.QUEUED, None, ("run.requeued", "run.queued")),
+        Row(
+            R.DEAD_LETTER,
+            A.LOST,
+            R.QUEUED,
+            A.QUEUED,
+            ("run.requeued", "run.queued"),
+            new_attempt=True,
+        ),
+    ],
+    "resolve_succeeded": _resolve_rows(c.ResolveAs.SUCCEEDED),
+    "resolve_failed": _resolve_rows(c.ResolveAs.FAILED),
+    "resolve_not_started": _resolve_rows(c.ResolveAs.NOT_STARTED),
     # runtime evidence that is not ignored (fresh seq, current unfinished attempt)
     "dispatch_rejected": [
         Row(

@@ -61,6 +61,14 @@ class _RunStatusEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._Enum
     """Terminal: cancelled on request."""
     RUN_STATUS_TIMED_OUT: _RunStatus.ValueType  # 11
     """Terminal: a deadline expired."""
+    RUN_STATUS_PAUSED: _RunStatus.ValueType  # 12
+    """Taken out of the queue by an operator (PauseRun); never claimed until
+    ResumeRun. Its current attempt stays queued.
+    """
+    RUN_STATUS_DEAD_LETTER: _RunStatus.ValueType  # 13
+    """Recovered too many times (TRUERUN_MAX_RECOVERIES): parked for an operator,
+    who requeues it (RequeueRun) or fails it (FailRun). Never claimed.
+    """
 
 class RunStatus(_RunStatus, metaclass=_RunStatusEnumTypeWrapper):
     """The stored status of a run (control state). Transitions follow the tables in
@@ -92,6 +100,14 @@ RUN_STATUS_CANCELLED: RunStatus.ValueType  # 10
 """Terminal: cancelled on request."""
 RUN_STATUS_TIMED_OUT: RunStatus.ValueType  # 11
 """Terminal: a deadline expired."""
+RUN_STATUS_PAUSED: RunStatus.ValueType  # 12
+"""Taken out of the queue by an operator (PauseRun); never claimed until
+ResumeRun. Its current attempt stays queued.
+"""
+RUN_STATUS_DEAD_LETTER: RunStatus.ValueType  # 13
+"""Recovered too many times (TRUERUN_MAX_RECOVERIES): parked for an operator,
+who requeues it (RequeueRun) or fails it (FailRun). Never claimed.
+"""
 Global___RunStatus: typing_extensions.TypeAlias = RunStatus
 
 class _AttemptStatus:
@@ -254,6 +270,10 @@ class _DisplayStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._E
     """Terminal: cancelled."""
     DISPLAY_STATE_TIMED_OUT: _DisplayState.ValueType  # 14
     """Terminal: timed out."""
+    DISPLAY_STATE_PAUSED: _DisplayState.ValueType  # 15
+    """Paused by an operator; never claimed until resumed."""
+    DISPLAY_STATE_DEAD_LETTER: _DisplayState.ValueType  # 16
+    """Recovered too many times; waits for an operator (the reason says how often)."""
 
 class DisplayState(_DisplayState, metaclass=_DisplayStateEnumTypeWrapper):
     """What every surface shows for a run: a pure function of the run and its
@@ -290,6 +310,10 @@ DISPLAY_STATE_CANCELLED: DisplayState.ValueType  # 13
 """Terminal: cancelled."""
 DISPLAY_STATE_TIMED_OUT: DisplayState.ValueType  # 14
 """Terminal: timed out."""
+DISPLAY_STATE_PAUSED: DisplayState.ValueType  # 15
+"""Paused by an operator; never claimed until resumed."""
+DISPLAY_STATE_DEAD_LETTER: DisplayState.ValueType  # 16
+"""Recovered too many times; waits for an operator (the reason says how often)."""
 Global___DisplayState: typing_extensions.TypeAlias = DisplayState
 
 class _ActorType:
