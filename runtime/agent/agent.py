@@ -174,7 +174,8 @@ class Agent:
             accepted_at=time.time(),
             timeout_s=spec.timeout_s,
             grace_ms=spec.grace_ms,
-            self_fence_after_ms=max(0, start.self_fence_after_ms),
+            self_fence_after_ms=max(0, start.self_fence_after_ms)
+            or self.config.self_fence_after_ms,
         )
         runner = self._add(record, paths)
         seq = runner.accept()

@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     _flag(parser, "--routes", "TRUERUN_ROUTES", "comma-separated device_id[:kind] routes")
     _flag(parser, "--grace-ms", "TRUERUN_GRACE_MS", "default SIGTERM->SIGKILL grace", "5000")
     _flag(parser, "--keepalive-ms", "TRUERUN_KEEPALIVE_MS", "gRPC keepalive; 0: off", "30000")
+    _flag(
+        parser,
+        "--self-fence-after-ms",
+        "TRUERUN_SELF_FENCE_AFTER_MS",
+        "stop a task's command after truerun was unreachable this long, for Starts that "
+        "name no self_fence_after_ms; 0: never",
+        "0",
+    )
     _flag(parser, "--log-level", "TRUERUN_LOG_LEVEL", "logging level", "INFO")
     sub = parser.add_subparsers(dest="cmd")
     local = sub.add_parser("run-local", help="run a manual local task through the running agent")
@@ -125,6 +133,7 @@ def _config(args: argparse.Namespace) -> AgentConfig:
         routes=_split(args.routes),
         default_grace_ms=int(args.grace_ms),
         keepalive_ms=int(args.keepalive_ms),
+        self_fence_after_ms=max(0, int(args.self_fence_after_ms)),
     )
 
 

@@ -47,6 +47,9 @@ class AgentConfig:
     """Reconnect backoff."""
     keepalive_ms: int = 30_000
     """gRPC keepalive ping interval (how fast a dead connection is noticed)."""
+    self_fence_after_ms: int = 0
+    """Self-fencing for Starts that name none: a task's command is stopped once truerun was
+    unreachable this long (0: never). Keep truerun's lost_after above it plus a margin."""
     retention_s: float = 7 * 24 * 3600
     """Finished, fully acknowledged tasks older than this are deleted when the agent starts."""
 
