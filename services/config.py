@@ -73,6 +73,19 @@ class Settings:
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )
+    http_addr: str = setting(
+        "127.0.0.1:8080",
+        "host:port the gateway serves REST, Server-Sent Events and the dashboard on (port 0 = any)",
+    )
+    services_addr: str = setting(
+        "127.0.0.1:7233", "the services' gRPC address that `truerun gateway` calls"
+    )
+    api_tokens: str = setting(
+        "",
+        "gateway bearer tokens as token:projA,projB entries separated by ';' (project * = all); "
+        "empty in `truerun dev` = one all-projects token written to DATA_DIR/api.token",
+        secret=True,
+    )
     grace_seconds: float = setting(10.0, "how long shutdown waits for calls")
 
     def resolved_database_url(self) -> str:

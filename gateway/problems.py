@@ -1,0 +1,84 @@
+"""Errors as RFC 9457 ``application/problem+json``: {type, title, status, detail, reason}.
+
+``reason`` is the stable ErrorReason name the gRPC API sent (RUN_VERSION_CONFLICT, ...) or
+one of the gateway's own (UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, REQUEST_TOO_LARGE,
+METHOD_NOT_ALLOWED, UNAVAILABLE, UPSTREAM_ERROR); docs/gateway.md lists them.
+"""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+from starlette.responses import Response
+
+PROBLEM_JSON = "application/problem+json"
+
+# gRPC code -> HTTP status. Anything not listed is the services' fault: 502.
+_STATUS: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+class Problem(Exception):
+    """Raised anywhere in a handler; the app turns it into the problem response."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+
+def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
+    body = {
+        "type": f"https://truerun.dev/problems/{problem.reason.lower().replace('_', '-')}",
+        "title": HTTPStatus(problem.status).phrase,
+        "status": problem.status,
+        "detail": problem.detail,
+        "reason": problem.reason,
+    }
+    return Response(
+        json.dumps(body), status_code=problem.status, media_type=PROBLEM_JSON, headers=headers
+    )
+
+
+def reason_of(error: grpc.RpcError) -> str:
+    """The ErrorInfo reason the services attached ('' when none)."""
+    trailing = getattr(error, "trailing_metadata", None)
+    metadata: Any = (trailing() if trailing else None) or ()
+    for key, value in metadata:
+        if key == "grpc-status-details-bin" and isinstance(value, bytes):
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+    return ""
+
+
+def code_of(error: grpc.RpcError) -> grpc.StatusCode:
+    # grpc.aio's errors are not grpc.Call instances, but they have code() and details().
+    code = getattr(error, "code", None)
+    return code() if callable(code) else grpc.StatusCode.UNKNOWN
+
+
+def from_rpc_error(error: grpc.RpcError) -> Problem:
+    code = code_of(error)
+    status = _STATUS.get(code, 502)
+    reason = reason_of(error) or (code.name if status != 502 else "UPSTREAM_ERROR")
+    details_of = getattr(error, "details", None)
+    details = details_of() if callable(details_of) else None
+    return Problem(status, reason, str(details or code.name.lower()))

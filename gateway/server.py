@@ -1,0 +1,108 @@
+"""Serve the gateway with uvicorn on a socket bound first, so port 0 yields a known port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Generator
+from pathlib import Path
+
+import uvicorn
+
+from gateway.app import GatewayConfig, create_app
+from gateway.tokens import ALL_PROJECTS, ApiTokens
+from services.config import Settings
+from services.ids import new_token
+
+log = logging.getLogger(__name__)
+
+
+class _Uvicorn(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # The process owns SIGTERM/SIGINT (graceful shutdown of every service it runs); uvicorn
+        # must not replace those handlers.
+        yield
+
+
+class HttpServer:
+    """A started gateway: ``port`` is bound; ``stop()`` ends streams and closes the socket."""
+
+    def __init__(self, config: GatewayConfig, http_addr: str) -> None:
+        host, _, port = http_addr.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, int(port)))
+        self._socket.listen(128)
+        self._socket.setblocking(False)
+        self.host = host
+        self.port = int(self._socket.getsockname()[1])
+        self._server = _Uvicorn(
+            uvicorn.Config(
+                create_app(config),
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                # Open SSE streams must not hold a shutdown for long: they resume anyway.
+                timeout_graceful_shutdown=1,
+            )
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # raises what stopped it
+                raise RuntimeError("the HTTP server stopped before it started")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            await self._task
+        self._socket.close()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def api_tokens(settings: Settings, *, dev: bool) -> tuple[ApiTokens, str | None]:
+    """The configured tokens; in `truerun dev` without any, one all-projects token kept in
+    DATA_DIR/api.token (mode 0600), which is also returned so the dashboard link can carry it."""
+    if settings.api_tokens:
+        return ApiTokens.parse(settings.api_tokens), None
+    if not dev:
+        raise SystemExit("truerun gateway needs TRUERUN_API_TOKENS (or TRUERUN_API_TOKENS_FILE)")
+    path: Path = settings.data_dir / "api.token"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(new_token())
+    token = path.read_text().strip()
+    return ApiTokens.parse(f"{token}:{ALL_PROJECTS}"), token
+
+
+def dashboard_url(address: str, token: str | None) -> str:
+    return f"http://{address}/" + (f"#token={token}" if token else "")
+
+
+async def run_gateway(settings: Settings) -> None:
+    """`truerun gateway`: the gateway alone, in front of the services at settings.server."""
+    tokens, _ = api_tokens(settings, dev=False)
+    server = HttpServer(
+        GatewayConfig(grpc_target=settings.services_addr, tokens=tokens), settings.http_addr
+    )
+    await server.start()
+    print(f"http listening on {server.address}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop()

@@ -1,0 +1,78 @@
+"""A live stack for gateway tests: the real RunService + CapacityService gRPC server on
+127.0.0.1:0 over a real store, and the real gateway (uvicorn) on another loopback port that
+reaches the services only over gRPC.
+
+Tokens: ``ALL`` sees every project, ``P_TOKEN`` only ``proj-p``, ``Q_TOKEN`` only ``proj-q``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import grpc
+from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc
+
+from gateway.app import GatewayConfig
+from gateway.server import HttpServer
+from gateway.tokens import ApiTokens
+from services.bootstrap import Capacity, Coordinator
+from services.db.migrate import upgrade
+from services.server import create_server
+from tests.support.capacity import open_capacity
+
+HOST = "127.0.0.1"
+ALL = "token-all-projects"
+P_TOKEN = "token-project-p"
+Q_TOKEN = "token-project-q"
+TOKENS = f"{ALL}:*;{P_TOKEN}:proj-p;{Q_TOKEN}:proj-q"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@dataclass(frozen=True)
+class GatewayStack:
+    base_url: str  # http://127.0.0.1:<port>
+    grpc_address: str
+    database_url: str
+    app: Coordinator
+    capacity: Capacity
+    runs: run_service_pb2_grpc.RunServiceAsyncStub
+    capacity_stub: capacity_service_pb2_grpc.CapacityServiceAsyncStub
+
+
+@asynccontextmanager
+async def gateway_stack(
+    database_url: str, *, heartbeat_s: float = 15.0, max_body_bytes: int = 256 * 1024
+) -> AsyncIterator[GatewayStack]:
+    await upgrade(database_url)
+    async with open_capacity(database_url) as (app, caps):
+        server, port = await create_server(app, f"{HOST}:0", caps)
+        grpc_address = f"{HOST}:{port}"
+        http = HttpServer(
+            GatewayConfig(
+                grpc_target=grpc_address,
+                tokens=ApiTokens.parse(TOKENS),
+                heartbeat_s=heartbeat_s,
+                max_body_bytes=max_body_bytes,
+            ),
+            f"{HOST}:0",
+        )
+        try:
+            await http.start()
+            async with grpc.aio.insecure_channel(grpc_address) as channel:
+                yield GatewayStack(
+                    base_url=f"http://{http.address}",
+                    grpc_address=grpc_address,
+                    database_url=database_url,
+                    app=app,
+                    capacity=caps,
+                    runs=run_service_pb2_grpc.RunServiceStub(channel),
+                    capacity_stub=capacity_service_pb2_grpc.CapacityServiceStub(channel),
+                )
+        finally:
+            await http.stop()
+            await server.stop(None)
