@@ -26,6 +26,7 @@ test: setup lint typecheck protos pytest
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile
 
 typecheck: setup
 	$(BIN)/mypy

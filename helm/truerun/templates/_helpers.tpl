@@ -1,0 +1,123 @@
+{{/* Names, labels and the per-service wiring shared by every template. */}}
+
+{{- define "truerun.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "truerun.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The four services, in one place: each gets a Deployment, a Service, and optional HPA,
+PDB and NetworkPolicy. */}}
+{{- define "truerun.components" -}}
+coordinator capacity reconciler gateway
+{{- end -}}
+
+{{- define "truerun.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "truerun.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: truerun
+{{- end -}}
+
+{{/* Selector labels of one component; call with (dict "root" $ "component" "coordinator"). */}}
+{{- define "truerun.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "truerun.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "truerun.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "truerun.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "truerun.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "truerun.secretName" -}}
+{{- default (printf "%s-secrets" (include "truerun.fullname" .)) .Values.secrets.existingSecret -}}
+{{- end -}}
+
+{{/* Secret keys each service reads, and the setting each key is. */}}
+{{- define "truerun.secretKeys" -}}
+coordinator: [database-url, redis-url, runtime-tokens]
+capacity: [database-url, redis-url]
+reconciler: [database-url]
+gateway: [api-tokens]
+migrate: [database-url]
+{{- end -}}
+
+{{- define "truerun.secretEnv" -}}
+database-url: TRUERUN_DATABASE_URL
+redis-url: TRUERUN_REDIS_URL
+runtime-tokens: TRUERUN_RUNTIME_TOKENS
+api-tokens: TRUERUN_API_TOKENS
+{{- end -}}
+
+{{/* The secret values the chart renders, by key (empty values are left out). */}}
+{{- define "truerun.secretValues" -}}
+{{- $s := .Values.secrets -}}
+{{- $all := dict "database-url" $s.databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens -}}
+{{- $present := dict -}}
+{{- range $key, $value := $all -}}
+{{- if $value -}}{{- $_ := set $present $key $value -}}{{- end -}}
+{{- end -}}
+{{- toYaml $present -}}
+{{- end -}}
+
+{{/* The secret keys one service mounts: those it reads that exist. Call with
+(dict "root" $ "component" "coordinator"); returns a YAML list. */}}
+{{- define "truerun.mountedSecretKeys" -}}
+{{- $wanted := index (include "truerun.secretKeys" .root | fromYaml) .component -}}
+{{- $keys := list -}}
+{{- if .root.Values.secrets.existingSecret -}}
+{{- $keys = $wanted -}}
+{{- else -}}
+{{- $present := include "truerun.secretValues" .root | fromYaml -}}
+{{- range $wanted -}}
+{{- if hasKey $present . -}}{{- $keys = append $keys . -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $keys -}}
+{{- end -}}
+
+{{/* Env and volume wiring for secrets: one file per key under /etc/truerun/secrets. */}}
+{{- define "truerun.secretFileEnv" -}}
+{{- $env := include "truerun.secretEnv" .root | fromYaml -}}
+{{- range (include "truerun.mountedSecretKeys" . | fromYamlArray) }}
+- name: {{ index $env . }}_FILE
+  value: /etc/truerun/secrets/{{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "truerun.secretVolume" -}}
+{{- $keys := include "truerun.mountedSecretKeys" . | fromYamlArray -}}
+{{- if $keys }}
+- name: secrets
+  secret:
+    secretName: {{ .secretName | default (include "truerun.secretName" .root) }}
+    defaultMode: 0440
+    items:
+      {{- range $keys }}
+      - key: {{ . }}
+        path: {{ . }}
+      {{- end }}
+{{- end }}
+{{- end -}}
