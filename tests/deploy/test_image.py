@@ -11,9 +11,11 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from dataclasses import fields
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from services.config import Settings, env_name
 from tests.deploy.chart import COMPONENTS, default_values, one, render
 from tests.deploy.dockerfile import Stage, instructions, stages
 
@@ -135,6 +137,15 @@ def test_the_subcommands_the_chart_runs_exist() -> None:
     assert missing <= PENDING_ENTRY_POINTS, (
         f"the chart runs `truerun {missing}`, which is not a subcommand"
     )
+
+
+def test_the_image_sets_only_settings_and_listens_on_every_interface() -> None:
+    known = {env_name(f) for f in fields(Settings)}
+    env = dict(word.split("=", 1) for e in _final().all("ENV") for word in e.words() if "=" in word)
+    ours = {k: v for k, v in env.items() if k.startswith("TRUERUN_")}
+    assert set(ours) <= known, f"the image sets {set(ours) - known}, which no setting reads"
+    for name in ("TRUERUN_GRPC_ADDR", "TRUERUN_HTTP_ADDR", "TRUERUN_METRICS_ADDR"):
+        assert ours[name].startswith("0.0.0.0:"), name  # reachable from outside the container
 
 
 def test_exposed_ports_cover_the_chart_ports() -> None:
