@@ -46,7 +46,7 @@ class GatewayStack:
 
 @asynccontextmanager
 async def gateway_stack(
-    database_url: str, *, heartbeat_s: float = 15.0, max_body_bytes: int = 256 * 1024
+    database_url: str, *, heartbeat_s: float = 1.0, max_body_bytes: int = 256 * 1024
 ) -> AsyncIterator[GatewayStack]:
     await upgrade(database_url)
     async with open_capacity(database_url) as (app, caps):
