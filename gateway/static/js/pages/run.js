@@ -1,0 +1,219 @@
+// Run detail: the run's state, its attempts as a timeline (control / observed / sync and
+// the fences of each), and its events, all kept current from the run's event stream.
+
+import { api, listAll, paths } from '../api.js';
+import { renderState, stateLabel, stateOf, TERMINAL } from '../display.js';
+import { enumName, h, replaceChildren, shortId, timeEl } from '../dom.js';
+import { coalesced, fallbackPoller } from '../live-runs.js';
+import { openStream } from '../stream.js';
+
+function facts(pairs) {
+  return h(
+    'dl',
+    { class: 'facts' },
+    pairs
+      .filter(([, value]) => value !== undefined)
+      .map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value ?? ''))),
+  );
+}
+
+function chip(dimension, value) {
+  return h(
+    'span',
+    { class: 'chip', dataset: { dimension, value } },
+    h('span', { class: 'chip-name' }, dimension),
+    h('span', { class: 'chip-value' }, value || '—'),
+  );
+}
+
+function renderAttempt(attempt, current) {
+  const status = enumName(attempt.status, 'ATTEMPT_STATUS');
+  const observed = enumName(attempt.observed_state, 'OBSERVED_STATE');
+  const sync = enumName(attempt.sync_state, 'SYNC_STATE');
+  return h(
+    'li',
+    { class: `attempt${current ? ' current' : ''}`, dataset: { attemptId: attempt.id } },
+    h(
+      'h3',
+      {},
+      `Attempt #${attempt.attempt_no}`,
+      current ? h('span', { class: 'muted' }, ' (current)') : null,
+    ),
+    h(
+      'div',
+      { class: 'dimensions', role: 'group', 'aria-label': 'State dimensions' },
+      chip('control', status),
+      chip('observed', observed),
+      chip('sync', sync),
+    ),
+    facts([
+      ['Claimed', timeEl(attempt.claim_time)],
+      ['Start requested (fence)', timeEl(attempt.start_request_time)],
+      ['Lease expires', timeEl(attempt.lease_expire_time)],
+      ['Last heartbeat', timeEl(attempt.heartbeat_time)],
+      ['Observed at', timeEl(attempt.observe_time)],
+      ['Runtime seq', String(attempt.last_event_seq || 0)],
+      ['Cancel requested', timeEl(attempt.cancel_request_time)],
+      ['Started', timeEl(attempt.start_time)],
+      ['Finished', timeEl(attempt.finish_time)],
+      ['Runtime', [attempt.runtime_instance_id || '—', attempt.runtime_device_id ? ` / ${attempt.runtime_device_id}` : '']],
+      ['Runtime task', h('span', { class: 'mono' }, attempt.runtime_task_id || '—')],
+      ['Exit code', attempt.exit_code === undefined ? undefined : String(attempt.exit_code)],
+      ['Ended because', attempt.termination_reason || undefined],
+      ['Error', attempt.error_code ? `${attempt.error_code} ${attempt.error_summary || ''}` : undefined],
+    ]),
+  );
+}
+
+function actor(event) {
+  const a = event.actor || {};
+  const type = enumName(a.type, 'ACTOR_TYPE');
+  return a.id ? `${type}:${a.id}` : type;
+}
+
+function renderEvent(event) {
+  const payload = event.payload && Object.keys(event.payload).length ? JSON.stringify(event.payload) : '';
+  return h(
+    'tr',
+    { dataset: { sequence: String(event.sequence) } },
+    h('td', { class: 'num' }, String(event.sequence)),
+    h('td', {}, timeEl(event.create_time)),
+    h('th', { scope: 'row' }, h('code', {}, event.type)),
+    h('td', {}, actor(event)),
+    h('td', { class: 'mono' }, shortId(event.attempt_id)),
+    h('td', { class: 'payload' }, payload ? h('code', {}, payload) : ''),
+  );
+}
+
+export function mount(ctx, runId) {
+  const heading = h('h1', { tabindex: '-1' }, `Run `, h('span', { class: 'mono' }, shortId(runId)));
+  const stateBox = h('div', { class: 'run-state', dataset: { runId } });
+  const factsBox = h('div', { class: 'run-facts' });
+  const actions = h('div', { class: 'actions', role: 'group', 'aria-label': 'Commands' });
+  const timeline = h('ol', { class: 'timeline', 'aria-label': 'Attempts, oldest first' });
+  const eventsBody = h('tbody');
+  const eventsTable = h(
+    'table',
+    { class: 'events' },
+    h('caption', { class: 'visually-hidden' }, 'Events of the run, by sequence'),
+    h(
+      'thead',
+      {},
+      h('tr', {}, ['#', 'Time', 'Event', 'Actor', 'Attempt', 'Details'].map((t) => h('th', { scope: 'col' }, t))),
+    ),
+    eventsBody,
+  );
+  ctx.main.append(
+    h('p', { class: 'crumbs' }, h('a', { href: '#/queue' }, 'Queue'), ' / run'),
+    heading,
+    stateBox,
+    actions,
+    factsBox,
+    h('section', { 'aria-labelledby': 'attempts-h' }, h('h2', { id: 'attempts-h' }, 'Attempts'), timeline),
+    h('section', { 'aria-labelledby': 'events-h' }, h('h2', { id: 'events-h' }, 'Events'), h('div', { class: 'table-wrap' }, eventsTable)),
+  );
+
+  let run = null;
+  let lastSequence = 0;
+
+  const addEvents = (events) => {
+    for (const event of [...events].sort((a, b) => Number(a.sequence) - Number(b.sequence))) {
+      // Events are append-only facts numbered per run without gaps: each is shown once, in
+      // order; after a gap the rest comes from the list that refresh() reads.
+      if (Number(event.sequence) <= lastSequence) continue;
+      if (Number(event.sequence) !== lastSequence + 1) break;
+      lastSequence = Number(event.sequence);
+      eventsBody.append(renderEvent(event));
+    }
+  };
+
+  const command = async (verb, body, label) => {
+    try {
+      await api(`${paths.run(ctx.project, runId)}:${verb}`, {
+        method: 'POST',
+        body,
+        headers: run && run.etag ? { 'If-Match': run.etag } : {},
+      });
+      ctx.announce(`${label} sent for run ${shortId(runId)}`);
+      refresh('run');
+    } catch (error) {
+      ctx.showError(error);
+      refresh('run');
+    }
+  };
+
+  const renderRun = (next) => {
+    const before = run;
+    run = next;
+    const state = stateOf(next);
+    replaceChildren(stateBox, renderState(next));
+    if (before && stateOf(before) !== state) {
+      ctx.announce(`Run ${shortId(runId)} is now ${stateLabel(state)}`);
+    }
+    replaceChildren(
+      factsBox,
+      facts([
+        ['Task', next.task_id],
+        ['Owner', next.owner_id],
+        ['Agent', next.agent_id || '—'],
+        ['Trigger', `${next.trigger_type || 'manual'}${next.trigger_id ? ` · ${next.trigger_id}` : ''}`],
+        ['Stored status', enumName(next.status, 'RUN_STATUS')],
+        ['Version', String(next.version || '')],
+        ['Attempts', `${next.attempt_count || 0} of ${next.max_attempts || 1}`],
+        ['Created', timeEl(next.create_time)],
+        ['Queued', timeEl(next.queue_time)],
+        ['Started', timeEl(next.start_time)],
+        ['Finished', timeEl(next.finish_time)],
+        ['Cancel requested', next.cancel_request_time ? [timeEl(next.cancel_request_time), next.cancel_reason ? ` — ${next.cancel_reason}` : ''] : undefined],
+        ['Error', next.error_code ? `${next.error_code} ${next.error_summary || ''}` : undefined],
+        ['Retry of', next.retry_of_run_id ? h('a', { href: `#/runs/${next.retry_of_run_id}`, class: 'mono' }, shortId(next.retry_of_run_id)) : undefined],
+      ]),
+    );
+    const status = enumName(next.status, 'RUN_STATUS');
+    const cancellable = !TERMINAL.has(state) && !next.cancel_request_time;
+    replaceChildren(
+      actions,
+      h('button', { type: 'button', id: 'cancel-run', disabled: !cancellable, onclick: () => command('cancel', { reason: 'cancelled from the dashboard' }, 'Cancel') }, 'Cancel run'),
+      h('button', { type: 'button', id: 'retry-run', disabled: !['failed', 'cancelled', 'timed_out'].includes(status), onclick: () => command('retry', {}, 'Retry') }, 'Retry as a new run'),
+      status === 'pending_approval'
+        ? h('button', { type: 'button', id: 'approve-run', onclick: () => command('approve', {}, 'Approve') }, 'Approve')
+        : null,
+    );
+  };
+
+  const refresh = coalesced(async () => {
+    try {
+      const [next, attempts] = await Promise.all([
+        api(paths.run(ctx.project, runId)),
+        api(paths.attempts(ctx.project, runId)),
+      ]);
+      renderRun(next);
+      const list = (attempts.attempts || []).sort((a, b) => a.attempt_no - b.attempt_no);
+      replaceChildren(timeline, list.map((attempt) => renderAttempt(attempt, attempt.id === next.current_attempt_id)));
+      if (Number(next.event_sequence || 0) > lastSequence) {
+        addEvents(await listAll(paths.events(ctx.project, runId), 'events', {}, 5000));
+      }
+      ctx.clearError();
+    } catch (error) {
+      ctx.showError(error);
+    }
+  });
+
+  const fallback = fallbackPoller(() => refresh('run'));
+  fallback.set(false);
+  const stream = openStream(paths.runStream(ctx.project, runId), {
+    onStatus: (connected) => fallback.set(connected),
+    onConnect: () => refresh('run'),
+    onEvent: (event) => {
+      if (!event || event.run_id !== runId) return;
+      addEvents([event]);
+      refresh('run');
+    },
+  });
+  refresh('run');
+  const dispose = () => {
+    fallback.stop();
+    stream.close();
+  };
+  return { title: `Run ${shortId(runId)}`, dispose };
+}
