@@ -92,6 +92,18 @@ def dashboard_url(address: str, token: str | None) -> str:
     return f"http://{address}/" + (f"#token={token}" if token else "")
 
 
+async def start_dev_gateway(settings: Settings, grpc_port: int) -> HttpServer:
+    """The gateway inside `truerun dev`, calling this process's own gRPC port (still only over
+    gRPC). Prints `http listening on HOST:PORT` and the dashboard link with its token."""
+    tokens, token = api_tokens(settings, dev=True)
+    config = GatewayConfig(grpc_target=f"127.0.0.1:{grpc_port}", tokens=tokens)
+    server = HttpServer(config, settings.http_addr)
+    await server.start()
+    print(f"http listening on {server.address}", flush=True)
+    print(f"dashboard {dashboard_url(server.address, token)}", flush=True)
+    return server
+
+
 async def run_gateway(settings: Settings) -> None:
     """`truerun gateway`: the gateway alone, in front of the services at settings.server."""
     tokens, _ = api_tokens(settings, dev=False)

@@ -74,7 +74,7 @@ class Settings:
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )
     http_addr: str = setting(
-        "127.0.0.1:8080",
+        "127.0.0.1:0",
         "host:port the gateway serves REST, Server-Sent Events and the dashboard on (port 0 = any)",
     )
     services_addr: str = setting(

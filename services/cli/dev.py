@@ -7,6 +7,7 @@ import logging
 
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
+from gateway.server import start_dev_gateway
 from reconciler.leases import LeaseReconciler
 from services.bootstrap import capacity, coordinator, open_observations, open_store, runtimes
 from services.config import Settings
@@ -52,7 +53,9 @@ async def run_dev(settings: Settings) -> None:
         print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
         host = settings.grpc_addr.rsplit(":", 1)[0]
         print(f"grpc listening on {host}:{port}", flush=True)
+        gateway = await start_dev_gateway(settings, port)
         await serve_until_signal(server, settings.grace_seconds)
+        await gateway.stop()
         for loop in loops:
             loop.cancel()
         metrics_server.shutdown()

@@ -35,10 +35,17 @@ def _parser() -> argparse.ArgumentParser:
     _env_flag(dev, "--data-dir", "TRUERUN_DATA_DIR", "data directory")
     _env_flag(dev, "--grpc-addr", "TRUERUN_GRPC_ADDR", "host:port, port 0 picks a free one")
     _env_flag(dev, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///...")
+    _env_flag(
+        dev, "--http-addr", "TRUERUN_HTTP_ADDR", "gateway and dashboard host:port, port 0 = any"
+    )
 
     migrate = sub.add_parser("migrate", help="bring the database schema to the newest version")
     _env_flag(migrate, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///")
     _env_flag(migrate, "--data-dir", "TRUERUN_DATA_DIR", "data directory (SQLite default)")
+
+    gateway = sub.add_parser("gateway", help="REST, Server-Sent Events and the dashboard")
+    _env_flag(gateway, "--http-addr", "TRUERUN_HTTP_ADDR", "host:port, port 0 picks a free one")
+    _env_flag(gateway, "--services-addr", "TRUERUN_SERVICES_ADDR", "the services' gRPC address")
 
     reconcile = sub.add_parser(
         "reconciler", help="run the lease and retry scans as their own process"
@@ -96,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dev(args)
     if args.cmd == "migrate":
         return _migrate(args)
+    if args.cmd == "gateway":
+        from gateway.server import run_gateway
+
+        _install_uvloop()
+        asyncio.run(run_gateway(_settings(args)))
+        return 0
     if args.cmd == "reconciler":
         from reconciler.service import run_reconciler
 
@@ -116,6 +129,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else None,
         grpc_addr=getattr(args, "grpc_addr", None),
         database_url=getattr(args, "database_url", None),
+        http_addr=getattr(args, "http_addr", None),
+        services_addr=getattr(args, "services_addr", None),
     )
 
 
