@@ -60,6 +60,13 @@ address="$(sed -n 's/^grpc listening on //p' "$log")"
 [ -n "$address" ] || { echo "truerun dev did not start:"; cat "$log"; exit 1; }
 export TRUERUN_SERVER="$address"
 echo "== truerun dev is serving gRPC on $address (data in $data)"
+for _ in $(seq 100); do
+  grep -q '^dashboard ' "$log" && break
+  sleep 0.1
+done
+dashboard="$(sed -n 's/^dashboard //p' "$log")"
+[ -n "$dashboard" ] || { echo "truerun dev did not serve the dashboard:"; cat "$log"; exit 1; }
+echo "== Dashboard (while the demo runs; the link carries the all-projects token): $dashboard"
 
 say() {
   local shown="" arg
@@ -170,3 +177,5 @@ for id in "$compile" "$tests" "$lint" "$soak"; do
     }
     END { printf "  %-12s %s\n", task, path }'
 done
+echo
+echo "== The dashboard at $dashboard closes with this demo; \`make dev\` (truerun dev) prints a lasting link"
