@@ -31,6 +31,9 @@ def test_truerun_dev_and_truerun_gateway_serve_the_gateway(tmp_path: Path) -> No
 
         with httpx.Client(base_url=f"http://{http_address}", timeout=30) as http:
             assert http.get("/healthz").json() == {"status": "ok"}
+            dashboard = http.get("/")  # the static dashboard needs no token; the API does
+            assert dashboard.status_code == 200
+            assert dashboard.headers["content-type"].startswith("text/html")
             assert http.get("/v1/projects/default/runs").status_code == 401
             created = http.post(
                 "/v1/projects/default/runs",
