@@ -47,8 +47,9 @@ async def event_stream(
         except grpc.RpcError as error:
             if code_of(error) != grpc.StatusCode.CANCELLED:
                 log.info("upstream watch ended: %s", from_rpc_error(error).detail)
-        finally:
-            await queue.put(_END)
+        # Not in a finally: when the client went away this task is cancelled, and nobody
+        # would take _END from a full queue.
+        await queue.put(_END)
 
     reader = asyncio.create_task(pump())
     try:
