@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import helm_python as helm
 import kubernetes_validate
 import pytest
+import yaml
 
 from services.config import CONFIG_FILE_ENV, Settings, env_name, is_secret
 from tests.deploy.chart import (
@@ -73,6 +76,23 @@ def test_every_rendered_manifest_passes_kubernetes_validate_strict(
     assert len(manifests) >= 12
     for manifest in manifests:
         kubernetes_validate.validate(manifest.body, KUBE_VERSION, strict=True)
+
+
+def test_the_kubernetes_validate_command_passes_the_ha_manifests(tmp_path: Path) -> None:
+    # The same check through the command line CI tools would use, one file per manifest.
+    paths = []
+    for i, manifest in enumerate(render(HA_VALUES)):
+        path = tmp_path / f"{i:02d}-{manifest.kind}-{manifest.name}.yaml"
+        path.write_text(yaml.safe_dump(manifest.body))
+        paths.append(str(path))
+    command = Path(sys.executable).parent / "kubernetes-validate"
+    result = subprocess.run(
+        [str(command), "--strict", "--quiet", "-k", KUBE_VERSION, *paths],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_kubernetes_validate_strict_rejects_an_unknown_field() -> None:
