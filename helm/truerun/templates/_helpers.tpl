@@ -57,7 +57,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Secret keys each service reads, and the setting each key is. */}}
 {{- define "truerun.secretKeys" -}}
-coordinator: [database-url, redis-url, runtime-tokens]
+coordinator: [database-url, runtime-tokens]
 capacity: [database-url, redis-url]
 reconciler: [database-url]
 gateway: [api-tokens]
