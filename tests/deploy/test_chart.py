@@ -170,6 +170,16 @@ def test_ha_values_scale_out_with_budgets_and_network_policies() -> None:
             }
         }
     ]
+    coordinator_from = policies["demo-truerun-coordinator"]["ingress"][0]["from"]
+    assert {"namespaceSelector": {"matchLabels": {"truerun.dev/runtime-agents": "true"}}} in (
+        coordinator_from
+    )
+    gateway_pods = {
+        "app.kubernetes.io/name": "truerun",
+        "app.kubernetes.io/instance": "demo",
+        "app.kubernetes.io/component": "gateway",
+    }
+    assert {"podSelector": {"matchLabels": gateway_pods}} in coordinator_from
     assert one(manifests, "Service", "demo-truerun-coordinator").body["spec"]["type"] == (
         "LoadBalancer"
     )
