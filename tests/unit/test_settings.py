@@ -4,6 +4,9 @@ file is strict (unknown keys, secrets and wrong types are refused with a clear e
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -200,3 +203,20 @@ def test_every_setting_is_documented_and_readable_from_env_and_file(tmp_path: Pa
             assert getattr(from_file, f.name) == f.default, f.name
     secrets = {f.name for f in fields(Settings) if is_secret(f)}
     assert {"database_url", "runtime_tokens", "redis_url"} <= secrets
+
+
+def test_a_bad_setting_stops_a_command_before_it_touches_anything(tmp_path: Path) -> None:
+    config = tmp_path / "truerun.toml"
+    config.write_text('database_url = "postgresql://u:hunter2@db/x"\n')
+    data_dir = tmp_path / "data"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "truerun"), "migrate", "--data-dir", str(data_dir)],
+        env={**os.environ, CONFIG_FILE_ENV: str(config)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "database_url is a secret and is never read from the config file" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+    assert not data_dir.exists()  # nothing created, nothing migrated
