@@ -99,6 +99,7 @@ def rows_for(decision: Decision) -> Rows:
             "attempt_id": ev["ev5"][k],
             "payload": ev["ev6"][k],
             "created_at_ms": ev["created"],
+            "project_id": decision.run.project_id,
         }
         events.append(tuple(row[col] for col in EVENT_COLUMNS))
     return Rows(

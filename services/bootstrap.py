@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capacity.local import LocalClaims
 from capacity.observations.base import ObservationStore
 from capacity.observations.memory import MemoryObservationStore
 from capacity.observations.redis_store import RedisObservationStore
@@ -13,6 +14,7 @@ from capacity.service.reports import ObservationService
 from capacity.store.base import CapacitySql
 from capacity.store.postgres import PostgresCapacitySql
 from capacity.store.sqlite import SqliteCapacitySql
+from coordinator.dispatch.capacity_port import Claims, ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Sessions
@@ -58,6 +60,8 @@ class Runtimes:
     sessions: Sessions
     ingest: EventIngest
     dispatcher: Dispatcher
+    #: Where heartbeats' capacity observations go: the capacity service, in or out of process.
+    observations: ObservationReporter
 
 
 def runtimes(
@@ -68,11 +72,33 @@ def runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
 ) -> Runtimes:
+    """The runtime side over the capacity service of this process (`truerun dev`)."""
+    return remote_runtimes(
+        app,
+        LocalClaims(caps.claims),
+        caps.reports,
+        tokens,
+        start_timeout_s=start_timeout_s,
+        cancel_grace_ms=cancel_grace_ms,
+        lease_ttl_ms=lease_ttl_ms,
+    )
+
+
+def remote_runtimes(
+    app: Coordinator,
+    claims: Claims,
+    observations: ObservationReporter,
+    tokens: RuntimeTokens,
+    start_timeout_s: float = 10.0,
+    cancel_grace_ms: int = 5_000,
+    lease_ttl_ms: int = 30_000,
+) -> Runtimes:
+    """The runtime side over any capacity port (`truerun coordinator`: the gRPC client)."""
     sessions = Sessions()
     ingest = EventIngest(app.transitions)
     dispatcher = Dispatcher(
         app.transitions,
-        caps.claims,
+        claims,
         ingest,
         sessions,
         start_timeout_s=start_timeout_s,
@@ -80,7 +106,7 @@ def runtimes(
         lease_ttl_ms=lease_ttl_ms,
     )
     app.hub.listen(dispatcher.on_commit)
-    return Runtimes(tokens, sessions, ingest, dispatcher)
+    return Runtimes(tokens, sessions, ingest, dispatcher, observations)
 
 
 @dataclass(frozen=True, slots=True)

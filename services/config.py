@@ -86,7 +86,22 @@ class Settings:
         "empty in `truerun dev` = one all-projects token written to DATA_DIR/api.token",
         secret=True,
     )
-    grace_seconds: float = setting(10.0, "how long shutdown waits for calls")
+    grace_seconds: float = setting(
+        10.0,
+        "how long a graceful shutdown (SIGTERM) may take: health NOT_SERVING, no new calls, "
+        "runtime streams drained (events applied and acknowledged), calls in flight finished",
+    )
+    capacity_addr: str = setting(
+        "",
+        "where `truerun coordinator` reaches the capacity service: host:port, or several "
+        "replicas as ipv4:h1:p1,h2:p2 or dns:///name:port (calls go round-robin)",
+    )
+    otel_exporter: str = setting(
+        "none", "OpenTelemetry trace exporter: none, console (JSON lines on stdout) or otlp"
+    )
+    otel_endpoint: str = setting(
+        "", "the OTLP/gRPC collector for otel_exporter=otlp (empty = the exporter's default)"
+    )
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -69,29 +71,71 @@ def add_deterministic(
     )
 
 
+@dataclass
+class Serving:
+    """A started server, its health service and the runtime streams it holds."""
+
+    server: grpc.aio.Server
+    port: int
+    health: health_aio.HealthServicer
+    runtime: RuntimeServicer | None
+
+    async def shutdown(self, grace_seconds: float) -> None:
+        """Graceful shutdown: every health status NOT_SERVING, no new calls (clients and
+        runtimes go to another replica), runtime streams drained (see RuntimeServicer.drain),
+        calls in flight finished, all within ``grace_seconds``; whatever is still open then
+        is cancelled (a runtime resends its unacknowledged events elsewhere)."""
+        await self.health.enter_graceful_shutdown()
+        stopping = asyncio.create_task(self.server.stop(grace_seconds))
+        if self.runtime is not None:
+            try:
+                await asyncio.wait_for(self.runtime.drain(), grace_seconds)
+            except TimeoutError:
+                log.warning("runtime streams not drained within %.1fs", grace_seconds)
+        await stopping
+
+
 async def create_server(
     app: Coordinator,
     address: str,
     capacity: Capacity | None = None,
     runtimes: Runtimes | None = None,
 ) -> tuple[grpc.aio.Server, int]:
-    server = grpc.aio.server(options=KEEPALIVE_OPTIONS)
-    run_service = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
-    add_deterministic(server, run_service, RunServicer(app.transitions, app.queries, app.hub))
-    served = [run_service.full_name]
+    serving = await start_serving(app, address, capacity, runtimes)
+    return serving.server, serving.port
+
+
+async def start_serving(
+    app: Coordinator,
+    address: str,
+    capacity: Capacity | None = None,
+    runtimes: Runtimes | None = None,
+    *,
+    run_service: bool = True,
+    interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+) -> Serving:
+    """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
+    is given, RuntimeService when ``runtimes`` is, plus health and reflection."""
+    server = grpc.aio.server(options=KEEPALIVE_OPTIONS, interceptors=list(interceptors))
+    served = []
+    if run_service:
+        descriptor = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
+        add_deterministic(server, descriptor, RunServicer(app.transitions, app.queries, app.hub))
+        served.append(descriptor.full_name)
     if capacity is not None:
         capacity_service = capacity_service_pb2.DESCRIPTOR.services_by_name["CapacityService"]
         servicer = CapacityServicer(app.store, capacity.claims, capacity.reports, capacity.agents)
         add_deterministic(server, capacity_service, servicer)
         served.append(capacity_service.full_name)
-    if capacity is not None and runtimes is not None:
+    runtime_servicer = None
+    if runtimes is not None:
         runtime_service = runtime_service_pb2.DESCRIPTOR.services_by_name["RuntimeService"]
         runtime_servicer = RuntimeServicer(
             runtimes.tokens,
             runtimes.sessions,
             runtimes.ingest,
             runtimes.dispatcher,
-            capacity.reports,
+            runtimes.observations,
             app.transitions,
         )
         add_deterministic(server, runtime_service, runtime_servicer)
@@ -107,14 +151,19 @@ async def create_server(
     await server.start()
     for name in ["", *served]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server, port
+    return Serving(server, port, health_servicer, runtime_servicer)
 
 
-async def serve_until_signal(server: grpc.aio.Server, grace_seconds: float) -> None:
+async def until_signal() -> None:
+    """Returns at the first SIGINT or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+
+
+async def serve_until_signal(server: grpc.aio.Server, grace_seconds: float) -> None:
+    await until_signal()
     log.info("shutting down; waiting up to %.0fs for calls in flight", grace_seconds)
     await server.stop(grace_seconds)

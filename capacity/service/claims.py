@@ -23,6 +23,7 @@ from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RequestRecord, RunStore
 from services.ids import now_ms
+from services.telemetry import span
 
 #: R for an agent nobody configured: one live attempt at a time, the safe choice.
 DEFAULT_AGENT_CONCURRENCY = 1
@@ -94,6 +95,25 @@ class ClaimService:
     ) -> ClaimOutcome:
         """Claim up to ``max_claims`` queued runs for this runtime; ``request`` keeps the
         answer for AIP-155 replays in the same transaction."""
+        attributes = {"truerun.owner_id": owner, "truerun.runtime_instance_id": instance}
+        with span("capacity claim", attributes) as current:
+            outcome = await self._claim(
+                owner, instance, device_id, max_claims, lease_ttl_ms, actor, request
+            )
+            current.set_attribute("truerun.claimed", len(outcome.claimed))
+            current.set_attribute("truerun.blocked", str(outcome.blocked))
+            return outcome
+
+    async def _claim(
+        self,
+        owner: str,
+        instance: str,
+        device_id: str,
+        max_claims: int,
+        lease_ttl_ms: int,
+        actor: Actor,
+        request: RequestRecord | None,
+    ) -> ClaimOutcome:
         observation = await self._observations.get(owner, instance, self._clock())
         if observation is None:
             return ClaimOutcome(

@@ -146,4 +146,6 @@ def event_to_proto(event: RunEvent) -> common_pb2.RunEvent:
         attempt_id=event.attempt_id or "",
         payload=struct(event.payload),
         create_time=_ts(event.created_at_ms),
+        cursor=event.cursor.encode() if event.cursor else "",
+        project_id=event.project_id,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -13,9 +15,11 @@ from coordinator.api import convert, validation
 from coordinator.api.errors import stream, unary
 from coordinator.api.request_ids import once
 from coordinator.domain import commands as c
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.errors import InvalidArgument
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
+from coordinator.service.feed import EventFeed
 from coordinator.service.hub import EventHub
 from coordinator.service.queries import RunQueries, view
 from coordinator.service.transitions import Result, Transitions
@@ -60,6 +64,7 @@ class RunServicer(run_service_pb2_grpc.RunServiceServicer):
         self._transitions = transitions
         self._queries = queries
         self._hub = hub
+        self._feed = EventFeed(transitions.store, hub)
 
     async def _once(
         self,
@@ -249,21 +254,65 @@ class RunServicer(run_service_pb2_grpc.RunServiceServicer):
             attempts=[convert.attempt_to_proto(a) for a in attempts]
         )
 
+    @unary
+    async def ListProjectEvents(
+        self, request: run_service_pb2.ListProjectEventsRequest, context: Ctx
+    ) -> run_service_pb2.ListProjectEventsResponse:
+        project_id = validation.name(request.project_id, "project_id")
+        assert project_id is not None
+        events, next_cursor = await self._queries.project_events(
+            project_id, request.after_cursor, request.page_size
+        )
+        return run_service_pb2.ListProjectEventsResponse(
+            events=[convert.event_to_proto(e) for e in events], next_cursor=next_cursor
+        )
+
     @stream
     async def WatchRunEvents(
         self, request: run_service_pb2.WatchRunEventsRequest, context: Ctx
     ) -> AsyncIterator[common_pb2.RunEvent]:
         if not request.run_id:
-            raise InvalidArgument("run_id is required (a project-wide watch is not served yet)")
+            async for event in self._watch_project(request):
+                yield event
+            return
         run_id = validation.run_id(request.run_id, "run_id")
         after = request.after_sequence
         if after < 0:
             raise InvalidArgument("after_sequence must not be negative")
+        if request.after_cursor:
+            raise InvalidArgument("after_cursor is for a project-wide watch; use after_sequence")
         await self._queries.get(run_id)
-        while True:
-            events, _ = await self._queries.events(run_id, after, 500, "")
-            for event in events:
-                yield convert.event_to_proto(event)
-                after = event.sequence
-            if not events:
-                await self._hub.wait_run(run_id, WATCH_POLL_SECONDS)
+        with self._feed.follow("run", run_id) as committed:
+            while True:
+                committed.clear()
+                events, _ = await self._queries.events(run_id, after, 500, "")
+                for event in events:
+                    yield convert.event_to_proto(event)
+                    after = event.sequence
+                if not events:
+                    await _wait(committed, WATCH_POLL_SECONDS)
+
+    async def _watch_project(
+        self, request: run_service_pb2.WatchRunEventsRequest
+    ) -> AsyncIterator[common_pb2.RunEvent]:
+        """The project's stream in cursor order: stored events, then new commits."""
+        project_id = validation.name(request.project_id, "project_id")
+        assert project_id is not None
+        if request.after_sequence:
+            raise InvalidArgument("after_sequence needs run_id; resume a project with after_cursor")
+        after = request.after_cursor
+        EventCursor.parse(after)  # a malformed cursor fails before the stream starts
+        with self._feed.follow("project", project_id) as committed:
+            while True:
+                committed.clear()
+                events, after = await self._queries.project_events(project_id, after, 500)
+                for event in events:
+                    yield convert.event_to_proto(event)
+                if len(events) < 500:
+                    await _wait(committed, WATCH_POLL_SECONDS)
+
+
+async def _wait(committed: asyncio.Event, timeout: float) -> None:
+    """Until a commit may have touched what we follow, or ``timeout`` (then look anyway)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(committed.wait(), timeout)

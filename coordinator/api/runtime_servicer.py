@@ -13,9 +13,9 @@ from truerun.v1 import runtime_service_pb2 as pb
 from truerun.v1 import runtime_service_pb2_grpc
 
 from capacity.api.servicer import observation_from_proto
-from capacity.service.reports import ObservationService
 from coordinator.api import validation
 from coordinator.api.errors import abort, unary
+from coordinator.dispatch.capacity_port import ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
@@ -40,7 +40,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         sessions: Sessions,
         ingest: EventIngest,
         dispatcher: Dispatcher,
-        observations: ObservationService,
+        observations: ObservationReporter,
         transitions: Transitions,
     ) -> None:
         self._transitions = transitions
@@ -51,6 +51,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         self._ingest = ingest
         self._dispatcher = dispatcher
         self._observations = observations
+        self._streams: dict[int, _Stream] = {}
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.ConnectRequest], context: Ctx
@@ -74,8 +75,11 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 observation_ttl_ms=self._observations.ttl_ms,
             )
         )
-        reader = asyncio.create_task(self._read(session, request_iterator))
+        stream = _Stream()
+        stream.applier = asyncio.create_task(self._apply_batches(session, stream))
+        stream.reader = asyncio.create_task(self._read(session, request_iterator, stream))
         dispatch = asyncio.create_task(self._dispatcher.serve(session))
+        self._streams[id(session)] = stream
         try:
             while True:
                 message = await session.outbox.get()
@@ -83,10 +87,34 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                     break
                 yield message
         finally:
+            self._streams.pop(id(session), None)
             self._sessions.close(session)
-            for task in (reader, dispatch):
+            for task in (stream.reader, stream.applier, dispatch):
                 task.cancel()
-            await asyncio.gather(reader, dispatch, return_exceptions=True)
+            await asyncio.gather(stream.reader, stream.applier, dispatch, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Graceful shutdown (the gRPC server has stopped taking new calls, so runtimes
+        reconnect to another replica): claim nothing more and let the Starts already sent get
+        their answers; then on every stream read no further message, apply the events
+        already read, send their acks, and end the stream. Events the runtime sent after
+        that are unacknowledged and it sends them again to the next replica, where the
+        per-attempt seq makes a repeat a no-op: none is lost, none applied twice."""
+        await self._dispatcher.drain()
+        streams = [(s, self._streams.get(id(s))) for s in self._sessions.all()]
+        await asyncio.gather(
+            *(self._end(session, stream) for session, stream in streams if stream is not None)
+        )
+
+    async def _end(self, session: Session, stream: _Stream) -> None:
+        stream.reader.cancel()
+        await asyncio.gather(stream.reader, return_exceptions=True)
+        if stream.handling is not None:
+            await asyncio.gather(stream.handling, return_exceptions=True)
+        stream.stopping = True
+        stream.arrived.set()
+        await asyncio.gather(stream.applier, return_exceptions=True)
+        session.outbox.put_nowait(_CLOSE)
 
     def _hello(self, message: pb.ConnectRequest) -> Session:
         if message.WhichOneof("kind") != "hello":
@@ -103,34 +131,35 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             raise Unauthenticated(f"this runtime token may not act for owner {owner}")
         return Session(owner, instance, devices)
 
-    async def _read(self, session: Session, requests: AsyncIterator[pb.ConnectRequest]) -> None:
-        """Reads the stream; events are applied in micro-batches by a second task."""
-        buffered: list[pb.RuntimeEvent] = []
-        arrived = asyncio.Event()
-        applier = asyncio.create_task(self._apply_batches(session, buffered, arrived))
+    async def _read(
+        self, session: Session, requests: AsyncIterator[pb.ConnectRequest], stream: _Stream
+    ) -> None:
+        """Reads the stream; events are applied in micro-batches by the applier task. A
+        cancelled reader (drain) stops waiting for messages, but the message in hand is
+        handled to its end (shielded; the drain waits for it), and closing is the drain's."""
         try:
             async for message in requests:
-                kind = message.WhichOneof("kind")
-                if kind == "event":
-                    buffered.append(message.event)
-                    arrived.set()
-                elif kind == "heartbeat":
-                    await self._heartbeat(session, message.heartbeat)
-                elif kind == "start_result":
-                    future = session.pending_starts.get(message.start_result.attempt_id)
-                    if future is not None and not future.done():
-                        future.set_result(message.start_result)
-                elif kind == "inspect_result":
-                    await self._inspected(session, message.inspect_result)
-                elif kind == "cancel_result":
-                    log.info("runtime %s: %s", session.runtime_instance_id, message)
-        except (grpc.aio.AioRpcError, asyncio.CancelledError):
+                stream.handling = asyncio.ensure_future(self._handle(session, stream, message))
+                await asyncio.shield(stream.handling)
+        except grpc.aio.AioRpcError:
             pass
-        finally:
-            arrived.set()
-            applier.cancel()
-            await asyncio.gather(applier, return_exceptions=True)
-            session.outbox.put_nowait(_CLOSE)
+        session.outbox.put_nowait(_CLOSE)
+
+    async def _handle(self, session: Session, stream: _Stream, message: pb.ConnectRequest) -> None:
+        kind = message.WhichOneof("kind")
+        if kind == "event":
+            stream.buffered.append(message.event)
+            stream.arrived.set()
+        elif kind == "heartbeat":
+            await self._heartbeat(session, message.heartbeat)
+        elif kind == "start_result":
+            future = session.pending_starts.get(message.start_result.attempt_id)
+            if future is not None and not future.done():
+                future.set_result(message.start_result)
+        elif kind == "inspect_result":
+            await self._inspected(session, message.inspect_result)
+        elif kind == "cancel_result":
+            log.info("runtime %s: %s", session.runtime_instance_id, message)
 
     async def _inspected(self, session: Session, answer: pb.InspectResult) -> None:
         """A trusted answer from the attempt's own runtime, on its own authenticated stream."""
@@ -170,6 +199,9 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             stored = await self._observations.report(observation)
         except DomainError as error:
             log.warning("observation of %s rejected: %s", session.runtime_instance_id, error)
+            return
+        except grpc.aio.AioRpcError as error:  # the capacity service refused it, or is away
+            log.warning("observation of %s not stored: %s", session.runtime_instance_id, error)
             return
         # Heartbeats renew leases only: they never change what a run shows.
         try:
@@ -220,15 +252,17 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             except DomainError as error:
                 log.warning("orphan %s not recorded: %s", attempt_id, error.message)
 
-    async def _apply_batches(
-        self, session: Session, buffered: list[pb.RuntimeEvent], arrived: asyncio.Event
-    ) -> None:
+    async def _apply_batches(self, session: Session, stream: _Stream) -> None:
+        buffered = stream.buffered
         while not session.closed:
-            await arrived.wait()
-            arrived.clear()
+            if not stream.stopping:
+                await stream.arrived.wait()
+            stream.arrived.clear()
             batch = buffered[:]
             del buffered[: len(batch)]
             if not batch:
+                if stream.stopping:
+                    return
                 continue
             try:
                 ingested = await self._ingest.ingest(
@@ -259,6 +293,18 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         return pb.ReportEventsResponse(
             acks=[pb.Ack(attempt_id=a, seq=s) for a, s in ingested.acks.items()]
         )
+
+
+class _Stream:
+    """One open Connect: its reader and applier tasks and the events read, not yet applied."""
+
+    def __init__(self) -> None:
+        self.buffered: list[pb.RuntimeEvent] = []
+        self.arrived = asyncio.Event()
+        self.stopping = False
+        self.handling: asyncio.Future[None] | None = None
+        self.reader: asyncio.Task[None]
+        self.applier: asyncio.Task[None]
 
 
 _CLOSE: Any = object()

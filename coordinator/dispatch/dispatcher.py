@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import grpc
 from truerun.v1 import runtime_service_pb2 as pb
 
-from capacity.service.claims import Claimed, ClaimService
-from coordinator.api.convert import struct
+from coordinator.dispatch.capacity_port import ClaimedStart, Claims
 from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import token_hash
@@ -37,7 +37,7 @@ class Dispatcher:
     def __init__(
         self,
         transitions: Transitions,
-        claims: ClaimService,
+        claims: Claims,
         ingest: EventIngest,
         sessions: Sessions,
         start_timeout_s: float = 10.0,
@@ -52,19 +52,28 @@ class Dispatcher:
         self.lease_ttl_ms = lease_ttl_ms
         self._cancel_grace_ms = cancel_grace_ms
         self._starts: set[asyncio.Task[None]] = set()
+        self._claiming: set[asyncio.Task[int]] = set()
+        self.draining = False
 
     # -- the loop per connected runtime -------------------------------------------------------
 
     async def serve(self, session: Session) -> None:
         actor = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
         await self.resend_cancels(session)
-        while not session.closed:
+        while not session.closed and not self.draining:
             session.wake.clear()
+            claim = asyncio.ensure_future(self._claim(session, actor))
+            self._claiming.add(claim)
             try:
-                claimed = await self._claim(session, actor)
+                claimed = await claim
             except DomainError as error:
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error)
                 claimed = 0
+            except grpc.aio.AioRpcError as error:  # the capacity service is away: wait, retry
+                log.warning("claim for %s failed: %s", session.runtime_instance_id, error.code())
+                claimed = 0
+            finally:
+                self._claiming.discard(claim)
             if claimed == 0:
                 try:
                     await asyncio.wait_for(session.wake.wait(), IDLE_POLL_SECONDS)
@@ -78,7 +87,6 @@ class Dispatcher:
             session.device_ids[0],
             CLAIMS_PER_ROUND,
             self.lease_ttl_ms,
-            actor,
         )
         for item in outcome.claimed:
             task = asyncio.create_task(self._start(session, item, actor))
@@ -86,32 +94,31 @@ class Dispatcher:
             task.add_done_callback(self._starts.discard)
         return len(outcome.claimed)
 
-    async def _start(self, session: Session, item: Claimed, actor: Actor) -> None:
-        run, attempt = item.run, item.attempt
+    async def _start(self, session: Session, item: ClaimedStart, actor: Actor) -> None:
         token = new_token()
         try:
             await self._transitions.execute(
                 c.StartFence(
-                    run.id,
+                    item.run_id,
                     actor,
-                    lease_token=attempt.lease_token or "",
+                    lease_token=item.lease_token,
                     callback_token_hash=token_hash(token),
                 )
             )
         except DomainError as error:  # e.g. cancelled between claim and fence: nothing sent
-            log.info("no Start for attempt %s: %s", attempt.id, error.message)
+            log.info("no Start for attempt %s: %s", item.attempt_id, error.message)
             return
         answer: asyncio.Future[pb.StartResult] = asyncio.get_running_loop().create_future()
-        session.pending_starts[attempt.id] = answer
+        session.pending_starts[item.attempt_id] = answer
         session.send(
             pb.ConnectResponse(
                 start=pb.Start(
-                    run_id=run.id,
-                    attempt_id=attempt.id,
-                    runtime_task_id=attempt.runtime_task_id,
+                    run_id=item.run_id,
+                    attempt_id=item.attempt_id,
+                    runtime_task_id=item.runtime_task_id,
                     callback_token=token,
-                    spec=struct(run.spec),
-                    front_of_queue=run.run_now,
+                    spec=item.spec,
+                    front_of_queue=item.front_of_queue,
                     workspace_path=item.workspace_path,
                 )
             )
@@ -119,16 +126,16 @@ class Dispatcher:
         try:
             result = await asyncio.wait_for(answer, self._start_timeout_s)
         except (TimeoutError, ConnectionError):
-            await self._unknown(run.id, actor, "start_unanswered")
+            await self._unknown(item.run_id, actor, "start_unanswered")
             return
         finally:
-            session.pending_starts.pop(attempt.id, None)
+            session.pending_starts.pop(item.attempt_id, None)
         if not result.accepted:
             runtime = Actor(ActorType.RUNTIME, session.runtime_instance_id)
             rejected = c.DispatchRejected(
-                run.id,
-                attempt.id,
-                attempt.runtime_task_id,
+                item.run_id,
+                item.attempt_id,
+                item.runtime_task_id,
                 result.seq,
                 runtime,
                 reason=result.reason or "rejected",
@@ -136,13 +143,25 @@ class Dispatcher:
             try:
                 await self._transitions.execute(rejected)
             except DomainError as error:
-                log.warning("start rejection for %s not applied: %s", attempt.id, error.message)
+                log.warning(
+                    "start rejection for %s not applied: %s", item.attempt_id, error.message
+                )
 
     async def _unknown(self, run_id: str, actor: Actor, reason: str) -> None:
         try:
             await self._transitions.execute(c.DispatchUnknown(run_id, actor, reason=reason))
         except DomainError as error:  # it moved on (e.g. an event arrived meanwhile)
             log.info("dispatch of run %s not marked unknown: %s", run_id, error.message)
+
+    async def drain(self) -> None:
+        """Graceful shutdown, first step: claim nothing more, and wait until every Start
+        already sent has its answer (or its timeout) while the streams are still open, so a
+        shutdown never turns a start into "dispatch unknown"."""
+        self.draining = True
+        for session in self._sessions.all():
+            session.wake.set()
+        await asyncio.gather(*self._claiming, return_exceptions=True)
+        await asyncio.gather(*self._starts, return_exceptions=True)
 
     async def stop(self) -> None:
         for task in list(self._starts):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.states import (
     ActorType,
     AttemptStatus,
@@ -130,3 +131,6 @@ class RunEvent:
     attempt_id: str | None
     payload: dict[str, Any]
     created_at_ms: int
+    project_id: str = ""
+    # Known once read back from the store; events a write returns do not carry it yet.
+    cursor: EventCursor | None = None

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.display import Display, explain
 from coordinator.domain.errors import InvalidArgument, RunNotFound
 from coordinator.domain.model import Attempt, Run, RunEvent
@@ -21,6 +22,8 @@ from coordinator.store.base import Loaded, RunCursor, RunFilter, RunStore
 T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 50
+PROJECT_EVENTS_PAGE_SIZE = 100
+PROJECT_EVENTS_MAX_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 500
 _SCAN_BATCHES = 8  # a display-state filter scans at most this many batches per page
 
@@ -146,9 +149,25 @@ class RunQueries:
             return events, encode_token({"s": events[-1].sequence, "b": binding})
         return events, ""
 
+    async def project_events(
+        self, project_id: str, after_cursor: str, page_size: int
+    ) -> tuple[Sequence[RunEvent], str]:
+        """A page of the project's stream and the cursor to continue from (docs/events.md)."""
+        if page_size < 0:
+            raise InvalidArgument("page_size must not be negative")
+        size = min(page_size or PROJECT_EVENTS_PAGE_SIZE, PROJECT_EVENTS_MAX_PAGE_SIZE)
+        after = EventCursor.parse(after_cursor)
+        events = await self._store.list_project_events(project_id, after, size)
+        return events, _cursor_of(events[-1]) if events else after_cursor
+
     async def attempts(self, run_id: str) -> Sequence[Attempt]:
         attempts = await self._store.list_attempts(run_id)
         # A run always has its first attempt, so none means no such run; confirm before saying so.
         if not attempts and await self._store.load(run_id) is None:
             raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
         return sorted(attempts, key=lambda a: a.attempt_no)
+
+
+def _cursor_of(event: RunEvent) -> str:
+    assert event.cursor is not None, "events read from the store carry their cursor"
+    return event.cursor.encode()

@@ -7,7 +7,10 @@ Every service (the RunService API, the capacity claim, runtime ingest, the recon
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+
+from opentelemetry.trace import Span
 
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, decide
@@ -29,6 +32,7 @@ from coordinator.store.base import (
     RunTx,
 )
 from services.ids import new_token, now_ms, uuid7
+from services.telemetry import span
 
 DEDUPLICATED = "deduplicated"
 
@@ -76,6 +80,14 @@ class Transitions:
         request: RequestRecord | None = None,
     ) -> Result:
         """Create a run; a known (project, idempotency key) follows the conflict policy."""
+        with span("transition CreateRun", {"truerun.project_id": spec.project_id}) as current:
+            result = await self._create(spec, use_existing, request)
+            _describe(current, result)
+            return result
+
+    async def _create(
+        self, spec: c.RunSpec, use_existing: bool, request: RequestRecord | None
+    ) -> Result:
         if spec.idempotency_key:
             existing = await self.store.find_by_idempotency_key(
                 spec.project_id, spec.idempotency_key
@@ -142,6 +154,14 @@ class Transitions:
     ) -> Result:
         """Apply one command. With an expected version a lost race is RUN_VERSION_CONFLICT;
         without one, the command is decided again on the fresh state (bounded)."""
+        with _span_of(command) as current:
+            result = await self._execute(command, request)
+            _describe(current, result)
+            return result
+
+    async def _execute(
+        self, command: c.RunCommand | c.RuntimeCommand, request: RequestRecord | None
+    ) -> Result:
         dedupe_key = command.dedupe_key if isinstance(command, c.RunCommand) else None
         attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
         pinned_version = isinstance(command, c.RunCommand) and command.expected_version is not None
@@ -186,6 +206,12 @@ class Transitions:
         """Apply one command inside a caller's transaction (a batch). Nothing is retried: a
         conflict raises and the caller's whole transaction rolls back. Call ``published``
         with the results once the transaction has committed."""
+        with _span_of(command) as current:
+            result = await self._execute_in(tx, command)
+            _describe(current, result)
+            return result
+
+    async def _execute_in(self, tx: RunTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
         attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
         loaded = await tx.load(command.run_id, attempt_id)
         if loaded is None:
@@ -215,3 +241,17 @@ class Transitions:
         if self._on_commit is not None:
             self._on_commit(result)
         return result
+
+
+def _span_of(command: c.RunCommand | c.RuntimeCommand) -> AbstractContextManager[Span]:
+    """One span per transition: the command, its run and attempt (ids only, never tokens)."""
+    attributes = {"truerun.run_id": command.run_id}
+    if isinstance(command, c.RuntimeCommand):
+        attributes["truerun.attempt_id"] = command.attempt_id
+    return span(f"transition {type(command).__name__}", attributes)
+
+
+def _describe(current: Span, result: Result) -> None:
+    current.set_attribute("truerun.run_id", result.run.id)
+    current.set_attribute("truerun.outcome", result.outcome)
+    current.set_attribute("truerun.run_status", result.run.status.value)

@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.domain.states import RunStatus
@@ -132,6 +133,17 @@ class RunStore(Protocol):
     async def list_events(
         self, run_id: str, after_sequence: int, limit: int
     ) -> Sequence[RunEvent]: ...
+
+    async def list_project_events(
+        self, project_id: str | None, after: EventCursor | None, limit: int
+    ) -> Sequence[RunEvent]:
+        """Committed events in cursor order strictly after ``after`` (``None``: from the first),
+        of one project or of all (``None``), each with its cursor. Only events no later commit
+        can sort before are returned (docs/events.md), so paging by the last cursor never
+        skips one. Never writes."""
+
+    async def last_event_cursor(self) -> EventCursor | None:
+        """The cursor of the newest event ``list_project_events`` would return now."""
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]: ...
 

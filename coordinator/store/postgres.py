@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.store.base import (
@@ -34,6 +35,7 @@ from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
     ATTEMPT_MUTABLE,
     EVENT_COLUMNS,
+    EVENT_READ_COLUMNS,
     RUN_COLUMNS,
     RUN_MUTABLE,
     attempt_from_row,
@@ -44,6 +46,7 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.sql import (
+    EVENT_TX_ID,
     TERMINAL_STATUSES,
     Placeholders,
     events_from_decision,
@@ -81,11 +84,14 @@ def _events_insert(p: Placeholders, source: str) -> str:
         arrays = arrays.replace(f"$E{i}", p.next(f"ev{i}"))
     dedupe, created, count = p.next("dedupe"), p.next("created"), p.next("n_events")
     return f"""
-INSERT INTO run_events ({", ".join(EVENT_COLUMNS)})
+INSERT INTO run_events ({", ".join(EVENT_COLUMNS)}, tx_id)
 SELECT ev.id, src.id, src.event_sequence - {count}::bigint + ev.ord, ev.type,
        CASE WHEN ev.ord = 1 THEN {dedupe}::text END, ev.actor_type, ev.actor_id, ev.attempt_id,
-       ev.payload, {created}::bigint
-FROM {source} src, {arrays}"""
+       ev.payload, {created}::bigint, src.project_id, {EVENT_TX_ID}
+FROM {source} src CROSS JOIN {arrays}
+LEFT JOIN run_events prev
+  ON prev.run_id = src.id AND prev.sequence = src.event_sequence - {count}::bigint
+ORDER BY ev.ord"""
 
 
 def _build_update(attempt_write: AttemptWrite | None) -> tuple[str, Placeholders]:
@@ -100,7 +106,7 @@ def _build_update(attempt_write: AttemptWrite | None) -> tuple[str, Placeholders
         f"""r AS (
 UPDATE runs SET {sets}, event_sequence = runs.event_sequence + {n_events}::bigint
 WHERE id = {run_id} AND version = {expected}
-RETURNING id, event_sequence)"""
+RETURNING id, event_sequence, project_id)"""
     ]
     guard = ""
     if attempt_write is AttemptWrite.UPDATE:
@@ -138,7 +144,9 @@ def _build_insert(with_attempt: bool) -> tuple[str, Placeholders]:
         p.next("r_" + c) if c != "event_sequence" else p.peek("n_events") + "::bigint"
         for c in RUN_COLUMNS
     )
-    parts = [f"r AS (INSERT INTO runs ({cols}) VALUES ({vals}) RETURNING id, event_sequence)"]
+    parts = [
+        f"r AS (INSERT INTO runs ({cols}) VALUES ({vals}) RETURNING id, event_sequence, project_id)"
+    ]
     if with_attempt:
         a_cols = ", ".join(ATTEMPT_COLUMNS)
         a_vals = ", ".join(p.next("i_" + c) for c in ATTEMPT_COLUMNS)
@@ -154,7 +162,7 @@ def _build_events_only() -> tuple[str, Placeholders]:
     n_events = p.peek("n_events")
     sql = f"""WITH r AS (
 UPDATE runs SET event_sequence = event_sequence + {n_events}::bigint WHERE id = {run_id}
-RETURNING id, event_sequence),
+RETURNING id, event_sequence, project_id),
 e AS ({_events_insert(p, "r")})
 SELECT r.event_sequence FROM r"""
     return sql, p
@@ -174,8 +182,22 @@ SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, false AS dedupe_hit
 FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id
 WHERE r.project_id = $1 AND r.idempotency_key = $2"""
 _LIST_EVENTS = f"""
-SELECT {", ".join(EVENT_COLUMNS)} FROM run_events
+SELECT {", ".join(EVENT_READ_COLUMNS)} FROM run_events
 WHERE run_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3"""
+# pg_snapshot_xmin: every transaction with a smaller id has finished, so every event below it
+# that will ever commit has (docs/events.md). The row comparison walks the cursor index.
+_STABLE = "tx_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+_PROJECT_EVENTS = f"""
+SELECT {", ".join(EVENT_READ_COLUMNS)} FROM run_events
+WHERE project_id = $1 AND (tx_id, position) > ($2, $3) AND {_STABLE}
+ORDER BY tx_id, position LIMIT $4"""
+_ALL_EVENTS = f"""
+SELECT {", ".join(EVENT_READ_COLUMNS)} FROM run_events
+WHERE (tx_id, position) > ($1, $2) AND {_STABLE}
+ORDER BY tx_id, position LIMIT $3"""
+_LAST_EVENT_CURSOR = f"""
+SELECT tx_id, position FROM run_events WHERE {_STABLE}
+ORDER BY tx_id DESC, position DESC LIMIT 1"""
 _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
 )
@@ -307,6 +329,20 @@ class PostgresStore:
     async def list_events(self, run_id: str, after_sequence: int, limit: int) -> Sequence[RunEvent]:
         rows = await self._pool.fetch(_LIST_EVENTS, run_id, after_sequence, limit)
         return [event_from_row(row) for row in rows]
+
+    async def list_project_events(
+        self, project_id: str | None, after: EventCursor | None, limit: int
+    ) -> Sequence[RunEvent]:
+        tx_id, position = (after.tx_id, after.position) if after else (-1, -1)
+        if project_id is None:
+            rows = await self._pool.fetch(_ALL_EVENTS, tx_id, position, limit)
+        else:
+            rows = await self._pool.fetch(_PROJECT_EVENTS, project_id, tx_id, position, limit)
+        return [event_from_row(row) for row in rows]
+
+    async def last_event_cursor(self) -> EventCursor | None:
+        row = await self._pool.fetchrow(_LAST_EVENT_CURSOR)
+        return EventCursor(row["tx_id"], row["position"]) if row else None
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_LIST_ATTEMPTS, run_id)

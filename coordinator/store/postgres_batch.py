@@ -24,7 +24,7 @@ from coordinator.store.rows import (
     attempt_values,
     run_values,
 )
-from coordinator.store.sql import events_from_decision, stored_events
+from coordinator.store.sql import EVENT_TX_ID, events_from_decision, stored_events
 from services.db.schema import attempts, runs
 
 
@@ -73,7 +73,7 @@ WITH v AS (SELECT * FROM unnest({unnest}) AS v({names})),
 r AS (
     UPDATE runs SET {run_sets}, event_sequence = runs.event_sequence + v.n_events
     FROM v WHERE runs.id = v.run_id AND runs.version = v.expected_version
-    RETURNING runs.id, runs.event_sequence, v.n_events),
+    RETURNING runs.id, runs.event_sequence, v.n_events, runs.project_id),
 a AS (
     UPDATE attempts SET {attempt_sets}
     FROM v JOIN r ON r.id = v.run_id
@@ -81,11 +81,15 @@ a AS (
       AND attempts.last_event_seq = v.a_expected_seq
     RETURNING attempts.id),
 e AS (
-    INSERT INTO run_events ({", ".join(EVENT_COLUMNS)})
+    INSERT INTO run_events ({", ".join(EVENT_COLUMNS)}, tx_id)
     SELECT ev.id, ev.run_id, r.event_sequence - r.n_events + ev.ord, ev.type, NULL,
-           ev.actor_type, ev.actor_id, ev.attempt_id, ev.payload, ev.created_at_ms
+           ev.actor_type, ev.actor_id, ev.attempt_id, ev.payload, ev.created_at_ms,
+           r.project_id, {EVENT_TX_ID}
     FROM unnest({event_unnest}) AS ev({", ".join(event_fields)})
-    JOIN r ON r.id = ev.run_id)
+    JOIN r ON r.id = ev.run_id
+    LEFT JOIN run_events prev
+      ON prev.run_id = r.id AND prev.sequence = r.event_sequence - r.n_events
+    ORDER BY ev.run_id, ev.ord)
 SELECT r.id, r.event_sequence,
        1 / (CASE WHEN (SELECT count(*) FROM r) = cardinality($1::text[])
                   AND (SELECT count(*) FROM a) = cardinality($1::text[]) THEN 1 ELSE 0 END)

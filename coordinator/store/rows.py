@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.model import Actor, Attempt, Run, RunEvent
 from coordinator.domain.states import (
     ActorType,
@@ -19,7 +20,14 @@ from services.db.schema import attempts, run_events, runs
 
 RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in runs.columns)
 ATTEMPT_COLUMNS: tuple[str, ...] = tuple(c.name for c in attempts.columns)
-EVENT_COLUMNS: tuple[str, ...] = tuple(c.name for c in run_events.columns)
+#: The project cursor's columns: the database fills them in (docs/events.md).
+EVENT_CURSOR_COLUMNS: tuple[str, ...] = ("tx_id", "position")
+#: Columns an event insert writes.
+EVENT_COLUMNS: tuple[str, ...] = tuple(
+    c.name for c in run_events.columns if c.name not in EVENT_CURSOR_COLUMNS
+)
+#: Columns an event read returns.
+EVENT_READ_COLUMNS: tuple[str, ...] = EVENT_COLUMNS + EVENT_CURSOR_COLUMNS
 
 #: Columns a transition may change; everything else is fixed when the row is inserted.
 RUN_MUTABLE: tuple[str, ...] = (
@@ -175,6 +183,8 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
         attempt_id=row["attempt_id"],
         payload=json.loads(row["payload"]),
         created_at_ms=row["created_at_ms"],
+        project_id=row["project_id"],
+        cursor=EventCursor(row["tx_id"], row["position"]),
     )
 
 

@@ -13,6 +13,12 @@ from services.ids import uuid7
 
 TERMINAL_STATUSES = sorted(status.value for status in RUN_TERMINAL)
 
+# The tx_id of a new event on PostgreSQL (``prev``: the run's previous event, joined by the
+# insert): the writing transaction's id, raised to the previous event's so a run's events
+# never sort out of sequence order even when this transaction's id is older than the one
+# that wrote the previous event (docs/events.md).
+EVENT_TX_ID = "GREATEST(pg_current_xact_id()::text::bigint, COALESCE(prev.tx_id, 0))"
+
 
 class Placeholders:
     """Names placeholders once; PostgreSQL numbers them ($1, $2, ...)."""
@@ -76,6 +82,7 @@ def stored_events(
             attempt_id=event.attempt_id,
             payload=event.payload,
             created_at_ms=arrays["created"],
+            project_id=decision.run.project_id,
         )
         for i, event in enumerate(decision.events)
     )

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.errors import StoreBusy
 from coordinator.domain.model import Attempt, Run, RunEvent
@@ -36,6 +37,7 @@ from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
     ATTEMPT_MUTABLE,
     EVENT_COLUMNS,
+    EVENT_READ_COLUMNS,
     RUN_COLUMNS,
     RUN_MUTABLE,
     attempt_from_row,
@@ -86,17 +88,33 @@ _ATTEMPT_INSERT = (
     f"INSERT INTO attempts ({', '.join(ATTEMPT_COLUMNS)}) "
     f"VALUES ({', '.join(':' + c for c in ATTEMPT_COLUMNS)})"
 )
+# One writer commits transactions one after another, so numbering events as they are inserted
+# is numbering them in commit order; tx_id stays 0 (docs/events.md).
 _EVENT_INSERT = (
-    f"INSERT INTO run_events ({', '.join(EVENT_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)})"
+    f"INSERT INTO run_events ({', '.join(EVENT_COLUMNS)}, position) "
+    f"VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)}, "
+    "(SELECT COALESCE(MAX(position), 0) + 1 FROM run_events WHERE tx_id = 0))"
 )
 _FIND_BY_KEY = f"""
 SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, 0 AS dedupe_hit
 FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id
 WHERE r.project_id = ? AND r.idempotency_key = ?"""
 _LIST_EVENTS = (
-    f"SELECT {', '.join(EVENT_COLUMNS)} FROM run_events WHERE run_id = ? AND sequence > ? "
+    f"SELECT {', '.join(EVENT_READ_COLUMNS)} FROM run_events WHERE run_id = ? AND sequence > ? "
     "ORDER BY sequence LIMIT ?"
+)
+# The reader sees committed transactions only, and the one writer numbered their events in
+# commit order, so everything it sees is stable (docs/events.md).
+_PROJECT_EVENTS = f"""
+SELECT {", ".join(EVENT_READ_COLUMNS)} FROM run_events
+WHERE project_id = ? AND (tx_id, position) > (?, ?)
+ORDER BY tx_id, position LIMIT ?"""
+_ALL_EVENTS = f"""
+SELECT {", ".join(EVENT_READ_COLUMNS)} FROM run_events
+WHERE (tx_id, position) > (?, ?)
+ORDER BY tx_id, position LIMIT ?"""
+_LAST_EVENT_CURSOR = (
+    "SELECT tx_id, position FROM run_events ORDER BY tx_id DESC, position DESC LIMIT 1"
 )
 _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = ? ORDER BY attempt_no"
@@ -303,6 +321,21 @@ class SqliteStore:
             lambda conn: conn.execute(_LIST_EVENTS, (run_id, after_sequence, limit)).fetchall()
         )
         return [event_from_row(row) for row in rows]
+
+    async def list_project_events(
+        self, project_id: str | None, after: EventCursor | None, limit: int
+    ) -> Sequence[RunEvent]:
+        tx_id, position = (after.tx_id, after.position) if after else (-1, -1)
+        if project_id is None:
+            sql, args = _ALL_EVENTS, (tx_id, position, limit)
+        else:
+            sql, args = _PROJECT_EVENTS, (project_id, tx_id, position, limit)
+        rows = await self._read(lambda conn: conn.execute(sql, args).fetchall())
+        return [event_from_row(row) for row in rows]
+
+    async def last_event_cursor(self) -> EventCursor | None:
+        row = await self._read(lambda conn: conn.execute(_LAST_EVENT_CURSOR).fetchone())
+        return EventCursor(row[0], row[1]) if row else None
 
     async def read(self, sql: str, *args: Any) -> list[Any]:
         """A read-only query on the reader connection (WAL: never blocked by the writer)."""
@@ -540,6 +573,7 @@ def _write_decision(
                 "attempt_id": event.attempt_id,
                 "payload": events["ev6"][i],
                 "created_at_ms": events["created"],
+                "project_id": run.project_id,
             },
         )
     if run.event_sequence != sequence:

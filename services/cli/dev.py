@@ -14,7 +14,7 @@ from services.config import Settings
 from services.db.migrate import upgrade
 from services.ids import new_token
 from services.metrics import Metrics
-from services.server import create_server, serve_until_signal
+from services.server import start_serving, until_signal
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ async def run_dev(settings: Settings) -> None:
             cancel_grace_ms=settings.cancel_grace_ms,
             lease_ttl_ms=settings.lease_ttl_ms,
         )
-        server, port = await create_server(app, settings.grpc_addr, caps, runtime_side)
+        serving = await start_serving(app, settings.grpc_addr, caps, runtime_side)
         lease_scan = LeaseReconciler(
             app.transitions,
             interval_s=min(2.0, settings.lease_ttl_ms / 4000),
@@ -52,10 +52,11 @@ async def run_dev(settings: Settings) -> None:
         metrics_host = settings.metrics_addr.rsplit(":", 1)[0]
         print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
         host = settings.grpc_addr.rsplit(":", 1)[0]
-        print(f"grpc listening on {host}:{port}", flush=True)
-        gateway = await start_dev_gateway(settings, port)
-        await serve_until_signal(server, settings.grace_seconds)
-        await gateway.stop()
+        print(f"grpc listening on {host}:{serving.port}", flush=True)
+        gateway = await start_dev_gateway(settings, serving.port)
+        await until_signal()
+        await gateway.stop()  # first: its streams hold gRPC watches open
+        await serving.shutdown(settings.grace_seconds)
         for loop in loops:
             loop.cancel()
         metrics_server.shutdown()

@@ -53,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     _env_flag(reconcile, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///")
     _env_flag(reconcile, "--data-dir", "TRUERUN_DATA_DIR", "data directory (SQLite default)")
 
+    for name, help_text in (
+        ("coordinator", "serve RunService and RuntimeService (claims via TRUERUN_CAPACITY_ADDR)"),
+        ("capacity", "serve CapacityService (observations in TRUERUN_REDIS_URL, claims)"),
+    ):
+        service = sub.add_parser(name, help=help_text)
+        _env_flag(service, "--grpc-addr", "TRUERUN_GRPC_ADDR", "host:port, port 0 picks a free one")
+        _env_flag(service, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://...")
+
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument(
@@ -115,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _install_uvloop()
         asyncio.run(run_reconciler(_settings(args)))
         return 0
+    if args.cmd in ("coordinator", "capacity"):
+        return _service(args)
     client = Client(args.server)
     try:
         return int(_CLIENT_COMMANDS[args.cmd](client, args))
@@ -139,6 +149,16 @@ def _dev(args: argparse.Namespace) -> int:
 
     _install_uvloop()
     asyncio.run(run_dev(_settings(args)))
+    return 0
+
+
+def _service(args: argparse.Namespace) -> int:
+    from services.cli.capacity import run_capacity
+    from services.cli.coordinator import run_coordinator
+
+    _install_uvloop()
+    run = run_coordinator if args.cmd == "coordinator" else run_capacity
+    asyncio.run(run(_settings(args)))
     return 0
 
 

@@ -6,12 +6,15 @@ JSON is stored as text so both dialects hold exactly the same bytes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
     Column,
     ForeignKey,
+    Identity,
     Index,
     Integer,
     LargeBinary,
@@ -22,6 +25,28 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+
+
+class CurrentTransactionId(FunctionElement[int]):
+    """The id of the writing transaction, a run_events column default. On PostgreSQL the
+    64-bit xid (epoch included, so it never wraps); SQLite has one writer, orders events by
+    ``position`` alone and stores 0."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+@compiles(CurrentTransactionId)
+def _current_tx_id_default(element: CurrentTransactionId, compiler: Any, **kw: Any) -> str:
+    return "0"
+
+
+@compiles(CurrentTransactionId, "postgresql")
+def _current_tx_id_postgres(element: CurrentTransactionId, compiler: Any, **kw: Any) -> str:
+    return "(pg_current_xact_id()::text::bigint)"
+
 
 metadata = MetaData(
     naming_convention={
@@ -149,6 +174,12 @@ run_events = Table(
     Column("attempt_id", ID),
     Column("payload", Text, nullable=False, server_default=text("'{}'")),
     Column("created_at_ms", BigInteger, nullable=False),
+    # The project cursor (docs/events.md): the run's project, copied so a project's stream is
+    # one index range; the writing transaction's id (PostgreSQL; 0 on SQLite, whose single
+    # writer already commits in insert order); a per-insert counter ordering events within it.
+    Column("project_id", String(128), nullable=False),
+    Column("tx_id", BigInteger, nullable=False, server_default=CurrentTransactionId()),
+    Column("position", BigInteger, Identity(), nullable=False),
     UniqueConstraint("run_id", "sequence", name="uq_run_events_run_sequence"),
     CheckConstraint("sequence >= 1", name="sequence_positive"),
     Index(
@@ -160,6 +191,8 @@ run_events = Table(
         sqlite_where=text("dedupe_key IS NOT NULL"),
     ),
     Index("ix_run_events_created", "created_at_ms"),
+    Index("ix_run_events_tx_id_position", "tx_id", "position"),
+    Index("ix_run_events_project_id_tx_id_position", "project_id", "tx_id", "position"),
 )
 
 # The order claims take within one owner's queue: per agent lane, run-now first, then

@@ -31,6 +31,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.api.errors import reason_of
+from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.store.base import (
@@ -723,6 +724,14 @@ class GatedStore:
     async def oldest_non_terminal(self) -> dict[str, int]:
         return await self._inner.oldest_non_terminal()
 
+    async def list_project_events(
+        self, project_id: str | None, after: EventCursor | None, limit: int
+    ) -> Sequence[RunEvent]:
+        return await self._inner.list_project_events(project_id, after, limit)
+
+    async def last_event_cursor(self) -> EventCursor | None:
+        return await self._inner.last_event_cursor()
+
     async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
         return await self._inner.silent_unknowns(silent_since_ms, limit)
 
@@ -922,9 +931,42 @@ async def test_reads_never_write(grpc_api: GrpcApi, migrated_database_url: str) 
             watched = await watch_until(watch, sequences[run_id])
             watch.cancel()
             assert watched == events
+            if n % 20 == 0:
+                total = sum(sequences.values())
+                stream = await project_stream(grpc_api, "proj-a", total, page_size=1 + n % 7)
+                assert len(stream) == total
+                project_watch = stub.WatchRunEvents(R.WatchRunEventsRequest(project_id="proj-a"))
+                assert [await asyncio.wait_for(project_watch.read(), WAIT) for _ in stream] == (
+                    stream
+                )
+                project_watch.cancel()
         assert not committed(), "a read committed a transaction"
 
     assert await snapshot(migrated_database_url) == before
+
+
+async def project_stream(
+    api: GrpcApi, project_id: str, expected: int, page_size: int = 0
+) -> list[common_pb2.RunEvent]:
+    """The project's stream by ListProjectEvents pages, read again until ``expected`` events
+    are in it (on PostgreSQL any open transaction in the cluster may hold the newest back)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            events: list[common_pb2.RunEvent] = []
+            cursor = ""
+            while page := await api.stub.ListProjectEvents(
+                run_service_pb2.ListProjectEventsRequest(
+                    project_id=project_id, after_cursor=cursor, page_size=page_size
+                )
+            ):
+                if not page.events:
+                    assert page.next_cursor == cursor
+                    break
+                events.extend(page.events)
+                cursor = page.next_cursor
+            if len(events) >= expected:
+                return events
+            await asyncio.sleep(0.05)
 
 
 # -- 6. ListRuns ----------------------------------------------------------------------------

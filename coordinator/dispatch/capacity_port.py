@@ -1,0 +1,51 @@
+"""What the coordinator needs from the capacity service, whether it runs in this process
+(`truerun dev`) or behind gRPC (`truerun coordinator` with `TRUERUN_CAPACITY_ADDR`).
+
+Both adapters answer in the same plain terms, so the dispatcher and the runtime servicer
+cannot tell them apart and a test can compare them field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from google.protobuf import struct_pb2
+
+from capacity.observations.model import Observation
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedStart:
+    """One claimed attempt, with everything a Start needs."""
+
+    run_id: str
+    attempt_id: str
+    runtime_task_id: str
+    lease_token: str
+    spec: struct_pb2.Struct
+    front_of_queue: bool
+    workspace_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAnswer:
+    claimed: tuple[ClaimedStart, ...]
+    #: The capacity service's block reason ("" when none), as in capacity.service.claims.Blocked.
+    blocked: str = ""
+    detail: str = ""
+
+
+class Claims(Protocol):
+    async def claim(
+        self, owner: str, instance: str, device_id: str, max_claims: int, lease_ttl_ms: int
+    ) -> ClaimAnswer: ...
+
+
+class ObservationReporter(Protocol):
+    #: How long an observation counts without a new one (told to runtimes in Welcome).
+    ttl_ms: int
+
+    async def report(self, observation: Observation) -> Observation:
+        """Store the observation; returns it stamped with the capacity side's receive time."""
+        ...

@@ -1,0 +1,74 @@
+"""`truerun coordinator`: RunService, RuntimeService (runtime streams, the dispatcher) and the
+retry scheduler, over the shared database; claims and capacity observations go to the
+capacity service over gRPC (TRUERUN_CAPACITY_ADDR). Stateless: run as many as you like.
+
+SIGTERM: health NOT_SERVING, no new calls, the runtime streams drained (see
+RuntimeServicer.drain), then exit, all within TRUERUN_GRACE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from capacity.client import CapacityClient
+from coordinator.dispatch.retries import RetryScheduler
+from coordinator.dispatch.tokens import RuntimeTokens
+from services.bootstrap import coordinator, open_store, remote_runtimes
+from services.config import ConfigError, Settings
+from services.metrics import Metrics
+from services.server import start_serving, until_signal
+from services.telemetry import client_interceptors, configure, server_interceptors
+
+log = logging.getLogger(__name__)
+
+
+async def run_coordinator(settings: Settings) -> None:
+    if not settings.capacity_addr:
+        raise ConfigError("truerun coordinator needs TRUERUN_CAPACITY_ADDR (the capacity service)")
+    if not settings.runtime_tokens:
+        raise ConfigError("truerun coordinator needs TRUERUN_RUNTIME_TOKENS (owner:token;...)")
+    telemetry = configure("truerun-coordinator", settings.otel_exporter, settings.otel_endpoint)
+    store = await open_store(settings.resolved_database_url())
+    capacity = CapacityClient(
+        settings.capacity_addr, settings.observation_ttl_ms, interceptors=client_interceptors()
+    )
+    try:
+        metrics = Metrics()
+        app = coordinator(store, metrics)
+        side = remote_runtimes(
+            app,
+            capacity,
+            capacity,
+            RuntimeTokens.parse(settings.runtime_tokens),
+            cancel_grace_ms=settings.cancel_grace_ms,
+            lease_ttl_ms=settings.lease_ttl_ms,
+        )
+        serving = await start_serving(
+            app, settings.grpc_addr, runtimes=side, interceptors=server_interceptors()
+        )
+        loops = [
+            asyncio.create_task(RetryScheduler(app.transitions).serve()),
+            asyncio.create_task(metrics.watch_ages(store)),
+        ]
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+        print(f"metrics listening on {_host(settings.metrics_addr)}:{metrics_port}", flush=True)
+        print(f"grpc listening on {_host(settings.grpc_addr)}:{serving.port}", flush=True)
+        await until_signal()
+        log.info("draining; up to %.1fs", settings.grace_seconds)
+        await serving.shutdown(settings.grace_seconds)
+        for loop in loops:
+            loop.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        await side.dispatcher.stop()
+        metrics_server.shutdown()
+        metrics_server.server_close()
+        print("coordinator stopped", flush=True)
+    finally:
+        await capacity.close()
+        await store.close()
+        telemetry.shutdown()
+
+
+def _host(address: str) -> str:
+    return address.rsplit(":", 1)[0]

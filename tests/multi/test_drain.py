@@ -1,0 +1,141 @@
+"""Issue #7, "Must show" 2: SIGTERM to a coordinator holding every runtime stream. It drains
+(no new claims, Starts answered, events read applied and acknowledged, streams ended) and
+exits in time; the agents reconnect to the other coordinator and resend what was not
+acknowledged. Every run finishes; no event is lost or applied twice (each attempt's runtime
+seqs 1..n once each, each output line once, run sequences gapless) and no Start was left
+unanswered by the shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
+
+from tests.integration.test_claim_race import REDIS_URL
+from tests.support.processes import STREAM_OPEN
+from tests.support.replicas import Deployment
+
+pytestmark = [pytest.mark.multi, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(600)]
+
+RUNS = 16
+LINES = 6
+USER = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id="drain")
+EXPECTED_OUTPUT = "".join(f"line-{i}\n" for i in range(1, LINES + 1))
+
+
+@pytest.fixture
+def deployment(pg_url: str, tmp_path: Path) -> Iterator[Deployment]:
+    owner = f"drain-{uuid.uuid4().hex[:8]}"
+    deployment = Deployment(tmp_path, pg_url, REDIS_URL, owner)
+    try:
+        yield deployment
+    finally:
+        deployment.close()
+
+
+async def _wait(conn: asyncpg.Connection, sql: str, *args: object, want: int) -> None:
+    deadline = time.monotonic() + 240
+    while (n := int(await conn.fetchval(sql, *args))) < want:
+        assert time.monotonic() < deadline, f"{n} < {want}: {sql}"
+        await asyncio.sleep(0.2)
+
+
+async def test_sigterm_drains_runtime_streams_to_another_coordinator(
+    deployment: Deployment, pg_url: str
+) -> None:
+    deployment.migrate()
+    deployment.start(coordinators=2, capacities=1, reconcilers=1)
+    agents = [deployment.agent(i, 4, order=[0, 1]) for i in range(2)]  # both on coordinator 0
+    owner = deployment.owner
+    conn = await asyncpg.connect(pg_url)
+    try:
+        target = f"127.0.0.1:{deployment.coordinator_ports[1]}"
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = run_service_pb2_grpc.RunServiceStub(channel)
+            command = f"for i in $(seq 1 {LINES}); do echo line-$i; sleep 0.3; done"
+            for i in range(RUNS):
+                spec = struct_pb2.Struct()
+                spec.update({"command": command})
+                await stub.CreateRun(
+                    run_service_pb2.CreateRunRequest(
+                        project_id="drain", owner_id=owner, task_id=f"t{i}", spec=spec, actor=USER
+                    ),
+                    timeout=30,
+                )
+        # Streams busy: several commands are printing when the SIGTERM comes.
+        await _wait(
+            conn,
+            "SELECT count(DISTINCT e.run_id) FROM run_events e JOIN runs r ON r.id = e.run_id "
+            "WHERE r.owner_id = $1 AND e.type = 'attempt.output'",
+            owner,
+            want=4,
+        )
+        draining = deployment.replica("coordinator", 0).proc
+        signalled = time.monotonic()
+        draining.popen.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(draining.popen.wait, 30)
+        took = time.monotonic() - signalled
+        assert code == 0, draining.log()[-3000:]
+        assert "coordinator stopped" in draining.log()
+        assert "not drained" not in draining.log()
+        assert took < 10 + 5, took  # TRUERUN_GRACE_SECONDS=10, plus process exit
+        await _wait(
+            conn,
+            "SELECT count(*) FROM runs WHERE owner_id = $1 AND status IN "
+            "('succeeded', 'failed', 'cancelled', 'timed_out')",
+            owner,
+            want=RUNS,
+        )
+        reconnected = [len(STREAM_OPEN.findall(agent.log())) for agent in agents]
+        assert all(n >= 2 for n in reconnected), reconnected
+        await _check(conn, owner)
+        print(
+            f"\ndrain: coordinator exited {took:.1f}s after SIGTERM (code {code}); agents "
+            f"opened streams {reconnected} times; {RUNS} runs succeeded, outputs whole"
+        )
+    finally:
+        await conn.close()
+
+
+async def _check(conn: asyncpg.Connection, owner: str) -> None:
+    statuses = await conn.fetch(
+        "SELECT status, count(*) FROM runs WHERE owner_id = $1 GROUP BY status", owner
+    )
+    assert dict(statuses) == {"succeeded": RUNS}, statuses
+    rows = await conn.fetch(
+        "SELECT e.run_id, e.sequence, e.type, e.attempt_id, e.payload, r.event_sequence "
+        "FROM run_events e JOIN runs r ON r.id = e.run_id WHERE r.owner_id = $1 "
+        "ORDER BY e.run_id, e.sequence",
+        owner,
+    )
+    by_run: dict[str, list[asyncpg.Record]] = {}
+    for row in rows:
+        by_run.setdefault(row["run_id"], []).append(row)
+    assert len(by_run) == RUNS
+    for run_id, events in by_run.items():
+        sequences = [e["sequence"] for e in events]
+        assert sequences == list(range(1, events[0]["event_sequence"] + 1)), (run_id, sequences)
+        payloads = [json.loads(e["payload"]) for e in events]
+        runtime_seqs = [p["seq"] for p in payloads if "seq" in p]
+        assert runtime_seqs == list(range(1, len(runtime_seqs) + 1)), (run_id, runtime_seqs)
+        output = "".join(
+            str(p.get("data", ""))
+            for e, p in zip(events, payloads, strict=True)
+            if e["type"] == "attempt.output"
+        )
+        assert output == EXPECTED_OUTPUT, (run_id, output)
+        types = [e["type"] for e in events]
+        for once in ("attempt.accepted", "attempt.running", "attempt.succeeded", "run.succeeded"):
+            assert types.count(once) == 1, (run_id, types)
+        unanswered = [p for p in payloads if p.get("reason") == "start_unanswered"]
+        assert not unanswered, (run_id, types)
