@@ -29,8 +29,6 @@ from tests.deploy.chart import (
     values,
 )
 
-# Settings issue #7 item 2 is adding in parallel (not in Settings yet); remove once they land.
-PENDING_SETTINGS = frozenset({"TRUERUN_CAPACITY_ADDR"})
 VALUES_FILES = pytest.mark.parametrize("values_file", [None, HA_VALUES], ids=["default", "ha"])
 
 
@@ -247,7 +245,7 @@ def test_the_rendered_config_file_is_read_by_settings(tmp_path: Path) -> None:
 @VALUES_FILES
 def test_every_variable_the_chart_sets_is_a_setting(values_file: Path | None) -> None:
     # A renamed setting would otherwise be ignored silently by the pods.
-    known = {CONFIG_FILE_ENV, *PENDING_SETTINGS}
+    known = {CONFIG_FILE_ENV}
     for f in fields(Settings):
         known.add(env_name(f))
         if is_secret(f):

