@@ -114,10 +114,10 @@ function start() {
   const found = adoptFragment();
   if (found.project) localStorage.setItem(PROJECT_KEY, found.project);
   projectInput.value = project();
+  // Enter in the field fires `change` (which switches the project); the form only must not
+  // submit itself.
   document.getElementById('project-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    localStorage.setItem(PROJECT_KEY, projectInput.value.trim() || 'default');
-    render();
   });
   projectInput.addEventListener('change', () => {
     localStorage.setItem(PROJECT_KEY, projectInput.value.trim() || 'default');

@@ -3,7 +3,7 @@
 // Automations can never show one run differently. The state itself is the server's
 // (Run.display_state, computed by coordinator/domain/display.py); nothing here derives it.
 
-import { enumName, formatTime, h } from './dom.js';
+import { enumName, h, timeEl } from './dom.js';
 
 export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed_out']);
 
@@ -51,43 +51,44 @@ function since(run) {
 }
 
 // The sentence under the label: what a queued run waits behind, what an unknown run lacks,
-// what a cancelling run waits for. Absolute times only (see formatTime).
+// what a cancelling run waits for; `since` is when that began (absolute, see formatTime).
 export function stateDetail(run) {
   const state = stateOf(run);
   const reason = run.display_reason || '';
-  const at = since(run);
   switch (state) {
     case 'queued': {
       const position = Number(run.queue_position || 0);
-      return position > 0 ? `position ${position} in the queue` : reason;
+      return { text: position > 0 ? `position ${position} in the queue` : reason, since: '' };
     }
     case 'unknown':
-      return `${reason || 'no evidence from the runtime'} — since ${formatTime(at)}`;
+      return { text: reason || 'no evidence from the runtime', since: since(run) };
     case 'cancelling':
-      return `waits for the runtime to confirm the process stopped — since ${formatTime(at)}`;
+      return { text: 'waits for the runtime to confirm the process stopped', since: since(run) };
     case 'failed':
     case 'timed_out':
     case 'lost':
-      return run.error_code || reason;
+      return { text: run.error_code || reason, since: '' };
     case 'waiting_runtime':
     case 'pending_approval':
     case 'waiting_approval':
     case 'retry_wait':
     case 'paused':
     case 'dead_letter':
-      return reason;
+      return { text: reason, since: '' };
     default:
-      return '';
+      return { text: '', since: '' };
   }
 }
 
 export function renderState(run) {
   const state = stateOf(run);
-  const detail = stateDetail(run);
+  const { text, since: at } = stateDetail(run);
   return h(
     'span',
     { class: 'state', dataset: { state } },
     h('span', { class: 'state-label' }, stateLabel(state)),
-    detail ? h('span', { class: 'state-detail' }, detail) : null,
+    text || at
+      ? h('span', { class: 'state-detail' }, text, at ? [' — since ', timeEl(at)] : null)
+      : null,
   );
 }

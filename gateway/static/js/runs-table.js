@@ -5,6 +5,7 @@
 import { h, replaceChildren, shortId, timeEl, enumName } from './dom.js';
 import { renderState } from './display.js';
 
+// Columns marked optional are hidden on narrow screens so that the state stays in view.
 export const columns = {
   position: {
     label: 'Position',
@@ -15,17 +16,23 @@ export const columns = {
     render: (run) => h('a', { href: `#/runs/${run.id}`, class: 'mono', title: run.id }, shortId(run.id)),
   },
   task: { label: 'Task', render: (run) => run.task_id || '' },
-  owner: { label: 'Owner', render: (run) => run.owner_id || '' },
-  agent: { label: 'Agent', render: (run) => run.agent_id || h('span', { class: 'muted' }, '—') },
+  owner: { optional: true, label: 'Owner', render: (run) => run.owner_id || '' },
+  agent: { optional: true, label: 'Agent', render: (run) => run.agent_id || h('span', { class: 'muted' }, '—') },
   trigger: {
+    optional: true,
     label: 'Trigger',
     render: (run) => [run.trigger_type || 'manual', run.trigger_id ? ` · ${run.trigger_id}` : ''],
   },
   state: { label: 'State', render: (run) => renderState(run), cell: 'state-cell' },
-  status: { label: 'Stored status', render: (run) => enumName(run.status, 'RUN_STATUS') },
-  attempts: { label: 'Attempts', render: (run) => String(run.attempt_count || 0) },
-  created: { label: 'Created', render: (run) => timeEl(run.create_time) },
+  status: { optional: true, label: 'Stored status', render: (run) => enumName(run.status, 'RUN_STATUS') },
+  attempts: { optional: true, label: 'Attempts', render: (run) => String(run.attempt_count || 0) },
+  created: { optional: true, label: 'Created', render: (run) => timeEl(run.create_time) },
 };
+
+function cellClass(key) {
+  const column = columns[key];
+  return [column.cell, column.optional ? 'optional' : ''].filter(Boolean).join(' ') || undefined;
+}
 
 // Versions are int64 strings in proto3 JSON; compare them as numbers of any size.
 function newer(a, b) {
@@ -49,7 +56,11 @@ export class RunsTable {
       'table',
       { class: 'runs', dataset: { table: name || '' } },
       h('caption', { class: 'visually-hidden' }, caption),
-      h('thead', {}, h('tr', {}, keys.map((key) => h('th', { scope: 'col' }, columns[key].label)))),
+      h(
+        'thead',
+        {},
+        h('tr', {}, keys.map((key) => h('th', { scope: 'col', class: cellClass(key) }, columns[key].label))),
+      ),
       this.tbody,
     );
     this.element = h('div', { class: 'table-wrap' }, this.table, this.empty);
@@ -77,7 +88,11 @@ export class RunsTable {
     replaceChildren(
       row,
       this.keys.map((key) =>
-        h(key === 'run' ? 'th' : 'td', { class: columns[key].cell, scope: key === 'run' ? 'row' : undefined }, columns[key].render(run)),
+        h(
+          key === 'run' ? 'th' : 'td',
+          { class: cellClass(key), scope: key === 'run' ? 'row' : undefined },
+          columns[key].render(run),
+        ),
       ),
     );
     this.place(run, row);

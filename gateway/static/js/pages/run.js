@@ -79,8 +79,8 @@ function renderEvent(event) {
     h('td', { class: 'num' }, String(event.sequence)),
     h('td', {}, timeEl(event.create_time)),
     h('th', { scope: 'row' }, h('code', {}, event.type)),
-    h('td', {}, actor(event)),
-    h('td', { class: 'mono' }, shortId(event.attempt_id)),
+    h('td', { class: 'optional' }, actor(event)),
+    h('td', { class: 'mono optional' }, shortId(event.attempt_id)),
     h('td', { class: 'payload' }, payload ? h('code', {}, payload) : ''),
   );
 }
@@ -99,7 +99,16 @@ export function mount(ctx, runId) {
     h(
       'thead',
       {},
-      h('tr', {}, ['#', 'Time', 'Event', 'Actor', 'Attempt', 'Details'].map((t) => h('th', { scope: 'col' }, t))),
+      h(
+        'tr',
+        {},
+        h('th', { scope: 'col' }, '#'),
+        h('th', { scope: 'col' }, 'Time'),
+        h('th', { scope: 'col' }, 'Event'),
+        h('th', { scope: 'col', class: 'optional' }, 'Actor'),
+        h('th', { scope: 'col', class: 'optional' }, 'Attempt'),
+        h('th', { scope: 'col' }, 'Details'),
+      ),
     ),
     eventsBody,
   );
