@@ -161,6 +161,10 @@ class RuntimeClient:
                 ("grpc.keepalive_timeout_ms", max(1000, self._keepalive_ms // 2)),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.max_pings_without_data", 0),
+                # grpcio 1.85 bounds an unanswered ping by this, not by keepalive_timeout_ms:
+                # without it a blackholed stream stayed "up" for over 30 s and self-fencing
+                # started that much later (tests/faults/test_partition.py).
+                ("grpc.http2.ping_timeout_ms", max(1000, self._keepalive_ms // 2)),
             ]
         if self._credentials is not None:
             return grpc.aio.secure_channel(self.address, self._credentials, options=options)

@@ -72,6 +72,11 @@ class Dispatcher:
             except grpc.aio.AioRpcError as error:  # the capacity service is away: wait, retry
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error.code())
                 claimed = 0
+            except Exception:  # a database or Redis failure: log it and retry, never stop
+                # claiming for this runtime (the loop would end silently; nothing restarts it
+                # until the stream does: tests/faults/test_dependency_outages.py)
+                log.exception("claim for %s failed", session.runtime_instance_id)
+                claimed = 0
             finally:
                 self._claiming.discard(claim)
             if claimed == 0:

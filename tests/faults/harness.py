@@ -31,7 +31,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,7 +48,14 @@ from truerun.v1 import (
 
 from tests.faults.proxy import FaultProxy
 from tests.support.databases import create_pg_database, drop_pg_database
-from tests.support.processes import TRUERUN, Managed, Processes, _base_env, kill_tasks
+from tests.support.processes import (
+    TRUERUN,
+    Managed,
+    Processes,
+    _base_env,
+    kill_tasks,
+    live_process,
+)
 
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 OWNER = "faults"
@@ -312,6 +319,7 @@ class Cluster:
         self._api: Api | None = None
         self._apis: list[Api] = []
         self._agents = 0
+        self._command_kills: list[float] = []
         self.history: dict[str, list[tuple[float, str, int]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -496,9 +504,11 @@ class Cluster:
         return service
 
     def kill_commands(self, agent: Service) -> None:
-        """SIGKILL every command and supervisor of an agent (proven against /proc)."""
+        """SIGKILL every command and supervisor of an agent (proven against /proc), as if
+        its machine died; ``spans()`` ends the commands' open spans here."""
         if agent.state_dir is not None:
             kill_tasks(agent.state_dir)
+        self._command_kills.append(time.time())
 
     # -- Redis ---------------------------------------------------------------------------------
 
@@ -554,7 +564,31 @@ class Cluster:
         return side_effect_command(self.side_effect_log, body)
 
     def spans(self) -> list[Span]:
-        return parse_side_effects(self.side_effect_log)
+        """The side-effect log; a span left open by a command that ``kill_commands`` killed
+        (its pid is gone now) ends at that kill, with exit code 137."""
+        spans = parse_side_effects(self.side_effect_log)
+        closed = []
+        for span in spans:
+            kill = next((t for t in self._command_kills if t >= span.start), None)
+            if span.end is None and kill is not None and not live_process(span.pid):
+                span = replace(span, end=kill, exit_code=137)
+            closed.append(span)
+        return closed
+
+    def gate(self, name: str) -> Path:
+        """A file the test creates to let a command go on (see ``wait_gate``)."""
+        return self.tmp_dir / f"gate-{name}"
+
+    @staticmethod
+    def wait_gate(gate: Path) -> str:
+        """Shell that blocks until ``gate`` exists."""
+        return f"while [ ! -e '{gate}' ]; do sleep 0.05; done"
+
+    @staticmethod
+    def exit_status(agent: Service, attempt_id: str) -> Path:
+        """Where the agent's supervisor records the command's exit status."""
+        assert agent.state_dir is not None
+        return agent.state_dir / "tasks" / attempt_id / "status.json"
 
     def submit(
         self,

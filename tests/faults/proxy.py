@@ -148,6 +148,10 @@ class FaultProxy:
         if self._server is not None:
             self._server.close()
         await self._reset_all()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     async def _switch(self, mode: Mode, latency_ms: int) -> None:
         assert self._open is not None
@@ -169,6 +173,11 @@ class FaultProxy:
         return len(connections)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # asyncio logs a cancelled connection handler as an error: closing cancels them all.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve(reader, writer)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self._open is not None
         self.accepted += 1
         if self.mode == "reset":
@@ -208,7 +217,14 @@ class FaultProxy:
         deliver = asyncio.create_task(self._deliver(queue, writer))
         try:
             while True:
-                data = await reader.read(CHUNK)
+                try:
+                    data = await reader.read(CHUNK)
+                except OSError:
+                    # This side was reset (e.g. a SIGKILLed process with unread data): reset
+                    # the other side too, as a direct connection would be, or a PostgreSQL
+                    # backend would sit idle in its transaction holding locks forever.
+                    _rst(writer)
+                    return
                 queue.put_nowait((time.monotonic(), data))
                 if not data:
                     break

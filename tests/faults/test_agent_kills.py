@@ -1,0 +1,133 @@
+"""A reference agent SIGKILLed mid-run: restarted, the durable handles and Inspect tell the
+truth; never restarted, its runs show unknown and hold their capacity until the lost_after
+policy (or a person) decides."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from truerun.v1 import common_pb2
+
+from tests.faults.harness import (
+    TERMINAL,
+    Cluster,
+    display,
+    gapless,
+    overlaps,
+    payload,
+    starts_per_attempt,
+    types,
+)
+
+LEASE_MS = 2500
+
+
+def test_kill_agent_mid_run_restart_inspect_tells_truth(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = make_cluster(lease_ttl_ms=LEASE_MS)
+    agent = cluster.start_agent("a1", limit=2)
+    ends_while_down, ends_later = cluster.gate("down"), cluster.gate("later")
+    early = cluster.submit(
+        "early", cluster.side_effect(f"{cluster.wait_gate(ends_while_down)}; exit 7")
+    )
+    late = cluster.submit("late", cluster.side_effect(cluster.wait_gate(ends_later)))
+    for run_id in (early, late):
+        cluster.wait_for(run_id, "running", 30)
+    early_attempt = cluster.get(early).current_attempt.id
+
+    cluster.kill(agent)  # the supervisors and commands live on
+    for run_id in (early, late):
+        run = cluster.wait_for(run_id, "unknown", 30)
+        assert run.current_attempt.status == common_pb2.ATTEMPT_STATUS_RUNNING
+    held = cluster.occupancy(agent)
+    assert held.durable_rows == 2 and held.free_slots == 0, held
+
+    ends_while_down.touch()
+    status = cluster.exit_status(agent, early_attempt)
+    cluster.eventually(status.exists, 15, "the early command's exit status on disk")
+    # No evidence reached truerun: nothing changes, nothing is made up.
+    assert [display(cluster.get(r)) for r in (early, late)] == ["unknown", "unknown"]
+
+    cluster.restart(agent)
+    run = cluster.wait_for(early, TERMINAL, 30)
+    assert display(run) == "failed", cluster.describe()
+    assert run.current_attempt.exit_code == 7
+    # The late command never stopped: Inspect proves it alive from its durable handle.
+    cluster.wait_for(late, "running", 30)
+    assert "attempt.inspected" in types(cluster.events(late)), types(cluster.events(late))
+    ends_later.touch()
+    assert display(cluster.wait_for(late, TERMINAL, 30)) == "succeeded"
+
+    spans = cluster.spans()
+    attempts = {cluster.get(r).current_attempt.id for r in (early, late)}
+    assert starts_per_attempt(spans) == dict.fromkeys(attempts, 1), spans
+    assert not overlaps(spans)
+    assert {s.exit_code for s in spans} == {0, 7}
+    for run_id in (early, late):
+        events = cluster.events(run_id)
+        assert gapless(events), types(events)
+        assert types(events).count("attempt.running") == 1
+        assert cluster.get(run_id).attempt_count == 1
+
+
+@pytest.mark.parametrize("lost_after_ms", [0, 3000], ids=["no-policy", "lost-after"])
+def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_after_ms: int) -> None:
+    """The agent and its commands die with their machine and never come back."""
+    cluster = make_cluster(lease_ttl_ms=LEASE_MS, lost_after_ms=lost_after_ms)
+    agent = cluster.start_agent("a1", limit=2)
+    gate = cluster.gate("retry")
+    retried = cluster.submit("idem", cluster.side_effect(cluster.wait_gate(gate)), idempotent=True)
+    waiting = cluster.submit("once", cluster.side_effect("sleep 600"))
+    for run_id in (retried, waiting):
+        cluster.wait_for(run_id, "running", 30)
+    first = {r: cluster.get(r).current_attempt.id for r in (retried, waiting)}
+    cluster.kill(agent)
+    killed_at = time.monotonic()
+    cluster.kill_commands(agent)
+
+    for run_id in (retried, waiting):
+        cluster.wait_for(run_id, "unknown", 30)
+    held = cluster.occupancy(agent)
+    assert held.durable_rows == 2 and held.free_slots == 0, held
+
+    if not lost_after_ms:
+        # No policy: unknown until a person resolves it (no operator command exists yet),
+        # across several lease periods, holding the capacity all along.
+        until = time.monotonic() + 4 * LEASE_MS / 1000
+        while time.monotonic() < until:
+            for run_id in (retried, waiting):
+                run = cluster.get(run_id)
+                assert display(run) == "unknown", (display(run), cluster.describe())
+                assert run.attempt_count == 1
+            time.sleep(0.2)
+        assert cluster.occupancy(agent).durable_rows == 2
+        return
+
+    # lost_after: silent that long after the lease ran out, the attempts are lost by policy.
+    lost = cluster.wait_for(waiting, "lost", 30)
+    assert time.monotonic() - killed_at >= lost_after_ms / 1000
+    assert lost.current_attempt.status == common_pb2.ATTEMPT_STATUS_LOST
+    lost_events = [e for e in cluster.events(waiting) if e.type == "attempt.lost"]
+    assert len(lost_events) == 1 and "lost_after_policy" in str(payload(lost_events[0]))
+    # The idempotent run got a new attempt; a fresh agent runs it (the first one is dead,
+    # its command killed with it: nothing overlaps).
+    run = cluster.wait_for(retried, lambda r: r.attempt_count == 2, 30, "a second attempt")
+    assert run.current_attempt.id != first[retried]
+    gate.touch()
+    cluster.start_agent("a2", limit=2)
+    assert display(cluster.wait_for(retried, TERMINAL, 30)) == "succeeded"
+    # The non-idempotent run waits for a person: lost, one attempt, nothing re-run.
+    for _ in range(10):
+        run = cluster.get(waiting)
+        assert display(run) == "lost" and run.attempt_count == 1, display(run)
+        time.sleep(0.1)
+    spans = cluster.spans()
+    counts = starts_per_attempt(spans)
+    assert counts[first[waiting]] == 1 and counts[first[retried]] == 1, counts
+    assert len(counts) == 3, spans  # the two first attempts and the retry
+    assert not overlaps(spans), spans
+    for run_id in (retried, waiting):
+        assert gapless(cluster.events(run_id))
