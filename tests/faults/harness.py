@@ -49,6 +49,7 @@ from truerun.v1 import (
 from tests.faults.proxy import FaultProxy
 from tests.support.databases import create_pg_database, drop_pg_database
 from tests.support.processes import (
+    LISTENING,
     TRUERUN,
     Managed,
     Processes,
@@ -206,17 +207,25 @@ class Api:
 
     address: str
     timeout_s: float = CALL_TIMEOUT_S
+    capacity_address: str = ""  # where CapacityService is served, when not at ``address``
     channel: grpc.Channel = field(init=False)
     runs: run_service_pb2_grpc.RunServiceStub = field(init=False)
     capacity: capacity_service_pb2_grpc.CapacityServiceStub = field(init=False)
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
+        self._capacity_channel = (
+            grpc.insecure_channel(self.capacity_address) if self.capacity_address else None
+        )
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
-        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.channel)
+        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(
+            self._capacity_channel or self.channel
+        )
 
     def close(self) -> None:
         self.channel.close()
+        if self._capacity_channel is not None:
+            self._capacity_channel.close()
 
     def submit(
         self,
@@ -289,10 +298,20 @@ class Cluster:
         *,
         seed: int | None = None,
         reconciler: bool = True,
+        topology: str = "dev",
         **settings: object,
     ) -> None:
+        """``topology``: "dev" (``truerun dev``: coordinator and capacity in one process) or
+        "split" (``truerun capacity`` and ``truerun coordinator`` as processes of their own,
+        ``cluster.capacity`` the former; needs Redis)."""
         if database not in ("postgres", "sqlite"):
             raise ValueError(f"database must be postgres or sqlite, not {database!r}")
+        if topology not in ("dev", "split") or (topology == "split" and not redis):
+            raise ValueError(f"topology must be dev, or split with Redis, not {topology!r}")
+        self.topology = topology
+        self.capacity: Service | None = None
+        self._capacity_address = ""
+        self._runtime_token = uuid.uuid4().hex
         self.tmp_dir = tmp_dir
         self.database = database
         self.use_redis = redis
@@ -352,10 +371,13 @@ class Cluster:
             self.redis_proxy = self._proxy((REDIS_HOST, REDIS_PORT), "redis")
             env["TRUERUN_REDIS_URL"] = f"redis://{self.redis_proxy.address}/{self.redis_db}"
         self.service_env = env
-        self.server = self._start_server()
+        if self.topology == "split":
+            self._start_split()
+        else:
+            self.server = self._start_server()
         host, port = self._server_address.rsplit(":", 1)
         self.grpc_proxy = self._proxy((host, int(port)), "grpc")
-        self._api = Api(self._server_address)
+        self._api = Api(self._server_address, capacity_address=self._capacity_address)
         self._apis.append(self._api)
         if self.use_reconciler:
             self.reconciler = self._start_reconciler()
@@ -402,6 +424,46 @@ class Cluster:
         self.services.append(service)
         return service
 
+    def _start_split(self) -> None:
+        """``truerun migrate``, then ``truerun capacity`` and ``truerun coordinator``."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {
+            **self.service_env,
+            "TRUERUN_DATA_DIR": str(self.data_dir),
+            "TRUERUN_RUNTIME_TOKENS": f"{OWNER}:{self._runtime_token}",
+        }
+        subprocess.run(
+            [TRUERUN, "migrate"],
+            env=_base_env(self.procs.marker, env),
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        self.service_env = env
+        self.capacity = self._start_grpc_service("capacity", env)
+        env["TRUERUN_CAPACITY_ADDR"] = self._capacity_address
+        self.server = self._start_grpc_service("coordinator", env)
+
+    def _start_grpc_service(self, kind: str, env: dict[str, str]) -> Service:
+        """A ``truerun capacity|coordinator`` process; restarts bind the same port."""
+        address = "127.0.0.1:0"
+
+        def launch(ready: bool = True) -> Managed:
+            nonlocal address
+            argv = [TRUERUN, kind, "--grpc-addr", address]
+            proc = Managed(argv, _base_env(self.procs.marker, env), self.procs._log(kind))
+            self.procs.started.append(proc)
+            address = proc.wait_for_log(LISTENING, 60).group(1)
+            if kind == "capacity":
+                self._capacity_address = address
+            else:
+                self._server_address = address
+            return proc
+
+        service = Service(kind, "server" if kind == "coordinator" else kind, launch(True), launch)
+        self.services.append(service)
+        return service
+
     def _start_reconciler(self) -> Service:
         argv = [TRUERUN, "reconciler", "--data-dir", str(self.data_dir)]
 
@@ -423,6 +485,8 @@ class Cluster:
         return self._server_address
 
     def token(self) -> str:
+        if self.topology == "split":
+            return self._runtime_token
         return (self.data_dir / "runtime.token").read_text().strip()
 
     def start_agent(
@@ -555,7 +619,7 @@ class Cluster:
     def api_via_proxy(self, timeout_s: float = CALL_TIMEOUT_S) -> Api:
         """A client whose calls go through ``grpc_proxy`` (closed with the cluster)."""
         assert self.grpc_proxy is not None
-        api = Api(self.grpc_proxy.address, timeout_s)
+        api = Api(self.grpc_proxy.address, timeout_s, self._capacity_address)
         self._apis.append(api)
         return api
 

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from truerun.v1 import common_pb2
 
 from tests.faults.harness import Cluster, display, gapless, types
 
 
-def test_kill_dispatcher_after_fence_before_start(make_cluster: Callable[..., Cluster]) -> None:
-    cluster = make_cluster(lease_ttl_ms=2500)
+@pytest.mark.parametrize("topology", ["dev", "split"])
+def test_kill_dispatcher_after_fence_before_start(
+    make_cluster: Callable[..., Cluster], topology: str
+) -> None:
+    """dev: ``truerun dev`` is killed; split: ``truerun coordinator`` is, and the capacity
+    service (which the occupancy is read from) stays up."""
+    cluster = make_cluster(lease_ttl_ms=2500, topology=topology)
     agent = cluster.start_agent("a1", limit=1, through_proxy=True)
     assert agent.proxy is not None and cluster.server is not None
     # From here on nothing the coordinator sends reaches the agent (and nothing comes back),

@@ -44,6 +44,25 @@ def test_cluster_runs_a_command_through_the_proxies(make_cluster: Callable[..., 
     assert display(cluster.wait_for(second, TERMINAL, 30)) == "succeeded"
 
 
+def test_split_topology_survives_kills_of_each_service(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """``truerun capacity`` and ``truerun coordinator`` as processes of their own: each is
+    SIGKILLed and restarted on its port, and runs go on."""
+    cluster = make_cluster(topology="split", lease_ttl_ms=3000)
+    assert cluster.capacity is not None and cluster.server is not None
+    agent = cluster.start_agent("a1", limit=1)
+    first = cluster.submit("split-1", cluster.side_effect("exit 0"))
+    assert display(cluster.wait_for(first, TERMINAL, 30)) == "succeeded"
+    for service in (cluster.capacity, cluster.server):
+        cluster.kill(service)
+        cluster.restart(service)
+        run_id = cluster.submit(f"after-{service.name}", cluster.side_effect("exit 0"))
+        assert display(cluster.wait_for(run_id, TERMINAL, 60)) == "succeeded", service.name
+    assert cluster.occupancy(agent).limit == 1
+    assert all(n == 1 for n in starts_per_attempt(cluster.spans()).values())
+
+
 def test_side_effect_parser_and_overlaps(tmp_path: Path) -> None:
     log = tmp_path / "effects.log"
     log.write_text(
