@@ -23,7 +23,7 @@ from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
-from coordinator.domain.states import ActorType, SyncState
+from coordinator.domain.states import ActorType, ObservedState, SyncState
 from coordinator.service.transitions import Result, Transitions
 from services.ids import new_token
 
@@ -217,12 +217,16 @@ class Dispatcher:
 
     async def resend_cancels(self, session: Session) -> None:
         """On (re)connect: every cancel not yet confirmed goes again, and every attempt whose
-        state is unknown is inspected."""
+        state is unknown, or whose Start the runtime never confirmed, is inspected."""
         store = self._transitions.store
         for attempt in await store.started_attempts(session.owner_id, session.runtime_instance_id):
-            if attempt.cancel_requested_at_ms is not None:
+            cancel = attempt.cancel_requested_at_ms is not None
+            if cancel:
                 self.send_cancel(attempt)
-            elif attempt.sync_state is SyncState.STALE:
+            # A Start the runtime never confirmed may have died with an earlier coordinator
+            # while the runtime's heartbeats kept its lease alive: ask, or it waits for ever.
+            unconfirmed = attempt.observed_state is ObservedState.UNCONFIRMED
+            if unconfirmed or (attempt.sync_state is SyncState.STALE and not cancel):
                 self.send_inspect(attempt)
 
 

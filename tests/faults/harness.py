@@ -531,6 +531,13 @@ class Cluster:
         self.services.append(service)
         return service
 
+    def wait_observed(self, agent: Service, timeout: float = 15.0) -> None:
+        """Until the capacity service holds a fresh observation of ``agent`` (its first
+        heartbeat was stored), read through GetOccupancy."""
+        self.eventually(
+            lambda: self.occupancy(agent).observation_fresh, timeout, f"{agent.name} observed"
+        )
+
     def agents(self) -> list[Service]:
         return [s for s in self.services if s.kind == "agent"]
 

@@ -208,13 +208,23 @@ class Monitor:
         if not unknown:
             return
         still = {r.id: r for r in self._list() if r.id in unknown and display(r) == "unknown"}
+        per_instance: dict[str, int] = {}
         for run_id, run in still.items():
             instance = run.current_attempt.runtime_instance_id
+            per_instance[instance] = per_instance.get(instance, 0) + 1
             occ = occupancies.get(instance)
             if occ is not None and unknown[run_id] not in occ.merged_task_ids:
                 self.violations.append(
                     f"run {run_id}: unknown on {instance} but its slot is not held "
                     f"(occupancy {list(occ.merged_task_ids)})"
+                )
+        # The durable rows alone must hold them: a dead runtime's last observation may still
+        # list the task, and it expires.
+        for instance, count in per_instance.items():
+            occ = occupancies.get(instance)
+            if occ is not None and occ.durable_rows < count:
+                self.violations.append(
+                    f"{instance}: {count} unknown attempts but {occ.durable_rows} durable rows"
                 )
 
     # -- reading the history -----------------------------------------------------------------

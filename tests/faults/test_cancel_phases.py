@@ -168,6 +168,8 @@ def _unknown(cluster: Cluster, command: str, tmp_path: Path) -> tuple[str, bool]
     cluster.wait_for(run_id, "unknown", 30)
     occupancy = cluster.occupancy(agent)
     assert cluster.get(run_id).current_attempt.runtime_task_id in occupancy.merged_task_ids
+    # Held by the durable row itself, not only by the dead runtime's last observation.
+    assert occupancy.durable_rows == 1, occupancy
     answer = cluster.cancel(run_id)
     assert answer.outcome == rs.CANCEL_OUTCOME_REQUESTED
     assert display(answer.run) == "cancelling"

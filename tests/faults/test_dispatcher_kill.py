@@ -22,6 +22,7 @@ def test_kill_dispatcher_after_fence_before_start(
     cluster = make_cluster(lease_ttl_ms=2500, topology=topology)
     agent = cluster.start_agent("a1", limit=1, through_proxy=True)
     assert agent.proxy is not None and cluster.server is not None
+    cluster.wait_observed(agent)  # its first heartbeat must not be the one the blackhole holds
     # From here on nothing the coordinator sends reaches the agent (and nothing comes back),
     # while its last observation still offers a free slot: the claim and the fence happen,
     # the Start is swallowed.

@@ -1,35 +1,23 @@
 """The coordinator dies after the start fence and its Start dies with it, but the runtime is
-back before the lease runs out (found by the soak and the cancel-phase work).
+back before the lease runs out (found while building the soak and the cancel-phase tests).
 
-Then nothing ever asks the runtime about that attempt: it is not stale (the lease never
-expires, because the runtime's heartbeats renew the leases of every started attempt of the
-instance, including one the runtime never heard of) and the new dispatcher only inspects
-stale attempts on reconnect. The run shows ``starting`` forever and holds its slot forever,
-so a runtime with D = 1 never gets another run.
-
-The fix belongs in the dispatcher's reconnect handling (``resend_cancels``): also inspect a
-started attempt whose Start the runtime never confirmed (``observed_state`` still
-``unconfirmed``); the runtime answers not found and the attempt is lost (or cancelled, if a
-cancel was requested), freeing the slot.
+Nothing then made truerun ask the runtime about that attempt: it never went stale (the
+runtime's heartbeats renew the leases of every started attempt of the instance, including
+one it never heard of) and the new dispatcher inspected only stale attempts on reconnect.
+The run showed ``starting`` for ever and held its slot for ever, so a runtime with D = 1
+never got another run. Now the reconnect inspects every started attempt whose Start the
+runtime never confirmed: the runtime answers not found, the attempt is lost, the slot free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
 from tests.faults.harness import Cluster, display
 
 LEASE_MS = 20_000  # longer than a coordinator restart plus the runtime's reconnect
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Start lost with a coordinator crash is never inspected while the runtime "
-    "reconnects within the lease: the run stays 'starting' and holds its slot for ever "
-    "(dispatcher.resend_cancels inspects only stale attempts)",
-)
 def test_start_lost_with_the_coordinator_is_found_out_on_reconnect(
     make_cluster: Callable[..., Cluster],
 ) -> None:
