@@ -13,6 +13,7 @@ from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from coordinator.api import convert, validation
 from coordinator.api.errors import stream, unary
+from coordinator.api.operator_commands import OperatorCommands
 from coordinator.api.request_ids import once
 from coordinator.domain import commands as c
 from coordinator.domain.cursor import EventCursor
@@ -59,7 +60,7 @@ def _cancel_response(result: Result | Applied, outcome: str) -> run_service_pb2.
     return run_service_pb2.CancelRunResponse(run=_run_proto(result), outcome=code)
 
 
-class RunServicer(run_service_pb2_grpc.RunServiceServicer):
+class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     def __init__(self, transitions: Transitions, queries: RunQueries, hub: EventHub) -> None:
         self._transitions = transitions
         self._queries = queries

@@ -281,6 +281,7 @@ def _create(spec: c.RunSpec, ctx: Context, retry_of: Run | None) -> Decision:
             actor,
             to_status=status.value,
             retry_of_run_id=run.retry_of_run_id,
+            trace_parent=spec.trace_parent or None,
         )
     ]
     attempt = None
@@ -649,7 +650,7 @@ def _retry_attempt(
         dead_events: list[NewEvent] = []
         dead = _dead_letter_if_exhausted(run, cmd.max_recoveries, cmd.actor, attempt, dead_events)
         if dead is not None:
-            return _run_update(run, ctx, dead_events, **dead)
+            return _run_update(run, ctx, dead_events, attempt, **dead)
     events = [_event("run.retrying", cmd.actor, attempt.id, from_status=run.status.value)]
     decision = _enqueue_new_attempt(run, attempt, ctx, cmd.actor, events)
     if not recovery:
@@ -772,7 +773,7 @@ def _pause(cmd: c.PauseRun, run: Run, attempt: Attempt | None, ctx: Context) -> 
             "run.paused", cmd, reason, run.current_attempt_id, from_status=run.status.value
         )
     ]
-    return _run_update(run, ctx, events, status=RunStatus.PAUSED)
+    return _run_update(run, ctx, events, attempt, status=RunStatus.PAUSED)
 
 
 def _resume(cmd: c.ResumeRun, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
@@ -790,7 +791,7 @@ def _resume(cmd: c.ResumeRun, run: Run, attempt: Attempt | None, ctx: Context) -
         ),
     ]
     # queued_at_ms stays: a resumed run keeps its place in the queue.
-    return _run_update(run, ctx, events, status=RunStatus.QUEUED)
+    return _run_update(run, ctx, events, attempt, status=RunStatus.QUEUED)
 
 
 def _fail_run(cmd: c.FailRun, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
@@ -829,7 +830,7 @@ def _fail_run(cmd: c.FailRun, run: Run, attempt: Attempt | None, ctx: Context) -
         run,
         ctx,
         events,
-        ended,
+        ended or attempt,
         AttemptWrite.UPDATE if ended is not None else None,
         attempt if ended is not None else None,
         status=RunStatus.FAILED,
@@ -855,6 +856,7 @@ def _requeue(cmd: c.Requeue, run: Run, attempt: Attempt | None, ctx: Context) ->
             run,
             ctx,
             events,
+            attempt,
             status=RunStatus.QUEUED,
             recovery_count=0,
             error_code=None,
@@ -929,6 +931,7 @@ def _resolve(cmd: c.Resolve, run: Run, attempt: Attempt | None, ctx: Context) ->
             run,
             ctx,
             events,
+            attempt,
             status=target,
             finished_at_ms=ctx.now_ms,
             error_code=None if target is RunStatus.SUCCEEDED else "resolved_by_operator",

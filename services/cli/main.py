@@ -15,6 +15,7 @@ import grpc
 from google.protobuf import struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
+from services.cli import operator
 from services.cli.client import Client, event_line, fail, run_line, show_run
 from services.config import Settings
 
@@ -96,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         ("watch", "print a run's events as they are committed, until it ends"),
     ):
         client(name, help_text).add_argument("run_id")
+    operator.add_parsers(client)
     return parser
 
 
@@ -271,6 +273,7 @@ _CLIENT_COMMANDS = {
     "retry": _retry,
     "approve": _approve,
     "watch": _watch,
+    **operator.COMMANDS,
 }
 
 

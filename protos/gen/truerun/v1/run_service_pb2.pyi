@@ -68,6 +68,34 @@ CANCEL_OUTCOME_ALREADY_TERMINAL: CancelOutcome.ValueType  # 4
 """The run was already terminal; nothing changed."""
 Global___CancelOutcome: typing_extensions.TypeAlias = CancelOutcome
 
+class _Resolution:
+    ValueType = typing.NewType("ValueType", builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+
+class _ResolutionEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_Resolution.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    RESOLUTION_UNSPECIFIED: _Resolution.ValueType  # 0
+    """Not set. Rejected with INVALID_ARGUMENT."""
+    RESOLUTION_SUCCEEDED: _Resolution.ValueType  # 1
+    """The work finished successfully: the run succeeds."""
+    RESOLUTION_FAILED: _Resolution.ValueType  # 2
+    """The work failed: the run fails (no automatic retry; RetryRun is the way)."""
+    RESOLUTION_NOT_STARTED: _Resolution.ValueType  # 3
+    """The work never started: the run is queued again on a new attempt."""
+
+class Resolution(_Resolution, metaclass=_ResolutionEnumTypeWrapper):
+    """How a person resolves an attempt truerun cannot know about."""
+
+RESOLUTION_UNSPECIFIED: Resolution.ValueType  # 0
+"""Not set. Rejected with INVALID_ARGUMENT."""
+RESOLUTION_SUCCEEDED: Resolution.ValueType  # 1
+"""The work finished successfully: the run succeeds."""
+RESOLUTION_FAILED: Resolution.ValueType  # 2
+"""The work failed: the run fails (no automatic retry; RetryRun is the way)."""
+RESOLUTION_NOT_STARTED: Resolution.ValueType  # 3
+"""The work never started: the run is queued again on a new attempt."""
+Global___Resolution: typing_extensions.TypeAlias = Resolution
+
 @typing.final
 class CreateRunRequest(google.protobuf.message.Message):
     """Request for RunService.CreateRun."""
@@ -606,3 +634,194 @@ class ListAttemptsResponse(google.protobuf.message.Message):
     def ClearField(self, field_name: typing.Literal["attempts", b"attempts"]) -> None: ...
 
 Global___ListAttemptsResponse: typing_extensions.TypeAlias = ListAttemptsResponse
+
+@typing.final
+class ResolveRunRequest(google.protobuf.message.Message):
+    """Request for RunService.ResolveRun."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: builtins.int
+    ID_FIELD_NUMBER: builtins.int
+    ETAG_FIELD_NUMBER: builtins.int
+    ACTOR_FIELD_NUMBER: builtins.int
+    REASON_FIELD_NUMBER: builtins.int
+    RESOLUTION_FIELD_NUMBER: builtins.int
+    request_id: builtins.str
+    """Idempotency of this request (AIP-155)."""
+    id: builtins.str
+    """The run id."""
+    etag: builtins.str
+    """Expected etag (AIP-154); when set and stale, fails with ABORTED /
+    RUN_VERSION_CONFLICT.
+    """
+    reason: builtins.str
+    """Why (recorded in the event); required."""
+    resolution: Global___Resolution.ValueType
+    """What really happened."""
+    @property
+    def actor(self) -> truerun.v1.common_pb2.Actor:
+        """Who decides; actor.id is required, an unset type means OPERATOR."""
+
+    def __init__(
+        self,
+        *,
+        request_id: builtins.str = ...,
+        id: builtins.str = ...,
+        etag: builtins.str = ...,
+        actor: truerun.v1.common_pb2.Actor | None = ...,
+        reason: builtins.str = ...,
+        resolution: Global___Resolution.ValueType = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id", "resolution", b"resolution"]) -> None: ...
+
+Global___ResolveRunRequest: typing_extensions.TypeAlias = ResolveRunRequest
+
+@typing.final
+class FailRunRequest(google.protobuf.message.Message):
+    """Request for RunService.FailRun."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: builtins.int
+    ID_FIELD_NUMBER: builtins.int
+    ETAG_FIELD_NUMBER: builtins.int
+    ACTOR_FIELD_NUMBER: builtins.int
+    REASON_FIELD_NUMBER: builtins.int
+    request_id: builtins.str
+    """Idempotency of this request (AIP-155)."""
+    id: builtins.str
+    """The run id."""
+    etag: builtins.str
+    """Expected etag (AIP-154)."""
+    reason: builtins.str
+    """Why (recorded in the event and as the run's error summary); required."""
+    @property
+    def actor(self) -> truerun.v1.common_pb2.Actor:
+        """Who decides; actor.id is required, an unset type means OPERATOR."""
+
+    def __init__(
+        self,
+        *,
+        request_id: builtins.str = ...,
+        id: builtins.str = ...,
+        etag: builtins.str = ...,
+        actor: truerun.v1.common_pb2.Actor | None = ...,
+        reason: builtins.str = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+
+Global___FailRunRequest: typing_extensions.TypeAlias = FailRunRequest
+
+@typing.final
+class PauseRunRequest(google.protobuf.message.Message):
+    """Request for RunService.PauseRun."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: builtins.int
+    ID_FIELD_NUMBER: builtins.int
+    ETAG_FIELD_NUMBER: builtins.int
+    ACTOR_FIELD_NUMBER: builtins.int
+    REASON_FIELD_NUMBER: builtins.int
+    request_id: builtins.str
+    """Idempotency of this request (AIP-155)."""
+    id: builtins.str
+    """The run id."""
+    etag: builtins.str
+    """Expected etag (AIP-154)."""
+    reason: builtins.str
+    """Why (recorded in the event); required."""
+    @property
+    def actor(self) -> truerun.v1.common_pb2.Actor:
+        """Who decides; actor.id is required, an unset type means OPERATOR."""
+
+    def __init__(
+        self,
+        *,
+        request_id: builtins.str = ...,
+        id: builtins.str = ...,
+        etag: builtins.str = ...,
+        actor: truerun.v1.common_pb2.Actor | None = ...,
+        reason: builtins.str = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+
+Global___PauseRunRequest: typing_extensions.TypeAlias = PauseRunRequest
+
+@typing.final
+class ResumeRunRequest(google.protobuf.message.Message):
+    """Request for RunService.ResumeRun."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: builtins.int
+    ID_FIELD_NUMBER: builtins.int
+    ETAG_FIELD_NUMBER: builtins.int
+    ACTOR_FIELD_NUMBER: builtins.int
+    REASON_FIELD_NUMBER: builtins.int
+    request_id: builtins.str
+    """Idempotency of this request (AIP-155)."""
+    id: builtins.str
+    """The run id."""
+    etag: builtins.str
+    """Expected etag (AIP-154)."""
+    reason: builtins.str
+    """Why (recorded in the event); required."""
+    @property
+    def actor(self) -> truerun.v1.common_pb2.Actor:
+        """Who decides; actor.id is required, an unset type means OPERATOR."""
+
+    def __init__(
+        self,
+        *,
+        request_id: builtins.str = ...,
+        id: builtins.str = ...,
+        etag: builtins.str = ...,
+        actor: truerun.v1.common_pb2.Actor | None = ...,
+        reason: builtins.str = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+
+Global___ResumeRunRequest: typing_extensions.TypeAlias = ResumeRunRequest
+
+@typing.final
+class RequeueRunRequest(google.protobuf.message.Message):
+    """Request for RunService.RequeueRun."""
+
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: builtins.int
+    ID_FIELD_NUMBER: builtins.int
+    ETAG_FIELD_NUMBER: builtins.int
+    ACTOR_FIELD_NUMBER: builtins.int
+    REASON_FIELD_NUMBER: builtins.int
+    request_id: builtins.str
+    """Idempotency of this request (AIP-155)."""
+    id: builtins.str
+    """The run id."""
+    etag: builtins.str
+    """Expected etag (AIP-154)."""
+    reason: builtins.str
+    """Why (recorded in the event); required."""
+    @property
+    def actor(self) -> truerun.v1.common_pb2.Actor:
+        """Who decides; actor.id is required, an unset type means OPERATOR."""
+
+    def __init__(
+        self,
+        *,
+        request_id: builtins.str = ...,
+        id: builtins.str = ...,
+        etag: builtins.str = ...,
+        actor: truerun.v1.common_pb2.Actor | None = ...,
+        reason: builtins.str = ...,
+    ) -> None: ...
+    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+
+Global___RequeueRunRequest: typing_extensions.TypeAlias = RequeueRunRequest

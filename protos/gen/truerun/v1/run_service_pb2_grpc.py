@@ -66,6 +66,31 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ApproveRunRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_common__pb2.Run.FromString,
                 _registered_method=True)
+        self.ResolveRun = channel.unary_unary(
+                '/truerun.v1.RunService/ResolveRun',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.ResolveRunRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
+        self.FailRun = channel.unary_unary(
+                '/truerun.v1.RunService/FailRun',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.FailRunRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
+        self.PauseRun = channel.unary_unary(
+                '/truerun.v1.RunService/PauseRun',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.PauseRunRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
+        self.ResumeRun = channel.unary_unary(
+                '/truerun.v1.RunService/ResumeRun',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.ResumeRunRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
+        self.RequeueRun = channel.unary_unary(
+                '/truerun.v1.RunService/RequeueRun',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.RequeueRunRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_common__pb2.Run.FromString,
+                _registered_method=True)
         self.ListRunEvents = channel.unary_unary(
                 '/truerun.v1.RunService/ListRunEvents',
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ListRunEventsRequest.SerializeToString,
@@ -141,6 +166,50 @@ class RunServiceServicer:
         """Approves a run that is pending approval (it becomes queued) or waiting
         for approval (it resumes running). Fails with FAILED_PRECONDITION /
         INVALID_RUN_TRANSITION in any other status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveRun(self, request, context):
+        """Operator commands: audited escape hatches, never raw status writes. Each
+        requires actor (with an id) and reason, writes an event carrying both,
+        and fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run
+        is not in a state the command applies to (nothing changes). See
+        docs/state-model.md "Operator commands".
+
+        Resolves an `unknown` attempt (started, no evidence) or a `lost` one as
+        succeeded, failed or not started. Not started: the old attempt stays
+        (lost) and the run is queued again on a new attempt; refused when the
+        runtime reported the attempt running.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FailRun(self, request, context):
+        """Fails a run that never started: queued, paused or dead-lettered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseRun(self, request, context):
+        """Takes a queued run out of the queue; a paused run is never claimed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeRun(self, request, context):
+        """Puts a paused run back in the queue, in its old place.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RequeueRun(self, request, context):
+        """Puts a dead-lettered run back in the queue; its recovery count restarts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -224,6 +293,31 @@ def add_RunServiceServicer_to_server(servicer, server):
             'ApproveRun': grpc.unary_unary_rpc_method_handler(
                     servicer.ApproveRun,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.ApproveRunRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'ResolveRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveRun,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.ResolveRunRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'FailRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.FailRun,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.FailRunRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'PauseRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseRun,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.PauseRunRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'ResumeRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeRun,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.ResumeRunRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_common__pb2.Run.SerializeToString,
+            ),
+            'RequeueRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequeueRun,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.RequeueRunRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_common__pb2.Run.SerializeToString,
             ),
             'ListRunEvents': grpc.unary_unary_rpc_method_handler(
@@ -409,6 +503,141 @@ class RunService:
             target,
             '/truerun.v1.RunService/ApproveRun',
             truerun_dot_v1_dot_run__service__pb2.ApproveRunRequest.SerializeToString,
+            truerun_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/ResolveRun',
+            truerun_dot_v1_dot_run__service__pb2.ResolveRunRequest.SerializeToString,
+            truerun_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FailRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/FailRun',
+            truerun_dot_v1_dot_run__service__pb2.FailRunRequest.SerializeToString,
+            truerun_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/PauseRun',
+            truerun_dot_v1_dot_run__service__pb2.PauseRunRequest.SerializeToString,
+            truerun_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/ResumeRun',
+            truerun_dot_v1_dot_run__service__pb2.ResumeRunRequest.SerializeToString,
+            truerun_dot_v1_dot_common__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequeueRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/RequeueRun',
+            truerun_dot_v1_dot_run__service__pb2.RequeueRunRequest.SerializeToString,
             truerun_dot_v1_dot_common__pb2.Run.FromString,
             options,
             channel_credentials,

@@ -133,6 +133,86 @@ _RunServiceApproveRunType = typing_extensions.TypeVar(
     ],
 )
 
+_RunServiceResolveRunType = typing_extensions.TypeVar(
+    '_RunServiceResolveRunType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResolveRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResolveRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResolveRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+)
+
+_RunServiceFailRunType = typing_extensions.TypeVar(
+    '_RunServiceFailRunType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.FailRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.FailRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.FailRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+)
+
+_RunServicePauseRunType = typing_extensions.TypeVar(
+    '_RunServicePauseRunType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.PauseRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.PauseRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.PauseRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+)
+
+_RunServiceResumeRunType = typing_extensions.TypeVar(
+    '_RunServiceResumeRunType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResumeRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResumeRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResumeRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+)
+
+_RunServiceRequeueRunType = typing_extensions.TypeVar(
+    '_RunServiceRequeueRunType',
+    grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.RequeueRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.RequeueRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    default=grpc.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.RequeueRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+)
+
 _RunServiceListRunEventsType = typing_extensions.TypeVar(
     '_RunServiceListRunEventsType',
     grpc.UnaryUnaryMultiCallable[
@@ -197,7 +277,7 @@ _RunServiceListAttemptsType = typing_extensions.TypeVar(
     ],
 )
 
-class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType, _RunServiceListProjectEventsType, _RunServiceListAttemptsType]):
+class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceResolveRunType, _RunServiceFailRunType, _RunServicePauseRunType, _RunServiceResumeRunType, _RunServiceRequeueRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType, _RunServiceListProjectEventsType, _RunServiceListAttemptsType]):
     """The public API for runs."""
 
     @typing.overload
@@ -224,6 +304,26 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
         ],
         grpc.UnaryUnaryMultiCallable[
             truerun.v1.run_service_pb2.ApproveRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ResolveRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.FailRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.PauseRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ResumeRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.RequeueRunRequest,
             truerun.v1.common_pb2.Run,
         ],
         grpc.UnaryUnaryMultiCallable[
@@ -268,6 +368,26 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
         ],
         grpc.aio.UnaryUnaryMultiCallable[
             truerun.v1.run_service_pb2.ApproveRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ResolveRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.FailRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.PauseRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.ResumeRunRequest,
+            truerun.v1.common_pb2.Run,
+        ],
+        grpc.aio.UnaryUnaryMultiCallable[
+            truerun.v1.run_service_pb2.RequeueRunRequest,
             truerun.v1.common_pb2.Run,
         ],
         grpc.aio.UnaryUnaryMultiCallable[
@@ -322,6 +442,31 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
     for approval (it resumes running). Fails with FAILED_PRECONDITION /
     INVALID_RUN_TRANSITION in any other status.
     """
+
+    ResolveRun: _RunServiceResolveRunType
+    """Operator commands: audited escape hatches, never raw status writes. Each
+    requires actor (with an id) and reason, writes an event carrying both,
+    and fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run
+    is not in a state the command applies to (nothing changes). See
+    docs/state-model.md "Operator commands".
+
+    Resolves an `unknown` attempt (started, no evidence) or a `lost` one as
+    succeeded, failed or not started. Not started: the old attempt stays
+    (lost) and the run is queued again on a new attempt; refused when the
+    runtime reported the attempt running.
+    """
+
+    FailRun: _RunServiceFailRunType
+    """Fails a run that never started: queued, paused or dead-lettered."""
+
+    PauseRun: _RunServicePauseRunType
+    """Takes a queued run out of the queue; a paused run is never claimed."""
+
+    ResumeRun: _RunServiceResumeRunType
+    """Puts a paused run back in the queue, in its old place."""
+
+    RequeueRun: _RunServiceRequeueRunType
+    """Puts a dead-lettered run back in the queue; its recovery count restarts."""
 
     ListRunEvents: _RunServiceListRunEventsType
     """Lists the committed events of one run in sequence order."""
@@ -380,6 +525,26 @@ RunServiceAsyncStub: typing_extensions.TypeAlias = RunServiceStub[
     ],
     grpc.aio.UnaryUnaryMultiCallable[
         truerun.v1.run_service_pb2.ApproveRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResolveRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.FailRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.PauseRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.ResumeRunRequest,
+        truerun.v1.common_pb2.Run,
+    ],
+    grpc.aio.UnaryUnaryMultiCallable[
+        truerun.v1.run_service_pb2.RequeueRunRequest,
         truerun.v1.common_pb2.Run,
     ],
     grpc.aio.UnaryUnaryMultiCallable[
@@ -467,6 +632,56 @@ class RunServiceServicer(metaclass=abc.ABCMeta):
         for approval (it resumes running). Fails with FAILED_PRECONDITION /
         INVALID_RUN_TRANSITION in any other status.
         """
+
+    @abc.abstractmethod
+    def ResolveRun(
+        self,
+        request: truerun.v1.run_service_pb2.ResolveRunRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+        """Operator commands: audited escape hatches, never raw status writes. Each
+        requires actor (with an id) and reason, writes an event carrying both,
+        and fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run
+        is not in a state the command applies to (nothing changes). See
+        docs/state-model.md "Operator commands".
+
+        Resolves an `unknown` attempt (started, no evidence) or a `lost` one as
+        succeeded, failed or not started. Not started: the old attempt stays
+        (lost) and the run is queued again on a new attempt; refused when the
+        runtime reported the attempt running.
+        """
+
+    @abc.abstractmethod
+    def FailRun(
+        self,
+        request: truerun.v1.run_service_pb2.FailRunRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+        """Fails a run that never started: queued, paused or dead-lettered."""
+
+    @abc.abstractmethod
+    def PauseRun(
+        self,
+        request: truerun.v1.run_service_pb2.PauseRunRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+        """Takes a queued run out of the queue; a paused run is never claimed."""
+
+    @abc.abstractmethod
+    def ResumeRun(
+        self,
+        request: truerun.v1.run_service_pb2.ResumeRunRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+        """Puts a paused run back in the queue, in its old place."""
+
+    @abc.abstractmethod
+    def RequeueRun(
+        self,
+        request: truerun.v1.run_service_pb2.RequeueRunRequest,
+        context: _ServicerContext,
+    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+        """Puts a dead-lettered run back in the queue; its recovery count restarts."""
 
     @abc.abstractmethod
     def ListRunEvents(
