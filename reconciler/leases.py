@@ -36,9 +36,13 @@ class LeaseReconciler:
         clock: Callable[[], int] = now_ms,
         on_action: Callable[[str], None] | None = None,
         lost_after_ms: int = 0,
+        max_recoveries: int = 5,
     ) -> None:
         """``lost_after_ms``: how long a runtime may stay silent before its unknown attempts
-        are declared lost by policy (0: never; a person decides)."""
+        are declared lost by policy (0: never; a person decides). ``max_recoveries``: how
+        often one run may be recovered before the next recovery dead-letters it (0: no
+        limit)."""
+        self._max_recoveries = max_recoveries
         self._transitions = transitions
         self._lost_after_ms = lost_after_ms
         self._on_action = on_action
@@ -72,7 +76,13 @@ class LeaseReconciler:
                 )
                 lost += 1
                 if result.run.idempotent and result.run.status.value == "lost":
-                    await self._transitions.execute(c.RetryAttempt(attempt.run_id, ACTOR))
+                    retry = c.RetryAttempt(
+                        attempt.run_id,
+                        ACTOR,
+                        recovery=True,
+                        max_recoveries=self._max_recoveries,
+                    )
+                    await self._transitions.execute(retry)
             except DomainError as error:
                 log.info("attempt %s not declared lost: %s", attempt.id, error.message)
         return lost
@@ -89,6 +99,8 @@ class LeaseReconciler:
                 ACTOR,
                 reason="lease_expired_before_start",
                 lease_token=attempt.lease_token or "",
+                recovery=True,
+                max_recoveries=self._max_recoveries,
             )
             outcome = "requeued"
         try:

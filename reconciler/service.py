@@ -24,7 +24,11 @@ async def run_reconciler(settings: Settings) -> None:
         app = coordinator(store)
         loops = [
             asyncio.create_task(
-                LeaseReconciler(app.transitions, lost_after_ms=settings.lost_after_ms).serve()
+                LeaseReconciler(
+                    app.transitions,
+                    lost_after_ms=settings.lost_after_ms,
+                    max_recoveries=settings.max_recoveries,
+                ).serve()
             ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
         ]

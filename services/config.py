@@ -75,6 +75,12 @@ class Settings:
     )
     http_addr: str = setting(
         "127.0.0.1:0",
+    max_recoveries: int = setting(
+        5,
+        "how often the reconciler may recover one run (requeue an expired claim, retry a "
+        "lost attempt) before the next recovery parks it in dead_letter for an operator "
+        "(0 = no limit)",
+    )
         "host:port the gateway serves REST, Server-Sent Events and the dashboard on (port 0 = any)",
     )
     services_addr: str = setting(

@@ -43,6 +43,7 @@ RUN_MUTABLE: tuple[str, ...] = (
     "error_summary",
     "current_attempt_id",
     "attempt_count",
+    "recovery_count",
 )
 #: Written by heartbeats (renew_leases), never by a decision: transitions leave it alone.
 ATTEMPT_HEARTBEAT_ONLY = ("heartbeat_at_ms",)
@@ -109,6 +110,7 @@ def run_values(run: Run) -> dict[str, Any]:
         "cancel_reason": run.cancel_reason,
         "error_code": run.error_code,
         "error_summary": run.error_summary,
+        "recovery_count": run.recovery_count,
     }
 
 
@@ -159,6 +161,7 @@ def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
         cancel_reason=v("cancel_reason"),
         error_code=v("error_code"),
         error_summary=v("error_summary"),
+        recovery_count=v("recovery_count"),
     )
 
 

@@ -43,6 +43,7 @@ async def run_dev(settings: Settings) -> None:
             on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
             lost_after_ms=settings.lost_after_ms,
         )
+            max_recoveries=settings.max_recoveries,
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(lease_scan.serve()),

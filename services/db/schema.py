@@ -97,6 +97,8 @@ runs = Table(
     Column("cancel_reason", String(512)),
     Column("error_code", String(64)),
     Column("error_summary", String(2048)),
+    # reconciler recoveries since creation or the last operator requeue (dead_letter past N)
+    Column("recovery_count", Integer, nullable=False, server_default=text("0")),
     CheckConstraint("version >= 0", name="version_nonnegative"),
     CheckConstraint("event_sequence >= 0", name="event_sequence_nonnegative"),
     Index("ix_runs_project_created", "project_id", "created_at_ms"),
