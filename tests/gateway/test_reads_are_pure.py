@@ -51,6 +51,9 @@ async def test_gets_and_stream_reconnects_change_no_row(
         f"{runs}?owner_id=alice&agent_id=agent-1",
         f"{runs}/{uuid.uuid4()}",  # a 404 reads too
         "/v1/projects/proj-q/runs",
+        "/v1/projects/proj-p/events",
+        "/v1/projects/proj-p/events?page_size=2",
+        "/v1/projects/proj-q/events",
         "/v1/capacity/owners/alice/instances/laptop-1",
         "/v1/capacity/owners/alice/instances/unknown",
         "/v1/agents/agent-1",
@@ -71,6 +74,19 @@ async def test_gets_and_stream_reconnects_change_no_row(
                 await stream.wait_comment("connected")
         else:
             async with open_stream(http, url, AUTH) as stream:
+                await stream.next_message()
+
+    project_stream = "/v1/projects/proj-p/events:stream"
+    cursors = [
+        e["cursor"]
+        for e in (await http.get("/v1/projects/proj-p/events", headers=AUTH)).json()["events"]
+    ]
+    for n in range(10):
+        resume = {"Last-Event-ID": cursors[n % len(cursors)]} if n % 2 else {}
+        async with open_stream(http, project_stream, {**AUTH, **resume}) as stream:
+            if n % 2 and n % len(cursors) == len(cursors) - 1:
+                await stream.wait_comment("connected")
+            else:
                 await stream.next_message()
 
     assert await snapshot(stack.database_url) == before

@@ -42,6 +42,7 @@ class GatewayStack:
     capacity: Capacity
     runs: run_service_pb2_grpc.RunServiceAsyncStub
     capacity_stub: capacity_service_pb2_grpc.CapacityServiceAsyncStub
+    grpc_server: grpc.aio.Server  # to stop the services under a running gateway
 
 
 @asynccontextmanager
@@ -72,6 +73,7 @@ async def gateway_stack(
                     capacity=caps,
                     runs=run_service_pb2_grpc.RunServiceStub(channel),
                     capacity_stub=capacity_service_pb2_grpc.CapacityServiceStub(channel),
+                    grpc_server=server,
                 )
         finally:
             await http.stop()
