@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -23,6 +23,9 @@ from tests.integration.test_run_service_grpc import (
     snapshot,
 )
 from tests.support.grpc_server import GrpcApi, grpc_run_service
+
+if TYPE_CHECKING:
+    from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
 
 R = run_service_pb2
 
@@ -148,7 +151,7 @@ async def test_project_watch_replays_follows_and_resumes_exactly(grpc_api: GrpcA
 
 
 @contextlib.asynccontextmanager
-async def second_server(database_url: str) -> AsyncIterator[run_service_pb2_grpc.RunServiceStub]:
+async def second_server(database_url: str) -> AsyncIterator[RunServiceAsyncStub]:
     """Another RunService server on the same database, in a process of its own."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
