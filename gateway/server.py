@@ -105,7 +105,7 @@ async def start_dev_gateway(settings: Settings, grpc_port: int) -> HttpServer:
 
 
 async def run_gateway(settings: Settings) -> None:
-    """`truerun gateway`: the gateway alone, in front of the services at settings.server."""
+    """`truerun gateway`: the gateway alone, in front of the services at settings.services_addr."""
     tokens, _ = api_tokens(settings, dev=False)
     server = HttpServer(
         GatewayConfig(grpc_target=settings.services_addr, tokens=tokens), settings.http_addr
