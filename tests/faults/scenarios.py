@@ -212,19 +212,19 @@ class Monitor:
         for run_id, run in still.items():
             instance = run.current_attempt.runtime_instance_id
             per_instance[instance] = per_instance.get(instance, 0) + 1
-            occ = occupancies.get(instance)
-            if occ is not None and unknown[run_id] not in occ.merged_task_ids:
+            held = occupancies.get(instance)
+            if held is not None and unknown[run_id] not in held.merged_task_ids:
                 self.violations.append(
                     f"run {run_id}: unknown on {instance} but its slot is not held "
-                    f"(occupancy {list(occ.merged_task_ids)})"
+                    f"(occupancy {list(held.merged_task_ids)})"
                 )
         # The durable rows alone must hold them: a dead runtime's last observation may still
         # list the task, and it expires.
         for instance, count in per_instance.items():
-            occ = occupancies.get(instance)
-            if occ is not None and occ.durable_rows < count:
+            rows = occupancies.get(instance)
+            if rows is not None and rows.durable_rows < count:
                 self.violations.append(
-                    f"{instance}: {count} unknown attempts but {occ.durable_rows} durable rows"
+                    f"{instance}: {count} unknown attempts but {rows.durable_rows} durable rows"
                 )
 
     # -- reading the history -----------------------------------------------------------------
@@ -330,7 +330,10 @@ def applied_twice(events: list[common_pb2.RunEvent]) -> list[tuple[str, int]]:
     for event in events:
         if event.type not in _RUNTIME_ONLY or "seq" not in event.payload:
             continue
-        key = (event.attempt_id, int(event.payload["seq"]))
+        seq = event.payload["seq"]
+        if not isinstance(seq, float):  # Struct numbers are floats
+            continue
+        key = (event.attempt_id, int(seq))
         if key in seen:
             twice.append(key)
         seen.add(key)

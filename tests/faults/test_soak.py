@@ -62,14 +62,13 @@ def test_randomized_soak(make_cluster: Callable[..., Cluster]) -> None:
         while len(kills) < KILLS and time.monotonic() < chaos_end:
             # Let work progress between faults: wait until more runs are final (bounded).
             goal = len(run_ids) - len(_pending(cluster, monitor, run_ids)) + rng.randint(5, 25)
+
+            def progressed(goal: int = goal) -> bool:
+                pending = _pending(cluster, monitor, run_ids)
+                return len(run_ids) - len(pending) >= goal or not pending
+
             try:
-                cluster.eventually(
-                    lambda goal=goal: len(run_ids) - len(_pending(cluster, monitor, run_ids))
-                    >= goal
-                    or not _pending(cluster, monitor, run_ids),
-                    30,
-                    "progress between faults",
-                )
+                cluster.eventually(progressed, 30, "progress between faults")
             except AssertionError:
                 print(f"no progress for 30 s after {kills}: {_stuck(cluster, run_ids)}")
                 raise
@@ -89,7 +88,7 @@ def test_randomized_soak(make_cluster: Callable[..., Cluster]) -> None:
     print(result.render("soak"))
     print(f"soak kills ({len(kills)}): {kills}; {elapsed:.0f}s; seed={cluster.seed}")
     unexplained = []
-    starts = {}
+    starts: dict[str, int] = {}
     for span in cluster.spans():
         starts[span.run_id] = starts.get(span.run_id, 0) + 1
     for run_id in run_ids:
