@@ -70,17 +70,17 @@ class Settings:
         "lost by policy (0 = never: a person decides); keep it above the runtimes' "
         "self_fence_after plus a margin, or a replacement may overlap the original",
     )
-    metrics_addr: str = setting(
-        "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
-    )
-    http_addr: str = setting(
-        "127.0.0.1:0",
     max_recoveries: int = setting(
         5,
         "how often the reconciler may recover one run (requeue an expired claim, retry a "
         "lost attempt) before the next recovery parks it in dead_letter for an operator "
         "(0 = no limit)",
     )
+    metrics_addr: str = setting(
+        "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
+    )
+    http_addr: str = setting(
+        "127.0.0.1:0",
         "host:port the gateway serves REST, Server-Sent Events and the dashboard on (port 0 = any)",
     )
     services_addr: str = setting(
