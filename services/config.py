@@ -59,6 +59,11 @@ class Settings:
     cancel_grace_ms: int = setting(
         5_000, "how long a runtime waits after SIGTERM before SIGKILL when cancelling"
     )
+    start_timeout_ms: int = setting(
+        10_000,
+        "how long the dispatcher waits for a runtime's answer to Start before the "
+        "attempt's sync turns stale (shown unknown, capacity held, inspected)",
+    )
     lease_ttl_ms: int = setting(
         30_000,
         "claim lease, renewed by the runtime's heartbeats; past it without a "

@@ -42,6 +42,7 @@ async def run_coordinator(settings: Settings) -> None:
             capacity,
             RuntimeTokens.parse(settings.runtime_tokens),
             cancel_grace_ms=settings.cancel_grace_ms,
+            start_timeout_s=settings.start_timeout_ms / 1000,
             lease_ttl_ms=settings.lease_ttl_ms,
         )
         serving = await start_serving(

@@ -34,6 +34,7 @@ async def run_dev(settings: Settings) -> None:
             caps,
             _runtime_tokens(settings),
             cancel_grace_ms=settings.cancel_grace_ms,
+            start_timeout_s=settings.start_timeout_ms / 1000,
             lease_ttl_ms=settings.lease_ttl_ms,
         )
         serving = await start_serving(app, settings.grpc_addr, caps, runtime_side)
@@ -42,8 +43,8 @@ async def run_dev(settings: Settings) -> None:
             interval_s=min(2.0, settings.lease_ttl_ms / 4000),
             on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
             lost_after_ms=settings.lost_after_ms,
-        )
             max_recoveries=settings.max_recoveries,
+        )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(lease_scan.serve()),
