@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import (
     ConsoleSpanExporter,
     SimpleSpanProcessor,
 )
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 EXPORTERS = ("none", "console", "otlp")
 tracer = trace.get_tracer("truerun")
@@ -105,6 +105,18 @@ def span(
         yield current
 
 
+def record(
+    name: str, parent: str, start_ns: int, attributes: Mapping[str, str | int] | None = None
+) -> None:
+    """A span that began at ``start_ns`` and ends now, in the trace ``parent`` names: for a
+    step of a run done among others (a claim of several runs, a batch of events)."""
+    if not parent:
+        return
+    tracer.start_span(
+        name, context=context_of(parent), attributes=attributes, start_time=start_ns
+    ).end()
+
+
 # -- gRPC ---------------------------------------------------------------------------------
 
 
@@ -128,17 +140,29 @@ class _ClientInterceptor(_UnaryUnary, _UnaryStream):
     """A client span per call, its context in the call's metadata."""
 
     async def intercept_unary_unary(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+        self,
+        continuation: Callable[..., Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
     ) -> Any:
-        with tracer.start_as_current_span(_name(details.method), kind=SpanKind.CLIENT):
-            call = await continuation(_with_context(details), request)
-            return await call
+        with tracer.start_as_current_span(
+            _name(client_call_details.method), kind=SpanKind.CLIENT
+        ) as current:
+            call = await continuation(_with_context(client_call_details), request)
+            try:
+                await call  # the span lasts as long as the call
+            except grpc.aio.AioRpcError as error:  # the caller sees it on the call itself
+                current.set_status(Status(StatusCode.ERROR, error.code().name))
+            return call
 
     async def intercept_unary_stream(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+        self,
+        continuation: Callable[..., Any],
+        client_call_details: grpc.aio.ClientCallDetails,
+        request: Any,
     ) -> Any:
         # Streams are long: their context travels, but no client span is held open for them.
-        return await continuation(_with_context(details), request)
+        return await continuation(_with_context(client_call_details), request)
 
 
 def _with_context(details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
@@ -168,13 +192,15 @@ class _ServerInterceptor(_Server):
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-        details: grpc.HandlerCallDetails,
+        handler_call_details: grpc.HandlerCallDetails,
     ) -> Any:
-        handler = await continuation(details)
+        handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        carrier = {k: v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
-        name = _name(details.method)
+        carrier = {
+            k: v for k, v in (handler_call_details.invocation_metadata or ()) if isinstance(v, str)
+        }
+        name = _name(handler_call_details.method)
         behaviour = handler.unary_unary
 
         async def traced(request: Any, context: Any) -> Any:

@@ -28,8 +28,10 @@ def make_event(
     error_code: str = "",
     error_summary: str = "",
     payload: Mapping[str, Any] | None = None,
+    trace_parent: str = "",
 ) -> pb.RuntimeEvent:
-    """A RuntimeEvent stamped with the runtime's clock; seq stays 0 until ``Outbox.append``."""
+    """A RuntimeEvent stamped with the runtime's clock; seq stays 0 until ``Outbox.append``.
+    ``trace_parent`` is the Start's, echoed so the server can trace the attempt's events."""
     event = pb.RuntimeEvent(
         attempt_id=attempt_id,
         runtime_task_id=runtime_task_id,
@@ -38,6 +40,7 @@ def make_event(
         turn_status=turn_status,
         error_code=error_code,
         error_summary=error_summary,
+        trace_parent=trace_parent,
     )
     if exit_code is not None:
         event.exit_code = exit_code

@@ -8,6 +8,7 @@ locks are what stops over-commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,8 +21,10 @@ from capacity.store.base import AgentConfig, CapacitySql, ClaimTx
 from coordinator.domain import commands as c
 from coordinator.domain.errors import VersionConflict
 from coordinator.domain.model import Actor, Attempt, Run
+from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RequestRecord, RunStore
+from services import telemetry
 from services.ids import now_ms
 from services.telemetry import span
 
@@ -96,13 +99,26 @@ class ClaimService:
         """Claim up to ``max_claims`` queued runs for this runtime; ``request`` keeps the
         answer for AIP-155 replays in the same transaction."""
         attributes = {"truerun.owner_id": owner, "truerun.runtime_instance_id": instance}
+        began = time.time_ns()
         with span("capacity claim", attributes) as current:
             outcome = await self._claim(
                 owner, instance, device_id, max_claims, lease_ttl_ms, actor, request
             )
             current.set_attribute("truerun.claimed", len(outcome.claimed))
             current.set_attribute("truerun.blocked", str(outcome.blocked))
-            return outcome
+        for item in outcome.claimed:  # each claimed run's own trace gets the claim too
+            parent = await run_trace_parent(self._store, item.run.id)
+            telemetry.record(
+                "capacity claimed",
+                parent,
+                began,
+                {
+                    **attributes,
+                    "truerun.run_id": item.run.id,
+                    "truerun.attempt_id": item.attempt.id,
+                },
+            )
+        return outcome
 
     async def _claim(
         self,

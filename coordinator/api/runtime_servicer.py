@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -25,6 +26,7 @@ from coordinator.domain.errors import DomainError, InvalidArgument, Unauthentica
 from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
 from coordinator.domain.states import ActorType, AttemptStatus
 from coordinator.service.transitions import Transitions
+from services import telemetry
 
 log = logging.getLogger(__name__)
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -143,6 +145,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 await asyncio.shield(stream.handling)
         except grpc.aio.AioRpcError:
             pass
+        except Exception:  # the stream ends; the runtime reconnects and resends
+            log.exception("runtime stream of %s failed", session.runtime_instance_id)
         session.outbox.put_nowait(_CLOSE)
 
     async def _handle(self, session: Session, stream: _Stream, message: pb.ConnectRequest) -> None:
@@ -264,6 +268,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 if stream.stopping:
                     return
                 continue
+            began = time.time_ns()
             try:
                 ingested = await self._ingest.ingest(
                     session.runtime_instance_id, batch, session.owner_id
@@ -276,6 +281,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 return
             acks = [pb.Ack(attempt_id=a, seq=seq) for a, seq in ingested.acks.items()]
             session.send(pb.ConnectResponse(acks=pb.Acks(acks=acks)))
+            _trace(batch, began)
             if any(event.type in TERMINAL_TYPES for event in batch):
                 session.wake.set()
 
@@ -293,6 +299,20 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         return pb.ReportEventsResponse(
             acks=[pb.Ack(attempt_id=a, seq=s) for a, s in ingested.acks.items()]
         )
+
+
+def _trace(batch: list[pb.RuntimeEvent], began: int) -> None:
+    """Each event that carries its attempt's trace context gets a span there (applied in
+    this batch); events without one cost nothing."""
+    for event in batch:
+        if event.trace_parent:
+            kind = pb.RuntimeEventType.Name(event.type).removeprefix("RUNTIME_EVENT_TYPE_")
+            telemetry.record(
+                f"runtime event {kind.lower()}",
+                event.trace_parent,
+                began,
+                {"truerun.attempt_id": event.attempt_id, "truerun.seq": event.seq},
+            )
 
 
 class _Stream:

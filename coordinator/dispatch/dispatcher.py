@@ -24,8 +24,10 @@ from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.states import ActorType, ObservedState, SyncState
+from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from services.ids import new_token
+from services.telemetry import current_traceparent, span
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,13 @@ class Dispatcher:
         return len(outcome.claimed)
 
     async def _start(self, session: Session, item: ClaimedStart, actor: Actor) -> None:
+        """The dispatch of one claimed attempt, as a span in its run's trace (tracing on)."""
+        parent = await run_trace_parent(self._transitions.store, item.run_id)
+        attributes = {"truerun.run_id": item.run_id, "truerun.attempt_id": item.attempt_id}
+        with span("dispatch start", attributes, parent=parent):
+            await self._start_traced(session, item, actor)
+
+    async def _start_traced(self, session: Session, item: ClaimedStart, actor: Actor) -> None:
         token = new_token()
         try:
             await self._transitions.execute(
@@ -125,6 +134,7 @@ class Dispatcher:
                     spec=item.spec,
                     front_of_queue=item.front_of_queue,
                     workspace_path=item.workspace_path,
+                    trace_parent=current_traceparent(),
                 )
             )
         )

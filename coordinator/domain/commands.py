@@ -38,6 +38,9 @@ class RunSpec:
     pinned_runtime_instance_id: str | None = None
     required_labels: tuple[str, ...] = ()
     spec: dict[str, Any] = field(default_factory=dict)
+    #: The W3C traceparent of the request that created the run (tracing on), kept on the
+    #: run.created event so every later step of the run joins the same trace.
+    trace_parent: str = ""
 
 
 @dataclass(frozen=True, slots=True)

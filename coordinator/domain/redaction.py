@@ -63,6 +63,7 @@ def summary(text: str | None) -> str | None:
 PAYLOAD_KEYS = frozenset(
     {
         "reason",
+        "trace_parent",
         "from_status",
         "to_status",
         "attempt_no",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opentelemetry.trace import Span
 
@@ -32,7 +32,7 @@ from coordinator.store.base import (
     RunTx,
 )
 from services.ids import new_token, now_ms, uuid7
-from services.telemetry import span
+from services.telemetry import current_traceparent, span
 
 DEDUPLICATED = "deduplicated"
 
@@ -81,6 +81,8 @@ class Transitions:
     ) -> Result:
         """Create a run; a known (project, idempotency key) follows the conflict policy."""
         with span("transition CreateRun", {"truerun.project_id": spec.project_id}) as current:
+            if not spec.trace_parent:
+                spec = replace(spec, trace_parent=current_traceparent())
             result = await self._create(spec, use_existing, request)
             _describe(current, result)
             return result

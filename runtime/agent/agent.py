@@ -176,6 +176,7 @@ class Agent:
             grace_ms=spec.grace_ms,
             self_fence_after_ms=max(0, start.self_fence_after_ms)
             or self.config.self_fence_after_ms,
+            trace_parent=start.trace_parent,
         )
         runner = self._add(record, paths)
         seq = runner.accept()

@@ -84,7 +84,14 @@ class TaskRunner:
             self._local_counts[event_type] = self._local_counts.get(event_type, 0) + 1
             return None
         r = self.record
-        event = make_event(r.attempt_id, r.task_id, r.callback_token, event_type, **fields)
+        event = make_event(
+            r.attempt_id,
+            r.task_id,
+            r.callback_token,
+            event_type,
+            trace_parent=r.trace_parent,
+            **fields,
+        )
         return self._ctx.outbox.append(event, meta)
 
     def count(self, event_type: T.ValueType) -> int:

@@ -91,6 +91,7 @@ class TaskRecord:
     timeout_s: float | None = None
     grace_ms: int | None = None
     self_fence_after_ms: int = 0
+    trace_parent: str = ""  # the Start's W3C traceparent, echoed on every event
 
     @property
     def manual(self) -> bool:

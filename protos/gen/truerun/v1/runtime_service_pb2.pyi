@@ -356,6 +356,7 @@ class RuntimeEvent(google.protobuf.message.Message):
     ERROR_SUMMARY_FIELD_NUMBER: builtins.int
     PAYLOAD_FIELD_NUMBER: builtins.int
     EVENT_TIME_FIELD_NUMBER: builtins.int
+    TRACE_PARENT_FIELD_NUMBER: builtins.int
     attempt_id: builtins.str
     """The attempt the event is about."""
     runtime_task_id: builtins.str
@@ -374,6 +375,10 @@ class RuntimeEvent(google.protobuf.message.Message):
     """A stable error code, for failures."""
     error_summary: builtins.str
     """A short human summary; redacted and cut before it is stored."""
+    trace_parent: builtins.str
+    """The W3C traceparent given in the attempt's Start, echoed unchanged so the
+    server can put the event in the run's trace; empty when Start had none.
+    """
     @property
     def payload(self) -> google.protobuf.struct_pb2.Struct:
         """Bounded, allow-listed details (output chunk, log reference, signal)."""
@@ -396,9 +401,10 @@ class RuntimeEvent(google.protobuf.message.Message):
         error_summary: builtins.str = ...,
         payload: google.protobuf.struct_pb2.Struct | None = ...,
         event_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        trace_parent: builtins.str = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "attempt_id", b"attempt_id", "callback_token", b"callback_token", "error_code", b"error_code", "error_summary", b"error_summary", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload", "runtime_task_id", b"runtime_task_id", "seq", b"seq", "turn_status", b"turn_status", "type", b"type"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "attempt_id", b"attempt_id", "callback_token", b"callback_token", "error_code", b"error_code", "error_summary", b"error_summary", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload", "runtime_task_id", b"runtime_task_id", "seq", b"seq", "trace_parent", b"trace_parent", "turn_status", b"turn_status", "type", b"type"]) -> None: ...
     def WhichOneof(self, oneof_group: typing.Literal["_exit_code", b"_exit_code"]) -> typing.Literal["exit_code"] | None: ...
 
 Global___RuntimeEvent: typing_extensions.TypeAlias = RuntimeEvent
@@ -521,6 +527,7 @@ class Start(google.protobuf.message.Message):
     FRONT_OF_QUEUE_FIELD_NUMBER: builtins.int
     WORKSPACE_PATH_FIELD_NUMBER: builtins.int
     SELF_FENCE_AFTER_MS_FIELD_NUMBER: builtins.int
+    TRACE_PARENT_FIELD_NUMBER: builtins.int
     run_id: builtins.str
     """The run."""
     attempt_id: builtins.str
@@ -537,6 +544,10 @@ class Start(google.protobuf.message.Message):
     """The per-attempt workspace (a git worktree for agents with R > 1)."""
     self_fence_after_ms: builtins.int
     """Stop the process when truerun cannot be reached for this long (0: never)."""
+    trace_parent: builtins.str
+    """The W3C traceparent of the dispatch (in the run's trace), when tracing is
+    on; the runtime echoes it on every event of the attempt.
+    """
     @property
     def spec(self) -> google.protobuf.struct_pb2.Struct:
         """What to run."""
@@ -552,9 +563,10 @@ class Start(google.protobuf.message.Message):
         front_of_queue: builtins.bool = ...,
         workspace_path: builtins.str = ...,
         self_fence_after_ms: builtins.int = ...,
+        trace_parent: builtins.str = ...,
     ) -> None: ...
     def HasField(self, field_name: typing.Literal["spec", b"spec"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "callback_token", b"callback_token", "front_of_queue", b"front_of_queue", "run_id", b"run_id", "runtime_task_id", b"runtime_task_id", "self_fence_after_ms", b"self_fence_after_ms", "spec", b"spec", "workspace_path", b"workspace_path"]) -> None: ...
+    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "callback_token", b"callback_token", "front_of_queue", b"front_of_queue", "run_id", b"run_id", "runtime_task_id", b"runtime_task_id", "self_fence_after_ms", b"self_fence_after_ms", "spec", b"spec", "trace_parent", b"trace_parent", "workspace_path", b"workspace_path"]) -> None: ...
 
 Global___Start: typing_extensions.TypeAlias = Start
 
