@@ -14,6 +14,7 @@ from coordinator.dispatch.retries import RetryScheduler
 from reconciler.leases import LeaseReconciler
 from services.bootstrap import coordinator, open_store
 from services.config import Settings
+from services.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -21,17 +22,23 @@ log = logging.getLogger(__name__)
 async def run_reconciler(settings: Settings) -> None:
     store = await open_store(settings.resolved_database_url())
     try:
-        app = coordinator(store)
+        metrics = Metrics()
+        app = coordinator(store, metrics)
         loops = [
             asyncio.create_task(
                 LeaseReconciler(
                     app.transitions,
+                    on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
                     lost_after_ms=settings.lost_after_ms,
                     max_recoveries=settings.max_recoveries,
                 ).serve()
             ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
+            asyncio.create_task(metrics.watch_ages(store)),
         ]
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+        metrics_host = settings.metrics_addr.rsplit(":", 1)[0]
+        print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -41,5 +48,7 @@ async def run_reconciler(settings: Settings) -> None:
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
+        metrics_server.shutdown()
+        metrics_server.server_close()
     finally:
         await store.close()
