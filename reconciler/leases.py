@@ -5,8 +5,15 @@
 - lease expired, fence set: a Start may have reached the runtime, so the attempt becomes
   `unknown` (sync stale) and keeps its capacity; never failed, never re-sent.
 
-Every action is a compare-and-set through the transition service, so several reconciler
-replicas can scan at once: one wins, the others find the state moved on. Startup never
+With ``no_output_cancel_after_ms`` it also asks a running attempt whose last runtime event
+is older than that to cancel: the same durable cancel request a user's CancelRun makes
+(the dispatcher then sends the runtime Cancel); the run shows cancelling until the runtime
+confirms, it is never marked failed here.
+
+Several reconciler replicas split the work: each candidate is taken in its own transaction
+that locks its rows (PostgreSQL: FOR UPDATE SKIP LOCKED, so a replica skips what another is
+acting on) and applies the action there through the transition service. Correctness never
+depends on the split: every action is still a compare-and-set of the domain. Startup never
 resets anything in bulk: it is the same scan.
 """
 
@@ -14,18 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.states import ActorType
-from coordinator.service.transitions import Transitions
+from coordinator.service.transitions import Result, Transitions
+from coordinator.store.base import RunTx, Scan
 from services.ids import now_ms
 
 log = logging.getLogger(__name__)
 
 ACTOR = Actor(ActorType.RECONCILER, "leases")
+NO_OUTPUT_ACTOR = Actor(ActorType.RECONCILER, "no_output")
+
+Action = Callable[[RunTx, Attempt, list[Result]], Awaitable[str | None]]
 
 
 class LeaseReconciler:
@@ -37,57 +48,89 @@ class LeaseReconciler:
         on_action: Callable[[str], None] | None = None,
         lost_after_ms: int = 0,
         max_recoveries: int = 5,
+        no_output_cancel_after_ms: int = 0,
     ) -> None:
         """``lost_after_ms``: how long a runtime may stay silent before its unknown attempts
         are declared lost by policy (0: never; a person decides). ``max_recoveries``: how
         often one run may be recovered before the next recovery dead-letters it (0: no
-        limit)."""
+        limit). ``no_output_cancel_after_ms``: how long a running attempt may go without a
+        runtime event before a cancel is requested (0: never)."""
         self._max_recoveries = max_recoveries
         self._transitions = transitions
         self._lost_after_ms = lost_after_ms
+        self._no_output_ms = no_output_cancel_after_ms
         self._on_action = on_action
         self._interval_s = interval_s
         self._clock = clock
 
     async def run_once(self, limit: int = 200) -> dict[str, int]:
         """One scan; returns how many attempts were requeued and marked unknown (and, with
-        a lost_after policy, declared lost)."""
+        a lost_after policy, declared lost; with a no-output threshold, asked to cancel)."""
+        now = self._clock()
         counts = {"requeued": 0, "unknown": 0}
-        for attempt in await self._transitions.store.expired_leases(self._clock(), limit):
-            outcome = await self._settle(attempt)
+        await self._scan(Scan.EXPIRED_LEASES, now, limit, self._settle, counts)
+        if self._lost_after_ms > 0:
+            counts["lost"] = 0
+            mark = now - self._lost_after_ms
+            await self._scan(Scan.SILENT_UNKNOWNS, mark, limit, self._declare_lost, counts)
+        if self._no_output_ms > 0:
+            counts["cancelled"] = 0
+            mark = now - self._no_output_ms
+            await self._scan(Scan.QUIET_RUNNING, mark, limit, self._cancel_quiet, counts)
+        return counts
+
+    async def _scan(
+        self, scan: Scan, mark_ms: int, limit: int, act: Action, counts: dict[str, int]
+    ) -> None:
+        """Each candidate in its own transaction holding its rows; one that could not be
+        acted on (it moved on) is not taken again in this scan."""
+        tried: list[str] = []
+        while len(tried) < limit:
+            results: list[Result] = []
+            try:
+                async with self._transitions.store.transaction([]) as tx:
+                    found = await tx.lock_scan(scan, mark_ms, tried, 1)
+                    if not found:
+                        return
+                    attempt = found[0]
+                    tried.append(attempt.id)
+                    outcome = await act(tx, attempt, results)
+            except DomainError as error:  # it moved on meanwhile (fenced, finished, renewed)
+                log.info("attempt %s left as is (%s): %s", tried[-1], scan, error.message)
+                outcome, results = None, []
+            self._transitions.published(results)
             if outcome:
                 counts[outcome] += 1
             if self._on_action is not None:
                 self._on_action(outcome or "moved_on")
-        if self._lost_after_ms > 0:
-            counts["lost"] = await self._declare_lost(limit)
-        return counts
 
-    async def _declare_lost(self, limit: int) -> int:
+    async def _declare_lost(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
         """The lost_after policy: silent that long, the attempt is lost by policy (the reason
         says so); an idempotent run then gets a new attempt, any other waits for a person."""
-        store = self._transitions.store
-        lost = 0
-        for attempt in await store.silent_unknowns(self._clock() - self._lost_after_ms, limit):
-            reason = f"lost_after_policy: runtime silent for over {self._lost_after_ms} ms"
+        reason = f"lost_after_policy: runtime silent for over {self._lost_after_ms} ms"
+        result = await self._transitions.execute_in(
+            tx, c.MarkLost(attempt.run_id, ACTOR, reason=reason)
+        )
+        results.append(result)
+        if result.run.idempotent and result.run.status.value == "lost":
+            retry = c.RetryAttempt(
+                attempt.run_id, ACTOR, recovery=True, max_recoveries=self._max_recoveries
+            )
             try:
-                result = await self._transitions.execute(
-                    c.MarkLost(attempt.run_id, ACTOR, reason=reason)
-                )
-                lost += 1
-                if result.run.idempotent and result.run.status.value == "lost":
-                    retry = c.RetryAttempt(
-                        attempt.run_id,
-                        ACTOR,
-                        recovery=True,
-                        max_recoveries=self._max_recoveries,
-                    )
-                    await self._transitions.execute(retry)
-            except DomainError as error:
-                log.info("attempt %s not declared lost: %s", attempt.id, error.message)
-        return lost
+                results.append(await self._transitions.execute_in(tx, retry))
+            except DomainError as error:  # decided before any write: the loss still stands
+                log.info("run %s not retried: %s", attempt.run_id, error.message)
+        return "lost"
 
-    async def _settle(self, attempt: Attempt) -> str | None:
+    async def _cancel_quiet(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
+        """No runtime event for too long: the durable cancel request (as CancelRun makes it);
+        the dispatcher sends the runtime Cancel, the runtime's answer finishes the run."""
+        reason = f"no output for {self._no_output_ms} ms"
+        command = c.RequestCancel(attempt.run_id, NO_OUTPUT_ACTOR, reason=reason)
+        results.append(await self._transitions.execute_in(tx, command))
+        return "cancelled"
+
+    async def _settle(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
         if attempt.fenced:
             command: c.RunCommand = c.DispatchUnknown(
                 attempt.run_id, ACTOR, reason="lease_expired_after_start"
@@ -103,11 +146,7 @@ class LeaseReconciler:
                 max_recoveries=self._max_recoveries,
             )
             outcome = "requeued"
-        try:
-            await self._transitions.execute(command)
-        except DomainError as error:  # it moved on meanwhile (fenced, finished, renewed)
-            log.info("attempt %s left as is: %s", attempt.id, error.message)
-            return None
+        results.append(await self._transitions.execute_in(tx, command))
         return outcome
 
     async def serve(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from coordinator.domain.cursor import EventCursor
@@ -78,6 +79,14 @@ class RunCursor:
     run_id: str
 
 
+class Scan(StrEnum):
+    """The reconciler's scans over live attempts (docs/state-model.md, reconciler)."""
+
+    EXPIRED_LEASES = "expired_leases"  # lease ran out, not yet marked stale
+    SILENT_UNKNOWNS = "silent_unknowns"  # started, stale, lease ran out before the mark
+    QUIET_RUNNING = "quiet_running"  # running, no runtime event since the mark, no cancel yet
+
+
 class RunTx(Protocol):
     """Store operations inside one open transaction; any raise rolls all of it back."""
 
@@ -101,6 +110,15 @@ class RunTx(Protocol):
 
     async def put_request(self, record: RequestRecord, committed: Any) -> None:
         """Keep the AIP-155 answer in this transaction (RequestIdTaken if a twin won)."""
+        ...
+
+    async def lock_scan(
+        self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
+    ) -> Sequence[Attempt]:
+        """Up to ``limit`` candidates of one reconciler scan (older than ``mark_ms``, ids in
+        ``skip`` left out), their attempt and run rows locked until this transaction ends.
+        PostgreSQL skips rows another transaction holds (FOR UPDATE SKIP LOCKED), so
+        reconciler replicas split the candidates; SQLite's single writer needs nothing."""
         ...
 
 

@@ -28,6 +28,7 @@ from coordinator.store.base import (
     RequestRecord,
     RunCursor,
     RunFilter,
+    Scan,
     StoredRequest,
 )
 from coordinator.store.postgres_batch import apply_batch, batchable
@@ -51,6 +52,7 @@ from coordinator.store.sql import (
     Placeholders,
     events_from_decision,
     queue_position_sql,
+    scan_sql,
     stored_events,
 )
 from services.ids import now_ms
@@ -421,6 +423,12 @@ SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
 FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n"""
 
 
+_SCANS = {
+    scan: scan_sql(scan, "$1", "a.id <> ALL($2::text[])", "$3", "FOR UPDATE OF a, r SKIP LOCKED")
+    for scan in Scan
+}
+
+
 class PostgresTx:
     """The store's operations inside one open transaction (see PostgresStore.transaction)."""
 
@@ -457,6 +465,13 @@ class PostgresTx:
         """More transaction-scoped locks; callers keep one global order (owner, instance,
         agents sorted, scopes sorted), so two transactions can never wait on each other."""
         await PostgresStore._lock(self.conn, lock_keys)
+
+    async def lock_scan(
+        self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
+    ) -> Sequence[Attempt]:
+        """SKIP LOCKED: a row another replica is acting on is left to it, never waited for."""
+        rows = await self.conn.fetch(_SCANS[scan], mark_ms, list(skip), limit)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
 
 def _lock_order(decision: Decision) -> str:

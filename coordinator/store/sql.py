@@ -8,7 +8,8 @@ from typing import Any
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import RunEvent
 from coordinator.domain.states import RUN_TERMINAL
-from coordinator.store.rows import dumps
+from coordinator.store.base import Scan
+from coordinator.store.rows import ATTEMPT_COLUMNS, dumps
 from services.ids import uuid7
 
 TERMINAL_STATUSES = sorted(status.value for status in RUN_TERMINAL)
@@ -85,4 +86,34 @@ def stored_events(
             project_id=decision.run.project_id,
         )
         for i, event in enumerate(decision.events)
+    )
+
+
+_SCAN_WHERE = {
+    Scan.EXPIRED_LEASES: (
+        "a.status IN ('claimed', 'starting', 'running') AND a.lease_expires_at_ms < {mark}"
+        " AND a.sync_state <> 'stale'",
+        "a.lease_expires_at_ms, a.id",
+    ),
+    Scan.SILENT_UNKNOWNS: (
+        "a.status IN ('starting', 'running') AND a.sync_state = 'stale'"
+        " AND a.lease_expires_at_ms < {mark}",
+        "a.lease_expires_at_ms, a.id",
+    ),
+    Scan.QUIET_RUNNING: (
+        "a.status = 'running' AND r.status = 'running' AND r.cancel_requested_at_ms IS NULL"
+        " AND a.observed_at_ms < {mark}",
+        "a.observed_at_ms, a.id",
+    ),
+}
+
+
+def scan_sql(scan: Scan, mark: str, skip: str, limit: str, lock: str) -> str:
+    """One reconciler scan's candidates (attempt columns), ``skip`` excluding ids already
+    tried; ``lock``: the row-locking clause (PostgreSQL: FOR UPDATE ... SKIP LOCKED)."""
+    where, order = _SCAN_WHERE[scan]
+    columns = ", ".join(f"a.{name} AS {name}" for name in ATTEMPT_COLUMNS)
+    return (
+        f"SELECT {columns} FROM attempts a JOIN runs r ON r.id = a.run_id"
+        f" WHERE {where.format(mark=mark)} AND {skip} ORDER BY {order} LIMIT {limit} {lock}"
     )

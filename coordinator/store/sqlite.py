@@ -31,6 +31,7 @@ from coordinator.store.base import (
     RequestRecord,
     RunCursor,
     RunFilter,
+    Scan,
     StoredRequest,
 )
 from coordinator.store.rows import (
@@ -51,6 +52,7 @@ from coordinator.store.sql import (
     TERMINAL_STATUSES,
     events_from_decision,
     queue_position_sql,
+    scan_sql,
     stored_events,
 )
 from services.ids import now_ms
@@ -520,6 +522,15 @@ class SqliteTx:
 
     async def lock(self, lock_keys: Sequence[str]) -> None:
         """Nothing to take: the IMMEDIATE transaction already excludes every other writer."""
+
+    async def lock_scan(
+        self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
+    ) -> Sequence[Attempt]:
+        """No row locks: the IMMEDIATE transaction already excludes every other writer."""
+        marks = ", ".join("?" for _ in skip)
+        where = f"a.id NOT IN ({marks})" if skip else "1 = 1"
+        rows = await self.fetch(scan_sql(scan, "?", where, "?", ""), mark_ms, *skip, limit)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
 
 def _write_decision(
