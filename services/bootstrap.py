@@ -71,6 +71,7 @@ def runtimes(
     start_timeout_s: float = 10.0,
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
+    max_recoveries: int = 5,
 ) -> Runtimes:
     """The runtime side over the capacity service of this process (`truerun dev`)."""
     return remote_runtimes(
@@ -81,6 +82,7 @@ def runtimes(
         start_timeout_s=start_timeout_s,
         cancel_grace_ms=cancel_grace_ms,
         lease_ttl_ms=lease_ttl_ms,
+        max_recoveries=max_recoveries,
     )
 
 
@@ -92,6 +94,7 @@ def remote_runtimes(
     start_timeout_s: float = 10.0,
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
+    max_recoveries: int = 5,
 ) -> Runtimes:
     """The runtime side over any capacity port (`truerun coordinator`: the gRPC client)."""
     sessions = Sessions()
@@ -104,6 +107,7 @@ def remote_runtimes(
         start_timeout_s=start_timeout_s,
         cancel_grace_ms=cancel_grace_ms,
         lease_ttl_ms=lease_ttl_ms,
+        max_recoveries=max_recoveries,
     )
     app.hub.listen(dispatcher.on_commit)
     return Runtimes(tokens, sessions, ingest, dispatcher, observations)

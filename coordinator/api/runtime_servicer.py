@@ -185,9 +185,13 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             exit_code=answer.exit_code if answer.HasField("exit_code") else None,
         )
         try:
-            await self._transitions.execute(command)
+            result = await self._transitions.execute(command)
         except DomainError as error:
             log.info("inspect answer for %s not applied: %s", answer.attempt_id, error.message)
+            return
+        # "not found" from the same live instance: the attempt is lost; the retry policy next
+        retrier = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
+        await self._dispatcher.retry_lost(result, retrier)
 
     async def _heartbeat(self, session: Session, heartbeat: pb.Heartbeat) -> None:
         observation = observation_from_proto(heartbeat.observation)

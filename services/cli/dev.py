@@ -36,6 +36,7 @@ async def run_dev(settings: Settings) -> None:
             cancel_grace_ms=settings.cancel_grace_ms,
             start_timeout_s=settings.start_timeout_ms / 1000,
             lease_ttl_ms=settings.lease_ttl_ms,
+            max_recoveries=settings.max_recoveries,
         )
         serving = await start_serving(app, settings.grpc_addr, caps, runtime_side)
         lease_scan = LeaseReconciler(

@@ -311,3 +311,57 @@ async def test_a_finished_task_still_running_on_the_runtime_is_an_orphan(stack: 
         assert after.display_state == common_pb2.DISPLAY_STATE_SUCCEEDED
         types = await _types(stack, run_id)
         assert types.count("attempt.orphan_reported") == 1
+
+
+async def _inspected_not_found(stack: Stack, runtime: ScriptedRuntime) -> pb.Start:
+    """The Start's answer is lost (unknown, inspected); the same live instance answers that it
+    has no such task: the attempt is provably gone."""
+    start = (await runtime.expect("start")).start
+    inspect = (await runtime.expect("inspect")).inspect
+    assert inspect.attempt_id == start.attempt_id
+    await runtime.send_inspect_result(
+        pb.InspectResult(
+            attempt_id=start.attempt_id,
+            runtime_task_id=start.runtime_task_id,
+            state=pb.INSPECT_STATE_NOT_FOUND,
+        )
+    )
+    return start
+
+
+async def test_an_idempotent_run_whose_task_is_gone_gets_a_new_attempt(stack: Stack) -> None:
+    """Issue #5: not found from the same live instance -> lost, then the retry policy: an
+    idempotent task gets a new attempt (a counted recovery); the lost attempt is kept."""
+    run_id = await _submit(stack, idempotent=True)
+    async with _connected(stack) as runtime:
+        first = await _inspected_not_found(stack, runtime)
+        await runtime.heartbeat(limit=1)
+        second = (await runtime.expect("start")).start  # the new attempt, claimed and sent
+        assert second.run_id == run_id and second.attempt_id != first.attempt_id
+        attempts = await stack.app.store.list_attempts(run_id)
+        assert [(a.attempt_no, a.status.value) for a in attempts] == [
+            (1, "lost"),
+            (2, "starting"),
+        ]
+        assert attempts[0].termination_reason == "runtime_says_not_found"
+        loaded = await stack.app.store.load(run_id)
+        assert loaded is not None and loaded.run.recovery_count == 1
+        types = await _types(stack, run_id)
+        assert types.index("run.lost") < types.index("run.retrying")
+
+
+async def test_a_non_idempotent_run_whose_task_is_gone_waits_for_a_person(stack: Stack) -> None:
+    run_id = await _submit(stack)
+    async with _connected(stack) as runtime:
+        first = await _inspected_not_found(stack, runtime)
+        for _ in range(100):  # bounded: the answer is applied off the event path
+            if await _display(stack, run_id) == "LOST":
+                break
+            await asyncio.sleep(0.05)
+        assert await _display(stack, run_id) == "LOST"
+        await runtime.heartbeat(limit=1)
+        with pytest.raises(TimeoutError):
+            await runtime.expect("start", timeout=1.5)
+        attempts = await stack.app.store.list_attempts(run_id)
+        assert [(a.id, a.status.value) for a in attempts] == [(first.attempt_id, "lost")]
+        assert "run.retrying" not in await _types(stack, run_id)
