@@ -30,6 +30,7 @@ async def run_reconciler(settings: Settings) -> None:
                     app.transitions,
                     on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
                     lost_after_ms=settings.lost_after_ms,
+                    no_output_cancel_after_ms=settings.no_output_cancel_after_ms,
                     max_recoveries=settings.max_recoveries,
                 ).serve()
             ),

@@ -81,6 +81,12 @@ class Settings:
         "lost attempt) before the next recovery parks it in dead_letter for an operator "
         "(0 = no limit)",
     )
+    no_output_cancel_after_ms: int = setting(
+        0,
+        "how long a running attempt may go without a runtime event before the reconciler "
+        "requests its cancel (reason 'no output for N ms'; the runtime confirms it) "
+        "(0 = never)",
+    )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )

@@ -44,6 +44,7 @@ async def run_dev(settings: Settings) -> None:
             interval_s=min(2.0, settings.lease_ttl_ms / 4000),
             on_action=lambda outcome: metrics.reconciles.labels("lease", outcome).inc(),
             lost_after_ms=settings.lost_after_ms,
+            no_output_cancel_after_ms=settings.no_output_cancel_after_ms,
             max_recoveries=settings.max_recoveries,
         )
         loops = [
