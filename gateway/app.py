@@ -43,6 +43,12 @@ CALL_TIMEOUT_S = 10.0
 JSON = "application/json"
 
 R = run_service_pb2
+OPERATOR_VERBS = ("resolve", "fail", "pause", "resume", "requeue")
+_RESOLUTIONS = {
+    name.removeprefix("RESOLUTION_"): value
+    for name, value in R.Resolution.items()
+    if value != R.RESOLUTION_UNSPECIFIED
+}
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -50,18 +56,29 @@ Handler = Callable[[Request], Awaitable[Response]]
 class GatewayConfig:
     grpc_target: str
     tokens: ApiTokens
+    # CapacityService's address when it is served apart (`truerun capacity`); "" = grpc_target.
+    capacity_target: str = ""
     max_body_bytes: int = MAX_BODY_BYTES
     heartbeat_s: float = 15.0
     static_dir: Path | None = STATIC_DIR
 
 
 class Upstream:
-    """The gRPC stubs, on one channel opened inside the server's event loop."""
+    """The gRPC stubs, on channels opened inside the server's event loop: one, or a second
+    one for CapacityService when it has its own address."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, capacity_target: str = "") -> None:
         self.channel = grpc.aio.insecure_channel(target)
+        self.capacity_channel = self.channel
+        if capacity_target and capacity_target != target:
+            self.capacity_channel = grpc.aio.insecure_channel(capacity_target)
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
-        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.channel)
+        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
+
+    async def close(self) -> None:
+        await self.channel.close(None)
+        if self.capacity_channel is not self.channel:
+            await self.capacity_channel.close(None)
 
 
 def create_app(config: GatewayConfig) -> Starlette:
@@ -189,10 +206,14 @@ def create_app(config: GatewayConfig) -> Starlette:
         who = principal(request)
         project = request.path_params["project"]
         run_id, _, verb = request.path_params["target"].rpartition(":")
-        if verb not in ("cancel", "retry", "approve") or not run_id:
+        if verb not in ("cancel", "retry", "approve", *OPERATOR_VERBS) or not run_id:
             raise Problem(404, "NOT_FOUND", "no such resource")
         document = await body_of(request)
-        allowed = {"request_id", "reason"} if verb == "cancel" else {"request_id"}
+        allowed = (
+            {"request_id", "reason"} if verb in ("cancel", *OPERATOR_VERBS) else {"request_id"}
+        )
+        if verb == "resolve":
+            allowed |= {"resolution", "attempt_id"}
         unknown = sorted(set(document) - allowed)
         if unknown:
             raise Problem(400, "INVALID_ARGUMENT", f"unknown body fields: {', '.join(unknown)}")
@@ -204,6 +225,9 @@ def create_app(config: GatewayConfig) -> Starlette:
         etag = "" if etag.strip() == "*" else etag.strip()
         request_id = document.get("request_id", "")
         runs = up().runs
+        if verb in OPERATOR_VERBS:
+            operated = await operator_command(verb, run, etag, document, who)
+            return _run_response(operated, 200)
         if verb == "cancel":
             cancelled = await runs.CancelRun(
                 R.CancelRunRequest(
@@ -231,6 +255,50 @@ def create_app(config: GatewayConfig) -> Starlette:
             timeout=CALL_TIMEOUT_S,
         )
         return _run_response(retried, 201, location=_run_path(retried))
+
+    async def operator_command(
+        verb: str, run: common_pb2.Run, etag: str, document: dict[str, str], who: Principal
+    ) -> common_pb2.Run:
+        """resolve/fail/pause/resume/requeue: audited, so a reason is required and the actor
+        is the token's identity (as an operator)."""
+        reason = document.get("reason", "").strip()
+        if not reason:
+            raise Problem(
+                400, "INVALID_ARGUMENT", "reason is required: an operator command says why"
+            )
+        fields: dict[str, Any] = {
+            "id": run.id,
+            "etag": etag,
+            "reason": reason,
+            "request_id": document.get("request_id", ""),
+            "actor": common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id=who.name),
+        }
+        runs = up().runs
+        if verb == "resolve":
+            attempt_id = document.get("attempt_id", "")
+            if attempt_id and attempt_id != run.current_attempt_id:
+                raise Problem(
+                    409,
+                    "ATTEMPT_MISMATCH",
+                    f"attempt {attempt_id} is not run {run.id}'s current attempt",
+                )
+            resolution = _RESOLUTIONS.get(document.get("resolution", "").strip().upper())
+            if resolution is None:
+                raise Problem(
+                    400, "INVALID_ARGUMENT", "resolution must be succeeded, failed or not_started"
+                )
+            resolved: common_pb2.Run = await runs.ResolveRun(
+                R.ResolveRunRequest(resolution=resolution, **fields), timeout=CALL_TIMEOUT_S
+            )
+            return resolved
+        call, message = {
+            "fail": (runs.FailRun, R.FailRunRequest),
+            "pause": (runs.PauseRun, R.PauseRunRequest),
+            "resume": (runs.ResumeRun, R.ResumeRunRequest),
+            "requeue": (runs.RequeueRun, R.RequeueRunRequest),
+        }[verb]
+        operated: common_pb2.Run = await call(message(**fields), timeout=CALL_TIMEOUT_S)
+        return operated
 
     @endpoint
     async def list_attempts(request: Request) -> Response:
@@ -340,11 +408,11 @@ def create_app(config: GatewayConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state["upstream"] = Upstream(config.grpc_target)
+        state["upstream"] = Upstream(config.grpc_target, config.capacity_target)
         try:
             yield
         finally:
-            await state["upstream"].channel.close(None)
+            await state["upstream"].close()
 
     base = "/v1/projects/{project}"
     routes: list[Route | Mount] = [

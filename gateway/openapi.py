@@ -179,7 +179,28 @@ def _stream(summary: str, description: str, extra: list[Schema]) -> Schema:
     }
 
 
-def _command(verb: str, body: str, response: str, status: str, description: str) -> Schema:
+_OPERATOR_COMMANDS = (
+    (
+        "resolve",
+        "Resolves an unknown or lost attempt as succeeded, failed or not started "
+        "(not started: the run is queued again on a new attempt).",
+    ),
+    ("fail", "Fails a run that never started: queued, paused or dead-lettered."),
+    ("pause", "Takes a queued run out of the queue; a paused run is never claimed."),
+    ("resume", "Puts a paused run back in the queue, in its old place."),
+    ("requeue", "Puts a dead-lettered run back in the queue; its recovery count restarts."),
+)
+
+
+def _command(
+    verb: str,
+    body: str,
+    response: str,
+    status: str,
+    description: str,
+    *,
+    body_required: bool = False,
+) -> Schema:
     return {
         "post": {
             "summary": f"{verb} a run",
@@ -187,7 +208,7 @@ def _command(verb: str, body: str, response: str, status: str, description: str)
             "operationId": f"{verb}_run",
             "parameters": [_PROJECT, _RUN, _IF_MATCH],
             "requestBody": {
-                "required": False,
+                "required": body_required,
                 "content": {"application/json": {"schema": {"$ref": _ref(body)}}},
             },
             "responses": {
@@ -230,6 +251,27 @@ def document() -> Schema:
         "type": "object",
         "additionalProperties": False,
         "properties": {"request_id": {"type": "string"}},
+    }
+    reason = {"type": "string", "minLength": 1, "pattern": r"\S"}
+    schemas["OperatorBody"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["reason"],
+        "properties": {"reason": reason, "request_id": {"type": "string"}},
+    }
+    schemas["ResolveBody"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["reason", "resolution"],
+        "properties": {
+            "reason": reason,
+            "request_id": {"type": "string"},
+            "resolution": {"type": "string", "enum": ["succeeded", "failed", "not_started"]},
+            "attempt_id": {
+                "type": "string",
+                "description": "when set, the run's current attempt must be this one (else 409)",
+            },
+        },
     }
     schemas["Problem"] = _PROBLEM
     schemas["Health"] = {
@@ -348,6 +390,18 @@ def document() -> Schema:
             "201",
             "Creates a new run retrying a terminal one; the original never changes.",
         ),
+        **{
+            f"/v1/projects/{{project}}/runs/{{run}}:{verb}": _command(
+                verb,
+                "ResolveBody" if verb == "resolve" else "OperatorBody",
+                "Run",
+                "200",
+                f"Operator command (audited: the token's identity and the reason are recorded). "
+                f"{description}",
+                body_required=True,
+            )
+            for verb, description in _OPERATOR_COMMANDS
+        },
         "/v1/projects/{project}/runs/{run}/attempts": {
             "get": {
                 "summary": "list a run's attempts",

@@ -13,6 +13,7 @@ from pathlib import Path
 import uvicorn
 
 from gateway.app import GatewayConfig, create_app
+from gateway.metrics import GatewayMetrics, MetricsMiddleware
 from gateway.tokens import ALL_PROJECTS, ApiTokens
 from services.config import Settings
 from services.ids import new_token
@@ -29,9 +30,12 @@ class _Uvicorn(uvicorn.Server):
 
 
 class HttpServer:
-    """A started gateway: ``port`` is bound; ``stop()`` ends streams and closes the socket."""
+    """A started gateway: ``port`` is bound; ``stop()`` ends streams and closes the socket.
+    With ``metrics``, every request is counted and timed (gateway.metrics)."""
 
-    def __init__(self, config: GatewayConfig, http_addr: str) -> None:
+    def __init__(
+        self, config: GatewayConfig, http_addr: str, metrics: GatewayMetrics | None = None
+    ) -> None:
         host, _, port = http_addr.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -42,9 +46,11 @@ class HttpServer:
         self._socket.setblocking(False)
         self.host = host
         self.port = int(self._socket.getsockname()[1])
+        app = create_app(config)
+        asgi = app if metrics is None else MetricsMiddleware(app, app.routes, metrics)
         self._server = _Uvicorn(
             uvicorn.Config(
-                create_app(config),
+                asgi,
                 log_level="warning",
                 access_log=False,
                 lifespan="on",
@@ -105,12 +111,23 @@ async def start_dev_gateway(settings: Settings, grpc_port: int) -> HttpServer:
 
 
 async def run_gateway(settings: Settings) -> None:
-    """`truerun gateway`: the gateway alone, in front of the services at settings.services_addr."""
+    """`truerun gateway`: the gateway alone, in front of the services at settings.services_addr
+    (CapacityService at settings.capacity_addr when set)."""
     tokens, _ = api_tokens(settings, dev=False)
+    metrics = GatewayMetrics()
     server = HttpServer(
-        GatewayConfig(grpc_target=settings.services_addr, tokens=tokens), settings.http_addr
+        GatewayConfig(
+            grpc_target=settings.services_addr,
+            capacity_target=settings.capacity_addr,
+            tokens=tokens,
+        ),
+        settings.http_addr,
+        metrics,
     )
     await server.start()
+    metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+    metrics_host = settings.metrics_addr.rpartition(":")[0].strip("[]") or "127.0.0.1"
+    print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
     print(f"http listening on {server.address}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -118,3 +135,5 @@ async def run_gateway(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await server.stop()
+    metrics_server.shutdown()
+    metrics_server.server_close()

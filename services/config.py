@@ -110,8 +110,9 @@ class Settings:
     )
     capacity_addr: str = setting(
         "",
-        "where `truerun coordinator` reaches the capacity service: host:port, or several "
-        "replicas as ipv4:h1:p1,h2:p2 or dns:///name:port (calls go round-robin)",
+        "where `truerun coordinator` and `truerun gateway` reach the capacity service: "
+        "host:port, or several replicas as ipv4:h1:p1,h2:p2 or dns:///name:port (calls go "
+        "round-robin); the gateway uses services_addr when empty",
     )
     otel_exporter: str = setting(
         "none", "OpenTelemetry trace exporter: none, console (JSON lines on stdout) or otlp"

@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     gateway = sub.add_parser("gateway", help="REST, Server-Sent Events and the dashboard")
     _env_flag(gateway, "--http-addr", "TRUERUN_HTTP_ADDR", "host:port, port 0 picks a free one")
     _env_flag(gateway, "--services-addr", "TRUERUN_SERVICES_ADDR", "the services' gRPC address")
+    _env_flag(
+        gateway,
+        "--capacity-addr",
+        "TRUERUN_CAPACITY_ADDR",
+        "CapacityService's gRPC address (empty = the services' address)",
+    )
 
     reconcile = sub.add_parser(
         "reconciler", help="run the lease and retry scans as their own process"
@@ -143,6 +149,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         database_url=getattr(args, "database_url", None),
         http_addr=getattr(args, "http_addr", None),
         services_addr=getattr(args, "services_addr", None),
+        capacity_addr=getattr(args, "capacity_addr", None),
     )
 
 

@@ -157,17 +157,22 @@ def test_ha_values_scale_out_with_budgets_and_network_policies() -> None:
     policies = {m.name: m.body["spec"] for m in manifests if m.kind == "NetworkPolicy"}
     assert set(policies) == {f"demo-truerun-{c}" for c in COMPONENTS}
     capacity_from = policies["demo-truerun-capacity"]["ingress"][0]["from"]
+    # the coordinator claims; the gateway reads occupancy and agents
     assert capacity_from == [
         {
             "podSelector": {
                 "matchLabels": {
                     "app.kubernetes.io/name": "truerun",
                     "app.kubernetes.io/instance": "demo",
-                    "app.kubernetes.io/component": "coordinator",
+                    "app.kubernetes.io/component": component,
                 }
             }
         }
+        for component in ("coordinator", "gateway")
     ]
+    gateway_env = _env(_container(manifests, "gateway"))
+    assert gateway_env["TRUERUN_CAPACITY_ADDR"] == "dns:///demo-truerun-capacity-headless:7233"
+    assert gateway_env["TRUERUN_SERVICES_ADDR"] == "demo-truerun-coordinator:7233"
     coordinator_from = policies["demo-truerun-coordinator"]["ingress"][0]["from"]
     assert {"namespaceSelector": {"matchLabels": {"truerun.dev/runtime-agents": "true"}}} in (
         coordinator_from

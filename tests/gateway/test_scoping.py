@@ -24,6 +24,11 @@ def _run_endpoints(project: str, run_id: str) -> list[tuple[str, str]]:
         ("POST", f"{base}:cancel"),
         ("POST", f"{base}:approve"),
         ("POST", f"{base}:retry"),
+        ("POST", f"{base}:resolve"),
+        ("POST", f"{base}:fail"),
+        ("POST", f"{base}:pause"),
+        ("POST", f"{base}:resume"),
+        ("POST", f"{base}:requeue"),
     ]
 
 
