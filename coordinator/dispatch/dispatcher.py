@@ -4,8 +4,9 @@ same attempt back in the queue. No answer, or a broken stream, after the fence i
 "dispatch unknown": the attempt shows unknown and keeps its capacity; Start is never sent
 twice for one attempt.
 
-Cancels are signalled only after the cancel request is committed, and re-sent when the
-runtime reconnects.
+Cancels are signalled only after the cancel request is committed, re-sent when the
+runtime reconnects, and re-sent on the stream while unconfirmed with a per-attempt
+exponential backoff (1 s doubling to 60 s) until the attempt ends.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from coordinator.dispatch.capacity_port import ClaimedStart, Claims
 from coordinator.dispatch.ingest import EventIngest
-from coordinator.dispatch.sessions import Session, Sessions
+from coordinator.dispatch.sessions import CancelResend, Session, Sessions
 from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 1.0
 CLAIMS_PER_ROUND = 32  # a round claims at most the observed free slots anyway
+CANCEL_RESEND_FIRST_S = 1.0  # an unconfirmed Cancel goes again after 1 s, 2 s, 4 s, ...
+CANCEL_RESEND_MAX_S = 60.0  # ... at most 60 s apart
+CANCEL_SCAN_IDLE_S = 5.0  # no cancel pending here: look for one (another replica's) this often
 
 
 class Dispatcher:
@@ -66,6 +70,14 @@ class Dispatcher:
     async def serve(self, session: Session) -> None:
         actor = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
         await self.resend_cancels(session)
+        resender = asyncio.create_task(self._resend_cancels_loop(session))
+        try:
+            await self._claim_loop(session, actor)
+        finally:
+            resender.cancel()
+            await asyncio.gather(resender, return_exceptions=True)
+
+    async def _claim_loop(self, session: Session, actor: Actor) -> None:
         while not session.closed and not self.draining:
             session.wake.clear()
             claim = asyncio.ensure_future(self._claim(session, actor))
@@ -208,6 +220,11 @@ class Dispatcher:
         session = self._sessions.get(attempt.runtime_instance_id)
         if session is None:
             return  # not connected: sent again when it reconnects (and by the reconciler)
+        self._send_cancel_on(session, attempt)
+
+    def _send_cancel_on(self, session: Session, attempt: Attempt) -> None:
+        # The runtime_task_id is the Cancel's fencing token: the runtime stops only the task
+        # it started under that id for that attempt, and answers found=false otherwise.
         session.send(
             pb.ConnectResponse(
                 cancel=pb.Cancel(
@@ -217,6 +234,47 @@ class Dispatcher:
                 )
             )
         )
+        now = asyncio.get_running_loop().time()
+        previous = session.cancels.get(attempt.id)
+        gap = CANCEL_RESEND_FIRST_S
+        if previous is not None:
+            gap = min(previous.gap_s * 2, CANCEL_RESEND_MAX_S)
+        session.cancels[attempt.id] = CancelResend(now, gap)
+        session.cancel_sent.set()
+
+    async def _resend_cancels_loop(self, session: Session) -> None:
+        """While a cancel is requested and the attempt has not ended, its Cancel goes again
+        on this stream, 1 s after the last one, then 2 s, 4 s, ... at most 60 s apart; an
+        attempt that ended (the cancel confirmed) loses its backoff. Looks for cancels to
+        send every few seconds also when none is known here (requested on another replica)."""
+        loop = asyncio.get_running_loop()
+        while not session.closed:
+            wait = CANCEL_SCAN_IDLE_S
+            if session.cancels:
+                due = min(s.sent_at + s.gap_s for s in session.cancels.values())
+                wait = min(max(due - loop.time(), 0.0), CANCEL_SCAN_IDLE_S)
+            session.cancel_sent.clear()
+            try:
+                await asyncio.wait_for(session.cancel_sent.wait(), wait)
+                continue  # a Cancel just went out: recompute the next wake-up
+            except TimeoutError:
+                pass
+            try:
+                await self._resend_due_cancels(session)
+            except Exception:  # a database hiccup: the next round tries again
+                log.exception("cancel re-send for %s failed", session.runtime_instance_id)
+
+    async def _resend_due_cancels(self, session: Session) -> None:
+        store = self._transitions.store
+        started = await store.started_attempts(session.owner_id, session.runtime_instance_id)
+        pending = {a.id: a for a in started if a.cancel_requested_at_ms is not None}
+        for attempt_id in [a for a in session.cancels if a not in pending]:
+            del session.cancels[attempt_id]  # ended (confirmed), or not a cancel to repeat
+        now = asyncio.get_running_loop().time()
+        for attempt in pending.values():
+            last = session.cancels.get(attempt.id)
+            if last is None or now >= last.sent_at + last.gap_s:
+                self._send_cancel_on(session, attempt)
 
     def send_inspect(self, attempt: Attempt) -> None:
         session = self._sessions.get(attempt.runtime_instance_id or "")

@@ -9,6 +9,14 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 
 @dataclass
+class CancelResend:
+    """When this stream last sent one attempt's Cancel, and how long until the next."""
+
+    sent_at: float  # the event loop's clock
+    gap_s: float
+
+
+@dataclass
 class Session:
     owner_id: str
     runtime_instance_id: str
@@ -21,6 +29,10 @@ class Session:
     closed: bool = False
     #: Orphan tasks already recorded on this stream (the Cancel is re-sent every heartbeat).
     reported_orphans: set[str] = field(default_factory=set)
+    #: Cancels sent on this stream and not yet confirmed, by attempt id (their backoff).
+    cancels: dict[str, CancelResend] = field(default_factory=dict)
+    #: Set when a Cancel is sent: the re-send loop recomputes its next wake-up.
+    cancel_sent: asyncio.Event = field(default_factory=asyncio.Event)
 
     def send(self, message: pb.ConnectResponse) -> None:
         if not self.closed:

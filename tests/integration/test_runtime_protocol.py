@@ -365,3 +365,32 @@ async def test_a_non_idempotent_run_whose_task_is_gone_waits_for_a_person(stack:
         attempts = await stack.app.store.list_attempts(run_id)
         assert [(a.id, a.status.value) for a in attempts] == [(first.attempt_id, "lost")]
         assert "run.retrying" not in await _types(stack, run_id)
+
+
+async def test_an_unconfirmed_cancel_is_sent_again_with_growing_gaps(stack: Stack) -> None:
+    """Issue #5: while the cancel is requested and unconfirmed the Cancel goes again, 1 s,
+    then 2 s after the last one (each bound to the attempt by its runtime_task_id); once the
+    runtime confirms, no more."""
+    run_id = await _submit(stack)
+    async with _connected(stack) as runtime:
+        start = await _accepted(runtime, 2)
+        await stack.runs.CancelRun(rs.CancelRunRequest(id=run_id))
+        clock = asyncio.get_running_loop().time
+        arrivals = []
+        for _ in range(3):  # the runtime ignores the first three Cancels
+            cancel = (await runtime.expect("cancel", timeout=5.0)).cancel
+            arrivals.append(clock())
+            assert (cancel.attempt_id, cancel.runtime_task_id) == (
+                start.attempt_id,
+                start.runtime_task_id,
+            )
+        first_gap, second_gap = arrivals[1] - arrivals[0], arrivals[2] - arrivals[1]
+        assert 0.8 <= first_gap < 1.9, first_gap
+        assert 1.8 <= second_gap < 3.5, second_gap
+        assert second_gap > first_gap
+        await runtime.event(start, 3, pb.RUNTIME_EVENT_TYPE_CANCELLED, exit_code=-15)
+        await runtime.acked(start.attempt_id, 3)
+        assert await _display(stack, run_id) == "CANCELLED"
+        runtime.seen.clear()
+        with pytest.raises(TimeoutError):  # the next one would have come 4 s after the last
+            await runtime.expect("cancel", timeout=5.0)
