@@ -119,6 +119,8 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         labels = tuple(
             validation.name(label, "required_labels[]") or "" for label in request.required_labels
         )
+        spec = convert.struct_to_dict(request.spec)
+        validation.self_fence_after_ms(spec)
         return c.RunSpec(
             project_id=project_id,
             owner_id=owner_id,
@@ -141,7 +143,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
                 request.pinned_runtime_instance_id, "pinned_runtime_instance_id", required=False
             ),
             required_labels=labels,
-            spec=convert.struct_to_dict(request.spec),
+            spec=spec,
         )
 
     @unary

@@ -63,3 +63,21 @@ def in_range(value: int, field: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InvalidArgument(f"{field} must be between {low} and {high}")
     return value
+
+
+#: The run spec key that opts a run into self-fencing (sent as Start.self_fence_after_ms).
+SELF_FENCE_KEY = "self_fence_after_ms"
+
+
+def self_fence_after_ms(spec: dict[str, object]) -> None:
+    """``spec.self_fence_after_ms``, when given, is a whole number of milliseconds >= 0."""
+    if SELF_FENCE_KEY not in spec:
+        return
+    value = spec[SELF_FENCE_KEY]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != int(value)
+        or not 0 <= value <= 2**53
+    ):
+        raise InvalidArgument(f"spec.{SELF_FENCE_KEY} must be a whole number of ms >= 0")

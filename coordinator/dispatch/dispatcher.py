@@ -15,6 +15,7 @@ import asyncio
 import logging
 
 import grpc
+from google.protobuf import struct_pb2
 from truerun.v1 import runtime_service_pb2 as pb
 
 from coordinator.dispatch.capacity_port import ClaimedStart, Claims
@@ -150,6 +151,7 @@ class Dispatcher:
                     spec=item.spec,
                     front_of_queue=item.front_of_queue,
                     workspace_path=item.workspace_path,
+                    self_fence_after_ms=_self_fence_after_ms(item.spec),
                     trace_parent=current_traceparent(),
                 )
             )
@@ -316,6 +318,15 @@ class Dispatcher:
             unconfirmed = attempt.observed_state is ObservedState.UNCONFIRMED
             if unconfirmed or (attempt.sync_state is SyncState.STALE and not cancel):
                 self.send_inspect(attempt)
+
+
+def _self_fence_after_ms(spec: struct_pb2.Struct) -> int:
+    """The run's opt-in to self-fencing (spec key ``self_fence_after_ms``, validated at
+    CreateRun); 0: the run names none (the agent's own default applies)."""
+    value = spec.fields.get("self_fence_after_ms")
+    if value is None or value.WhichOneof("kind") != "number_value":
+        return 0
+    return max(0, int(value.number_value))
 
 
 # A run became claimable, or an attempt stopped holding a slot.

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
 from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import common_pb2
@@ -394,3 +395,26 @@ async def test_an_unconfirmed_cancel_is_sent_again_with_growing_gaps(stack: Stac
         runtime.seen.clear()
         with pytest.raises(TimeoutError):  # the next one would have come 4 s after the last
             await runtime.expect("cancel", timeout=5.0)
+
+
+async def test_a_run_opts_into_self_fencing_through_its_spec(stack: Stack) -> None:
+    """Issue #5: spec.self_fence_after_ms (validated at CreateRun) reaches the runtime as
+    Start.self_fence_after_ms; a run that names none sends 0 (the agent's default applies)."""
+    fenced = rs.CreateRunRequest(project_id="p", owner_id="alice", task_id="fenced")
+    fenced.spec.update({"command": "sleep 30", "self_fence_after_ms": 1500})
+    fenced_id = (await stack.runs.CreateRun(fenced)).run.id
+    async with _connected(stack) as runtime:
+        start = await _accepted(runtime)
+        assert (start.run_id, start.self_fence_after_ms) == (fenced_id, 1500)
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
+        await runtime.acked(start.attempt_id, 2)
+        plain = await _submit(stack, "plain")
+        await runtime.heartbeat(limit=1)
+        other = (await runtime.expect("start")).start
+        assert (other.run_id, other.self_fence_after_ms) == (plain, 0)
+    for bad in (-1, 1.5, "300", True):
+        request = rs.CreateRunRequest(project_id="p", owner_id="alice", task_id="bad")
+        request.spec.update({"command": "true", "self_fence_after_ms": bad})
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stack.runs.CreateRun(request)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad

@@ -140,3 +140,29 @@ async def test_self_fencing_stops_only_opted_in_runs_when_truerun_is_unreachable
     await server.wait_for(lambda: server.terminal("a2"), what="a2 terminal")
     assert server.terminal("a2").type == pb.RUNTIME_EVENT_TYPE_SUCCEEDED  # type: ignore[union-attr]
     assert task_id("a1") not in server.heartbeats[-1].active_task_ids
+
+
+async def test_a_runs_own_self_fence_wins_over_the_agents_default(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    """Issue #5: per-run opt-in. The agent's default (10 min here) would fence nothing within
+    the test; the run whose Start names 300 ms is fenced, the one naming none keeps the
+    default and runs on."""
+    running = await start_agent(limit=2, self_fence_after_ms=600_000)
+    await server.connected(1)
+    fenced = await server.start("a1", {"command": "exec sleep 30"}, self_fence_after_ms=300)
+    default = await server.start("a2", {"command": "exec sleep 30"})
+    assert fenced.accepted and default.accepted
+    await server.wait_for(lambda: server.has("a1", RUNNING) and server.has("a2", RUNNING))
+    state = running.agent.tasks_dir.parent
+    fenced_pid, default_pid = (int(handle_of(state, a)["pid"]) for a in ("a1", "a2"))
+
+    server.refuse = True
+    server.drop()
+    await eventually(lambda: not process_alive(fenced_pid), what="the fenced run stopped")
+    assert process_alive(default_pid), "the agent's default (10 min) has not passed"
+    server.refuse = False
+    await server.connected(2)
+    terminal = await server.wait_for(lambda: server.terminal("a1"), what="a1 terminal")
+    assert terminal.type == pb.RUNTIME_EVENT_TYPE_FAILED and terminal.error_code == "SELF_FENCED"
+    assert SIGNALLED not in server.types("a2")
