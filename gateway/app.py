@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -34,6 +35,8 @@ from gateway import messages
 from gateway.problems import Problem, code_of, from_rpc_error, problem_response
 from gateway.sse import event_stream
 from gateway.tokens import ApiTokens, Principal
+from gateway.tracing import TracingMiddleware
+from services.telemetry import client_interceptors
 
 HERE = Path(__file__).resolve().parent
 OPENAPI_PATH = HERE / "openapi.json"
@@ -68,10 +71,12 @@ class Upstream:
     one for CapacityService when it has its own address."""
 
     def __init__(self, target: str, capacity_target: str = "") -> None:
-        self.channel = grpc.aio.insecure_channel(target)
+        self.channel = grpc.aio.insecure_channel(target, interceptors=client_interceptors())
         self.capacity_channel = self.channel
         if capacity_target and capacity_target != target:
-            self.capacity_channel = grpc.aio.insecure_channel(capacity_target)
+            self.capacity_channel = grpc.aio.insecure_channel(
+                capacity_target, interceptors=client_interceptors()
+            )
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
         self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
 
@@ -436,6 +441,7 @@ def create_app(config: GatewayConfig) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
+        middleware=[Middleware(TracingMiddleware, routes=routes)],
     )
 
 

@@ -17,6 +17,7 @@ from gateway.metrics import GatewayMetrics, MetricsMiddleware
 from gateway.tokens import ALL_PROJECTS, ApiTokens
 from services.config import Settings
 from services.ids import new_token
+from services.telemetry import configure
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ async def run_gateway(settings: Settings) -> None:
     (CapacityService at settings.capacity_addr when set)."""
     tokens, _ = api_tokens(settings, dev=False)
     metrics = GatewayMetrics()
+    telemetry = configure("truerun-gateway", settings.otel_exporter, settings.otel_endpoint)
     server = HttpServer(
         GatewayConfig(
             grpc_target=settings.services_addr,
@@ -137,3 +139,4 @@ async def run_gateway(settings: Settings) -> None:
     await server.stop()
     metrics_server.shutdown()
     metrics_server.server_close()
+    telemetry.shutdown()

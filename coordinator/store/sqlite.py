@@ -328,6 +328,7 @@ class SqliteStore:
         self, project_id: str | None, after: EventCursor | None, limit: int
     ) -> Sequence[RunEvent]:
         tx_id, position = (after.tx_id, after.position) if after else (-1, -1)
+        args: tuple[str | int, ...]
         if project_id is None:
             sql, args = _ALL_EVENTS, (tx_id, position, limit)
         else:
