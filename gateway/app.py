@@ -296,13 +296,15 @@ def create_app(config: GatewayConfig) -> Starlette:
                 R.ResolveRunRequest(resolution=resolution, **fields), timeout=CALL_TIMEOUT_S
             )
             return resolved
-        call, message = {
-            "fail": (runs.FailRun, R.FailRunRequest),
-            "pause": (runs.PauseRun, R.PauseRunRequest),
-            "resume": (runs.ResumeRun, R.ResumeRunRequest),
-            "requeue": (runs.RequeueRun, R.RequeueRunRequest),
-        }[verb]
-        operated: common_pb2.Run = await call(message(**fields), timeout=CALL_TIMEOUT_S)
+        operated: common_pb2.Run
+        if verb == "fail":
+            operated = await runs.FailRun(R.FailRunRequest(**fields), timeout=CALL_TIMEOUT_S)
+        elif verb == "pause":
+            operated = await runs.PauseRun(R.PauseRunRequest(**fields), timeout=CALL_TIMEOUT_S)
+        elif verb == "resume":
+            operated = await runs.ResumeRun(R.ResumeRunRequest(**fields), timeout=CALL_TIMEOUT_S)
+        else:
+            operated = await runs.RequeueRun(R.RequeueRunRequest(**fields), timeout=CALL_TIMEOUT_S)
         return operated
 
     @endpoint

@@ -275,8 +275,8 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         self, request: run_service_pb2.WatchRunEventsRequest, context: Ctx
     ) -> AsyncIterator[common_pb2.RunEvent]:
         if not request.run_id:
-            async for event in self._watch_project(request):
-                yield event
+            async for project_event in self._watch_project(request):
+                yield project_event
             return
         run_id = validation.run_id(request.run_id, "run_id")
         after = request.after_sequence

@@ -77,7 +77,7 @@ async def test_missing_actor_or_reason_and_bad_input_change_nothing(
     unknown = await unknown_run(grpc_api)
     before = await snapshot(migrated_database_url)
     nobody = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR)
-    ok = {"actor": OPERATOR, "reason": "because"}
+    ok: dict[str, Any] = {"actor": OPERATOR, "reason": "because"}
     cases: dict[str, Callable[[], Awaitable[Any]]] = {
         "pause without actor": lambda: stub.PauseRun(R.PauseRunRequest(id=queued.id, reason="x")),
         "pause actor without id": lambda: stub.PauseRun(

@@ -21,31 +21,31 @@ Errors carry google.rpc.ErrorInfo with domain "truerun" and a reason from
 truerun.v1.ErrorReason (prefix stripped); see common.proto.
 """
 
-import builtins
-import collections.abc
-import google.protobuf.descriptor
-import google.protobuf.duration_pb2
-import google.protobuf.internal.containers
-import google.protobuf.internal.enum_type_wrapper
-import google.protobuf.message
-import google.protobuf.struct_pb2
-import google.protobuf.timestamp_pb2
+from collections import abc as _abc
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+import builtins as _builtins
 import sys
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 10):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
 else:
-    import typing_extensions
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
-DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
+DESCRIPTOR: _descriptor.FileDescriptor
 
 class _ClaimBlockReason:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ClaimBlockReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ClaimBlockReason.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ClaimBlockReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ClaimBlockReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     CLAIM_BLOCK_REASON_UNSPECIFIED: _ClaimBlockReason.ValueType  # 0
     """Nothing blocked: as many attempts were claimed as asked for."""
     CLAIM_BLOCK_REASON_NO_FRESH_OBSERVATION: _ClaimBlockReason.ValueType  # 1
@@ -86,14 +86,14 @@ CLAIM_BLOCK_REASON_AGENT_LIMIT: ClaimBlockReason.ValueType  # 6
 """The eligible attempts' agents are at their concurrency R."""
 CLAIM_BLOCK_REASON_SCOPE_BUSY: ClaimBlockReason.ValueType  # 7
 """The eligible attempts' execution scopes have live attempts."""
-Global___ClaimBlockReason: typing_extensions.TypeAlias = ClaimBlockReason
+Global___ClaimBlockReason: _TypeAlias = ClaimBlockReason  # noqa: Y015
 
 class _WorkspaceKind:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _WorkspaceKindEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_WorkspaceKind.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _WorkspaceKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WorkspaceKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     WORKSPACE_KIND_UNSPECIFIED: _WorkspaceKind.ValueType  # 0
     """Not set. Treated as not isolated."""
     WORKSPACE_KIND_GIT: _WorkspaceKind.ValueType  # 1
@@ -114,71 +114,75 @@ WORKSPACE_KIND_DIRECTORY: WorkspaceKind.ValueType  # 2
 """A plain shared directory: no per-attempt isolation."""
 WORKSPACE_KIND_NONE: WorkspaceKind.ValueType  # 3
 """No workspace."""
-Global___WorkspaceKind: typing_extensions.TypeAlias = WorkspaceKind
+Global___WorkspaceKind: _TypeAlias = WorkspaceKind  # noqa: Y015
 
-@typing.final
-class Route(google.protobuf.message.Message):
+@_typing.final
+class Route(_message.Message):
     """One way to reach a runtime for Start. Not a capacity identity."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    DEVICE_ID_FIELD_NUMBER: builtins.int
-    KIND_FIELD_NUMBER: builtins.int
-    device_id: builtins.str
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    device_id: _builtins.str
     """The transport route id (the execution device id used for Start)."""
-    kind: builtins.str
+    kind: _builtins.str
     """The transport kind, e.g. "local", "socket", "app"."""
     def __init__(
         self,
         *,
-        device_id: builtins.str = ...,
-        kind: builtins.str = ...,
+        device_id: _builtins.str = ...,
+        kind: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["device_id", b"device_id", "kind", b"kind"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_id", b"device_id", "kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Route: typing_extensions.TypeAlias = Route
+Global___Route: _TypeAlias = Route  # noqa: Y015
 
-@typing.final
-class Observation(google.protobuf.message.Message):
+@_typing.final
+class Observation(_message.Message):
     """What a runtime reports about its capacity in a heartbeat."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    ROUTES_FIELD_NUMBER: builtins.int
-    LIMIT_FIELD_NUMBER: builtins.int
-    ACTIVE_FIELD_NUMBER: builtins.int
-    ACTIVE_TASK_IDS_FIELD_NUMBER: builtins.int
-    QUEUED_FIELD_NUMBER: builtins.int
-    LABELS_FIELD_NUMBER: builtins.int
-    OBSERVE_TIME_FIELD_NUMBER: builtins.int
-    owner_id: builtins.str
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    ROUTES_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    ACTIVE_FIELD_NUMBER: _builtins.int
+    ACTIVE_TASK_IDS_FIELD_NUMBER: _builtins.int
+    QUEUED_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    OBSERVE_TIME_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
     """The owner whose work the runtime executes."""
-    runtime_instance_id: builtins.str
+    runtime_instance_id: _builtins.str
     """The stable id of the runtime install: the capacity domain with owner_id."""
-    limit: builtins.int
+    limit: _builtins.int
     """D: the device concurrency limit, the physical hard cap (>= 0)."""
-    active: builtins.int
+    active: _builtins.int
     """How many tasks the runtime runs now; must equal the number of unique
     non-empty active_task_ids.
     """
-    queued: builtins.int
+    queued: _builtins.int
     """How many tasks wait in the runtime's own queue (>= 0)."""
-    @property
-    def routes(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___Route]:
+    @_builtins.property
+    def routes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Route]:
         """Every route the runtime exposes; at least one, device ids unique."""
 
-    @property
-    def active_task_ids(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+    @_builtins.property
+    def active_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The runtime task ids of the running tasks, each once, none empty."""
 
-    @property
-    def labels(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+    @_builtins.property
+    def labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The runtime's labels, matched against a run's required_labels."""
 
-    @property
-    def observe_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def observe_time(self) -> _timestamp_pb2.Timestamp:
         """When the runtime observed this, by its own clock. Informational only:
         freshness is judged by the server's receive time.
         """
@@ -186,29 +190,32 @@ class Observation(google.protobuf.message.Message):
     def __init__(
         self,
         *,
-        owner_id: builtins.str = ...,
-        runtime_instance_id: builtins.str = ...,
-        routes: collections.abc.Iterable[Global___Route] | None = ...,
-        limit: builtins.int = ...,
-        active: builtins.int = ...,
-        active_task_ids: collections.abc.Iterable[builtins.str] | None = ...,
-        queued: builtins.int = ...,
-        labels: collections.abc.Iterable[builtins.str] | None = ...,
-        observe_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        owner_id: _builtins.str = ...,
+        runtime_instance_id: _builtins.str = ...,
+        routes: _abc.Iterable[Global___Route] | None = ...,
+        limit: _builtins.int = ...,
+        active: _builtins.int = ...,
+        active_task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        queued: _builtins.int = ...,
+        labels: _abc.Iterable[_builtins.str] | None = ...,
+        observe_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["observe_time", b"observe_time"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["active", b"active", "active_task_ids", b"active_task_ids", "labels", b"labels", "limit", b"limit", "observe_time", b"observe_time", "owner_id", b"owner_id", "queued", b"queued", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_task_ids", b"active_task_ids", "labels", b"labels", "limit", b"limit", "observe_time", b"observe_time", "owner_id", b"owner_id", "queued", b"queued", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Observation: typing_extensions.TypeAlias = Observation
+Global___Observation: _TypeAlias = Observation  # noqa: Y015
 
-@typing.final
-class ReportObservationRequest(google.protobuf.message.Message):
+@_typing.final
+class ReportObservationRequest(_message.Message):
     """Request for CapacityService.ReportObservation."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    OBSERVATION_FIELD_NUMBER: builtins.int
-    @property
+    OBSERVATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
     def observation(self) -> Global___Observation:
         """The observation to store."""
 
@@ -217,38 +224,44 @@ class ReportObservationRequest(google.protobuf.message.Message):
         *,
         observation: Global___Observation | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["observation", b"observation"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["observation", b"observation"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["observation", b"observation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["observation", b"observation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReportObservationRequest: typing_extensions.TypeAlias = ReportObservationRequest
+Global___ReportObservationRequest: _TypeAlias = ReportObservationRequest  # noqa: Y015
 
-@typing.final
-class ReportObservationResponse(google.protobuf.message.Message):
+@_typing.final
+class ReportObservationResponse(_message.Message):
     """Response of CapacityService.ReportObservation."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    TTL_MS_FIELD_NUMBER: builtins.int
-    RECEIVE_TIME_FIELD_NUMBER: builtins.int
-    ttl_ms: builtins.int
+    TTL_MS_FIELD_NUMBER: _builtins.int
+    RECEIVE_TIME_FIELD_NUMBER: _builtins.int
+    ttl_ms: _builtins.int
     """How long, in milliseconds from receive_time, the observation counts."""
-    @property
-    def receive_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def receive_time(self) -> _timestamp_pb2.Timestamp:
         """When the server received the observation (server clock)."""
 
     def __init__(
         self,
         *,
-        ttl_ms: builtins.int = ...,
-        receive_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        ttl_ms: _builtins.int = ...,
+        receive_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["receive_time", b"receive_time"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["receive_time", b"receive_time", "ttl_ms", b"ttl_ms"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receive_time", b"receive_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receive_time", b"receive_time", "ttl_ms", b"ttl_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReportObservationResponse: typing_extensions.TypeAlias = ReportObservationResponse
+Global___ReportObservationResponse: _TypeAlias = ReportObservationResponse  # noqa: Y015
 
-@typing.final
-class ClaimRequest(google.protobuf.message.Message):
+@_typing.final
+class ClaimRequest(_message.Message):
     """Request for CapacityService.Claim.
 
     There is deliberately no field for a capacity, limit or free-slot count:
@@ -256,302 +269,330 @@ class ClaimRequest(google.protobuf.message.Message):
     never from the caller and never from a constant.
     """
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    DEVICE_ID_FIELD_NUMBER: builtins.int
-    MAX_ATTEMPTS_FIELD_NUMBER: builtins.int
-    LEASE_TTL_MS_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    LEASE_TTL_MS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155); a retry returns the same claims."""
-    owner_id: builtins.str
+    owner_id: _builtins.str
     """The owner whose queued attempts to claim."""
-    runtime_instance_id: builtins.str
+    runtime_instance_id: _builtins.str
     """The runtime instance that will run the claimed attempts."""
-    device_id: builtins.str
+    device_id: _builtins.str
     """The route used for Start; must be one of the observation's routes."""
-    max_attempts: builtins.int
+    max_attempts: _builtins.int
     """How many attempts to claim at most (>= 1)."""
-    lease_ttl_ms: builtins.int
+    lease_ttl_ms: _builtins.int
     """The claim lease in milliseconds; 0 = server default."""
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        owner_id: builtins.str = ...,
-        runtime_instance_id: builtins.str = ...,
-        device_id: builtins.str = ...,
-        max_attempts: builtins.int = ...,
-        lease_ttl_ms: builtins.int = ...,
+        request_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        runtime_instance_id: _builtins.str = ...,
+        device_id: _builtins.str = ...,
+        max_attempts: _builtins.int = ...,
+        lease_ttl_ms: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["device_id", b"device_id", "lease_ttl_ms", b"lease_ttl_ms", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "request_id", b"request_id", "runtime_instance_id", b"runtime_instance_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_id", b"device_id", "lease_ttl_ms", b"lease_ttl_ms", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "request_id", b"request_id", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ClaimRequest: typing_extensions.TypeAlias = ClaimRequest
+Global___ClaimRequest: _TypeAlias = ClaimRequest  # noqa: Y015
 
-@typing.final
-class ClaimedAttempt(google.protobuf.message.Message):
+@_typing.final
+class ClaimedAttempt(_message.Message):
     """One attempt claimed for a runtime instance."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_ID_FIELD_NUMBER: builtins.int
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    LEASE_TOKEN_FIELD_NUMBER: builtins.int
-    LEASE_EXPIRE_TIME_FIELD_NUMBER: builtins.int
-    RUN_VERSION_FIELD_NUMBER: builtins.int
-    SPEC_FIELD_NUMBER: builtins.int
-    FRONT_OF_QUEUE_FIELD_NUMBER: builtins.int
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    WORKSPACE_PATH_FIELD_NUMBER: builtins.int
-    run_id: builtins.str
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    LEASE_TOKEN_FIELD_NUMBER: _builtins.int
+    LEASE_EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    RUN_VERSION_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    FRONT_OF_QUEUE_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    WORKSPACE_PATH_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
     """The run the attempt belongs to."""
-    attempt_id: builtins.str
+    attempt_id: _builtins.str
     """The claimed attempt."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The task id the runtime must use for this attempt."""
-    lease_token: builtins.str
+    lease_token: _builtins.str
     """The fencing token of the claim lease."""
-    run_version: builtins.int
+    run_version: _builtins.int
     """The run's version after the claim."""
-    front_of_queue: builtins.bool
+    front_of_queue: _builtins.bool
     """Whether the run goes to the head of the runtime's own queue (run now)."""
-    agent_id: builtins.str
+    agent_id: _builtins.str
     """The agent that runs it; empty when none."""
-    workspace_path: builtins.str
+    workspace_path: _builtins.str
     """The per-attempt git worktree path for agents with concurrency > 1;
     empty otherwise.
     """
-    @property
-    def lease_expire_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def lease_expire_time(self) -> _timestamp_pb2.Timestamp:
         """When the claim lease expires unless the start fence is set."""
 
-    @property
-    def spec(self) -> google.protobuf.struct_pb2.Struct:
+    @_builtins.property
+    def spec(self) -> _struct_pb2.Struct:
         """The task-specific specification handed to the runtime."""
 
     def __init__(
         self,
         *,
-        run_id: builtins.str = ...,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
-        lease_token: builtins.str = ...,
-        lease_expire_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        run_version: builtins.int = ...,
-        spec: google.protobuf.struct_pb2.Struct | None = ...,
-        front_of_queue: builtins.bool = ...,
-        agent_id: builtins.str = ...,
-        workspace_path: builtins.str = ...,
+        run_id: _builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
+        lease_token: _builtins.str = ...,
+        lease_expire_time: _timestamp_pb2.Timestamp | None = ...,
+        run_version: _builtins.int = ...,
+        spec: _struct_pb2.Struct | None = ...,
+        front_of_queue: _builtins.bool = ...,
+        agent_id: _builtins.str = ...,
+        workspace_path: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["lease_expire_time", b"lease_expire_time", "spec", b"spec"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["agent_id", b"agent_id", "attempt_id", b"attempt_id", "front_of_queue", b"front_of_queue", "lease_expire_time", b"lease_expire_time", "lease_token", b"lease_token", "run_id", b"run_id", "run_version", b"run_version", "runtime_task_id", b"runtime_task_id", "spec", b"spec", "workspace_path", b"workspace_path"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lease_expire_time", b"lease_expire_time", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_id", b"attempt_id", "front_of_queue", b"front_of_queue", "lease_expire_time", b"lease_expire_time", "lease_token", b"lease_token", "run_id", b"run_id", "run_version", b"run_version", "runtime_task_id", b"runtime_task_id", "spec", b"spec", "workspace_path", b"workspace_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ClaimedAttempt: typing_extensions.TypeAlias = ClaimedAttempt
+Global___ClaimedAttempt: _TypeAlias = ClaimedAttempt  # noqa: Y015
 
-@typing.final
-class ClaimResponse(google.protobuf.message.Message):
+@_typing.final
+class ClaimResponse(_message.Message):
     """Response of CapacityService.Claim."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    CLAIMED_FIELD_NUMBER: builtins.int
-    BLOCKED_REASON_FIELD_NUMBER: builtins.int
-    BLOCKED_DETAIL_FIELD_NUMBER: builtins.int
+    CLAIMED_FIELD_NUMBER: _builtins.int
+    BLOCKED_REASON_FIELD_NUMBER: _builtins.int
+    BLOCKED_DETAIL_FIELD_NUMBER: _builtins.int
     blocked_reason: Global___ClaimBlockReason.ValueType
     """Why fewer than max_attempts were claimed; UNSPECIFIED when none was
     blocked.
     """
-    blocked_detail: builtins.str
+    blocked_detail: _builtins.str
     """A human-readable explanation of blocked_reason; empty when none."""
-    @property
-    def claimed(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___ClaimedAttempt]:
+    @_builtins.property
+    def claimed(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClaimedAttempt]:
         """The claimed attempts, in claim order; may be empty."""
 
     def __init__(
         self,
         *,
-        claimed: collections.abc.Iterable[Global___ClaimedAttempt] | None = ...,
+        claimed: _abc.Iterable[Global___ClaimedAttempt] | None = ...,
         blocked_reason: Global___ClaimBlockReason.ValueType = ...,
-        blocked_detail: builtins.str = ...,
+        blocked_detail: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["blocked_detail", b"blocked_detail", "blocked_reason", b"blocked_reason", "claimed", b"claimed"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blocked_detail", b"blocked_detail", "blocked_reason", b"blocked_reason", "claimed", b"claimed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ClaimResponse: typing_extensions.TypeAlias = ClaimResponse
+Global___ClaimResponse: _TypeAlias = ClaimResponse  # noqa: Y015
 
-@typing.final
-class GetOccupancyRequest(google.protobuf.message.Message):
+@_typing.final
+class GetOccupancyRequest(_message.Message):
     """Request for CapacityService.GetOccupancy."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    owner_id: builtins.str
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
     """The owner of the capacity domain."""
-    runtime_instance_id: builtins.str
+    runtime_instance_id: _builtins.str
     """The runtime instance of the capacity domain."""
     def __init__(
         self,
         *,
-        owner_id: builtins.str = ...,
-        runtime_instance_id: builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        runtime_instance_id: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["owner_id", b"owner_id", "runtime_instance_id", b"runtime_instance_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___GetOccupancyRequest: typing_extensions.TypeAlias = GetOccupancyRequest
+Global___GetOccupancyRequest: _TypeAlias = GetOccupancyRequest  # noqa: Y015
 
-@typing.final
-class Occupancy(google.protobuf.message.Message):
+@_typing.final
+class Occupancy(_message.Message):
     """The merged occupancy of one capacity domain (owner + runtime instance)."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    LIMIT_FIELD_NUMBER: builtins.int
-    OCCUPIED_FIELD_NUMBER: builtins.int
-    RUNTIME_ACTIVE_FIELD_NUMBER: builtins.int
-    DURABLE_ROWS_FIELD_NUMBER: builtins.int
-    MERGED_TASK_IDS_FIELD_NUMBER: builtins.int
-    FREE_SLOTS_FIELD_NUMBER: builtins.int
-    OBSERVATION_AGE_FIELD_NUMBER: builtins.int
-    OBSERVATION_FRESH_FIELD_NUMBER: builtins.int
-    DURABLE_ONLY_TASK_IDS_FIELD_NUMBER: builtins.int
-    limit: builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    OCCUPIED_FIELD_NUMBER: _builtins.int
+    RUNTIME_ACTIVE_FIELD_NUMBER: _builtins.int
+    DURABLE_ROWS_FIELD_NUMBER: _builtins.int
+    MERGED_TASK_IDS_FIELD_NUMBER: _builtins.int
+    FREE_SLOTS_FIELD_NUMBER: _builtins.int
+    OBSERVATION_AGE_FIELD_NUMBER: _builtins.int
+    OBSERVATION_FRESH_FIELD_NUMBER: _builtins.int
+    DURABLE_ONLY_TASK_IDS_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
     """D from the stored observation; 0 when there is none."""
-    occupied: builtins.int
+    occupied: _builtins.int
     """O: runtime_active plus durable_only_task_ids, each task counted once."""
-    runtime_active: builtins.int
+    runtime_active: _builtins.int
     """The runtime's reported active count."""
-    durable_rows: builtins.int
+    durable_rows: _builtins.int
     """The number of durable capacity rows (claimed, starting, running,
     unknown attempts) of the domain.
     """
-    free_slots: builtins.int
+    free_slots: _builtins.int
     """max(0, limit - occupied) when the observation is fresh; 0 otherwise."""
-    observation_fresh: builtins.bool
+    observation_fresh: _builtins.bool
     """Whether a fresh observation exists; claims stop when false."""
-    @property
-    def merged_task_ids(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+    @_builtins.property
+    def merged_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The union of the runtime's active task ids and the durable rows' runtime
         task ids, each once.
         """
 
-    @property
-    def observation_age(self) -> google.protobuf.duration_pb2.Duration:
+    @_builtins.property
+    def observation_age(self) -> _duration_pb2.Duration:
         """How long ago the server received the observation."""
 
-    @property
-    def durable_only_task_ids(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+    @_builtins.property
+    def durable_only_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The durable rows' runtime task ids the runtime did not report active."""
 
     def __init__(
         self,
         *,
-        limit: builtins.int = ...,
-        occupied: builtins.int = ...,
-        runtime_active: builtins.int = ...,
-        durable_rows: builtins.int = ...,
-        merged_task_ids: collections.abc.Iterable[builtins.str] | None = ...,
-        free_slots: builtins.int = ...,
-        observation_age: google.protobuf.duration_pb2.Duration | None = ...,
-        observation_fresh: builtins.bool = ...,
-        durable_only_task_ids: collections.abc.Iterable[builtins.str] | None = ...,
+        limit: _builtins.int = ...,
+        occupied: _builtins.int = ...,
+        runtime_active: _builtins.int = ...,
+        durable_rows: _builtins.int = ...,
+        merged_task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        free_slots: _builtins.int = ...,
+        observation_age: _duration_pb2.Duration | None = ...,
+        observation_fresh: _builtins.bool = ...,
+        durable_only_task_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["observation_age", b"observation_age"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["durable_only_task_ids", b"durable_only_task_ids", "durable_rows", b"durable_rows", "free_slots", b"free_slots", "limit", b"limit", "merged_task_ids", b"merged_task_ids", "observation_age", b"observation_age", "observation_fresh", b"observation_fresh", "occupied", b"occupied", "runtime_active", b"runtime_active"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["observation_age", b"observation_age"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["durable_only_task_ids", b"durable_only_task_ids", "durable_rows", b"durable_rows", "free_slots", b"free_slots", "limit", b"limit", "merged_task_ids", b"merged_task_ids", "observation_age", b"observation_age", "observation_fresh", b"observation_fresh", "occupied", b"occupied", "runtime_active", b"runtime_active"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Occupancy: typing_extensions.TypeAlias = Occupancy
+Global___Occupancy: _TypeAlias = Occupancy  # noqa: Y015
 
-@typing.final
-class Agent(google.protobuf.message.Message):
+@_typing.final
+class Agent(_message.Message):
     """An agent's concurrency settings."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    CONCURRENCY_FIELD_NUMBER: builtins.int
-    WORKSPACE_KIND_FIELD_NUMBER: builtins.int
-    WORKSPACE_PATH_FIELD_NUMBER: builtins.int
-    FAIRNESS_WEIGHT_FIELD_NUMBER: builtins.int
-    LIVE_ATTEMPTS_FIELD_NUMBER: builtins.int
-    UPDATE_TIME_FIELD_NUMBER: builtins.int
-    agent_id: builtins.str
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    CONCURRENCY_FIELD_NUMBER: _builtins.int
+    WORKSPACE_KIND_FIELD_NUMBER: _builtins.int
+    WORKSPACE_PATH_FIELD_NUMBER: _builtins.int
+    FAIRNESS_WEIGHT_FIELD_NUMBER: _builtins.int
+    LIVE_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
     """The agent id."""
-    concurrency: builtins.int
+    concurrency: _builtins.int
     """R: live attempts of the agent across all devices and environments
     (>= 1). Above 1 requires a git workspace.
     """
     workspace_kind: Global___WorkspaceKind.ValueType
     """The kind of the agent's workspace."""
-    workspace_path: builtins.str
+    workspace_path: _builtins.str
     """The agent's workspace path; empty when none."""
-    fairness_weight: builtins.int
+    fairness_weight: _builtins.int
     """Relative share among agents of one priority (>= 1); 0 = 1."""
-    live_attempts: builtins.int
+    live_attempts: _builtins.int
     """How many live attempts (claimed, starting, running, unknown) the agent
     holds now.
     """
-    @property
-    def update_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp:
         """When the settings last changed."""
 
     def __init__(
         self,
         *,
-        agent_id: builtins.str = ...,
-        concurrency: builtins.int = ...,
+        agent_id: _builtins.str = ...,
+        concurrency: _builtins.int = ...,
         workspace_kind: Global___WorkspaceKind.ValueType = ...,
-        workspace_path: builtins.str = ...,
-        fairness_weight: builtins.int = ...,
-        live_attempts: builtins.int = ...,
-        update_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        workspace_path: _builtins.str = ...,
+        fairness_weight: _builtins.int = ...,
+        live_attempts: _builtins.int = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["update_time", b"update_time"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["agent_id", b"agent_id", "concurrency", b"concurrency", "fairness_weight", b"fairness_weight", "live_attempts", b"live_attempts", "update_time", b"update_time", "workspace_kind", b"workspace_kind", "workspace_path", b"workspace_path"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "concurrency", b"concurrency", "fairness_weight", b"fairness_weight", "live_attempts", b"live_attempts", "update_time", b"update_time", "workspace_kind", b"workspace_kind", "workspace_path", b"workspace_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Agent: typing_extensions.TypeAlias = Agent
+Global___Agent: _TypeAlias = Agent  # noqa: Y015
 
-@typing.final
-class ConfigureAgentRequest(google.protobuf.message.Message):
+@_typing.final
+class ConfigureAgentRequest(_message.Message):
     """Request for CapacityService.ConfigureAgent."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    AGENT_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    @property
+    @_builtins.property
     def agent(self) -> Global___Agent:
         """The settings to store; OUTPUT_ONLY fields are ignored."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
+        request_id: _builtins.str = ...,
         agent: Global___Agent | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["agent", b"agent"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["agent", b"agent", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ConfigureAgentRequest: typing_extensions.TypeAlias = ConfigureAgentRequest
+Global___ConfigureAgentRequest: _TypeAlias = ConfigureAgentRequest  # noqa: Y015
 
-@typing.final
-class GetAgentRequest(google.protobuf.message.Message):
+@_typing.final
+class GetAgentRequest(_message.Message):
     """Request for CapacityService.GetAgent."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    agent_id: builtins.str
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
     """The agent id."""
     def __init__(
         self,
         *,
-        agent_id: builtins.str = ...,
+        agent_id: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["agent_id", b"agent_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___GetAgentRequest: typing_extensions.TypeAlias = GetAgentRequest
+Global___GetAgentRequest: _TypeAlias = GetAgentRequest  # noqa: Y015

@@ -21,160 +21,37 @@ Errors carry google.rpc.ErrorInfo with domain "truerun" and a reason from
 truerun.v1.ErrorReason (prefix stripped); see common.proto.
 """
 
-import abc
-import collections.abc
-import grpc
-import grpc.aio
+from collections import abc as _abc
+from grpc import aio as _aio
+from truerun.v1 import capacity_service_pb2 as _capacity_service_pb2
+import abc as _abc_1
+import grpc as _grpc
 import sys
-import truerun.v1.capacity_service_pb2
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 13):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import Self as _Self
 else:
-    import typing_extensions
+    from typing_extensions import Self as _Self
 
-_T = typing.TypeVar("_T")
+_T = _typing.TypeVar("_T")
 
-class _MaybeAsyncIterator(collections.abc.AsyncIterator[_T], collections.abc.Iterator[_T], metaclass=abc.ABCMeta): ...
+class _MaybeAsyncIterator(_abc.AsyncIterator[_T], _abc.Iterator[_T], metaclass=_abc_1.ABCMeta): ...
 
-class _ServicerContext(grpc.ServicerContext, grpc.aio.ServicerContext):  # type: ignore[misc, type-arg]
+class _ServicerContext(_grpc.ServicerContext, _aio.ServicerContext):  # type: ignore[misc, type-arg]
     ...
 
 GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
-_CapacityServiceReportObservationType = typing_extensions.TypeVar(
-    '_CapacityServiceReportObservationType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ReportObservationRequest,
-        truerun.v1.capacity_service_pb2.ReportObservationResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ReportObservationRequest,
-        truerun.v1.capacity_service_pb2.ReportObservationResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ReportObservationRequest,
-        truerun.v1.capacity_service_pb2.ReportObservationResponse,
-    ],
-)
 
-_CapacityServiceClaimType = typing_extensions.TypeVar(
-    '_CapacityServiceClaimType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ClaimRequest,
-        truerun.v1.capacity_service_pb2.ClaimResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ClaimRequest,
-        truerun.v1.capacity_service_pb2.ClaimResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ClaimRequest,
-        truerun.v1.capacity_service_pb2.ClaimResponse,
-    ],
-)
-
-_CapacityServiceGetOccupancyType = typing_extensions.TypeVar(
-    '_CapacityServiceGetOccupancyType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetOccupancyRequest,
-        truerun.v1.capacity_service_pb2.Occupancy,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetOccupancyRequest,
-        truerun.v1.capacity_service_pb2.Occupancy,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetOccupancyRequest,
-        truerun.v1.capacity_service_pb2.Occupancy,
-    ],
-)
-
-_CapacityServiceConfigureAgentType = typing_extensions.TypeVar(
-    '_CapacityServiceConfigureAgentType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-)
-
-_CapacityServiceGetAgentType = typing_extensions.TypeVar(
-    '_CapacityServiceGetAgentType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-)
-
-class CapacityServiceStub(typing.Generic[_CapacityServiceReportObservationType, _CapacityServiceClaimType, _CapacityServiceGetOccupancyType, _CapacityServiceConfigureAgentType, _CapacityServiceGetAgentType]):
+class CapacityServiceStub:
     """Capacity observations, claims and agent concurrency settings."""
 
-    @typing.overload
-    def __init__(self: CapacityServiceStub[
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.ReportObservationRequest,
-            truerun.v1.capacity_service_pb2.ReportObservationResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.ClaimRequest,
-            truerun.v1.capacity_service_pb2.ClaimResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.GetOccupancyRequest,
-            truerun.v1.capacity_service_pb2.Occupancy,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
-            truerun.v1.capacity_service_pb2.Agent,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.GetAgentRequest,
-            truerun.v1.capacity_service_pb2.Agent,
-        ],
-    ], channel: grpc.Channel) -> None: ...
-
-    @typing.overload
-    def __init__(self: CapacityServiceStub[
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.ReportObservationRequest,
-            truerun.v1.capacity_service_pb2.ReportObservationResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.ClaimRequest,
-            truerun.v1.capacity_service_pb2.ClaimResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.GetOccupancyRequest,
-            truerun.v1.capacity_service_pb2.Occupancy,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
-            truerun.v1.capacity_service_pb2.Agent,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.capacity_service_pb2.GetAgentRequest,
-            truerun.v1.capacity_service_pb2.Agent,
-        ],
-    ], channel: grpc.aio.Channel) -> None: ...
-
-    ReportObservation: _CapacityServiceReportObservationType
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> CapacityServiceAsyncStub: ...
+    ReportObservation: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.ReportObservationRequest, _capacity_service_pb2.ReportObservationResponse]
     """Stores a runtime's capacity observation for its owner_id +
     runtime_instance_id, replacing the previous one; it counts for ttl_ms
     from the server's receive time. Fails with INVALID_ARGUMENT /
@@ -182,58 +59,60 @@ class CapacityServiceStub(typing.Generic[_CapacityServiceReportObservationType, 
     differs from the number of unique non-empty active_task_ids, no routes,
     duplicate route device ids, a negative count).
     """
-
-    Claim: _CapacityServiceClaimType
+    Claim: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.ClaimRequest, _capacity_service_pb2.ClaimResponse]
     """Claims up to max_attempts queued attempts for one runtime instance, each
     passing the device, agent and execution-scope gates. The device limit is
     taken only from the instance's fresh stored observation. Returns fewer
     (possibly none) with blocked_reason saying why; a block is not an error.
     """
-
-    GetOccupancy: _CapacityServiceGetOccupancyType
+    GetOccupancy: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.GetOccupancyRequest, _capacity_service_pb2.Occupancy]
     """Returns the merged occupancy of one runtime instance. Never writes."""
-
-    ConfigureAgent: _CapacityServiceConfigureAgentType
+    ConfigureAgent: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.ConfigureAgentRequest, _capacity_service_pb2.Agent]
     """Creates or replaces an agent's concurrency settings. Fails with
     FAILED_PRECONDITION / WORKSPACE_NOT_ISOLATED when concurrency > 1 and the
     workspace is not a git workspace (no per-attempt worktree isolation).
     """
-
-    GetAgent: _CapacityServiceGetAgentType
+    GetAgent: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.GetAgentRequest, _capacity_service_pb2.Agent]
     """Returns an agent's settings and its live attempt count."""
 
-CapacityServiceAsyncStub: typing_extensions.TypeAlias = CapacityServiceStub[
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ReportObservationRequest,
-        truerun.v1.capacity_service_pb2.ReportObservationResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ClaimRequest,
-        truerun.v1.capacity_service_pb2.ClaimResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetOccupancyRequest,
-        truerun.v1.capacity_service_pb2.Occupancy,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.capacity_service_pb2.GetAgentRequest,
-        truerun.v1.capacity_service_pb2.Agent,
-    ],
-]
-
-class CapacityServiceServicer(metaclass=abc.ABCMeta):
+@_typing.type_check_only
+class CapacityServiceAsyncStub(CapacityServiceStub):
     """Capacity observations, claims and agent concurrency settings."""
 
-    @abc.abstractmethod
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    ReportObservation: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.ReportObservationRequest, _capacity_service_pb2.ReportObservationResponse]  # type: ignore[assignment]
+    """Stores a runtime's capacity observation for its owner_id +
+    runtime_instance_id, replacing the previous one; it counts for ttl_ms
+    from the server's receive time. Fails with INVALID_ARGUMENT /
+    OBSERVATION_REJECTED when the observation is inconsistent (e.g. active
+    differs from the number of unique non-empty active_task_ids, no routes,
+    duplicate route device ids, a negative count).
+    """
+    Claim: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.ClaimRequest, _capacity_service_pb2.ClaimResponse]  # type: ignore[assignment]
+    """Claims up to max_attempts queued attempts for one runtime instance, each
+    passing the device, agent and execution-scope gates. The device limit is
+    taken only from the instance's fresh stored observation. Returns fewer
+    (possibly none) with blocked_reason saying why; a block is not an error.
+    """
+    GetOccupancy: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.GetOccupancyRequest, _capacity_service_pb2.Occupancy]  # type: ignore[assignment]
+    """Returns the merged occupancy of one runtime instance. Never writes."""
+    ConfigureAgent: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.ConfigureAgentRequest, _capacity_service_pb2.Agent]  # type: ignore[assignment]
+    """Creates or replaces an agent's concurrency settings. Fails with
+    FAILED_PRECONDITION / WORKSPACE_NOT_ISOLATED when concurrency > 1 and the
+    workspace is not a git workspace (no per-attempt worktree isolation).
+    """
+    GetAgent: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.GetAgentRequest, _capacity_service_pb2.Agent]  # type: ignore[assignment]
+    """Returns an agent's settings and its live attempt count."""
+
+class CapacityServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Capacity observations, claims and agent concurrency settings."""
+
+    @_abc_1.abstractmethod
     def ReportObservation(
         self,
-        request: truerun.v1.capacity_service_pb2.ReportObservationRequest,
+        request: _capacity_service_pb2.ReportObservationRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.capacity_service_pb2.ReportObservationResponse, collections.abc.Awaitable[truerun.v1.capacity_service_pb2.ReportObservationResponse]]:
+    ) -> _typing.Union[_capacity_service_pb2.ReportObservationResponse, _abc.Awaitable[_capacity_service_pb2.ReportObservationResponse]]:
         """Stores a runtime's capacity observation for its owner_id +
         runtime_instance_id, replacing the previous one; it counts for ttl_ms
         from the server's receive time. Fails with INVALID_ARGUMENT /
@@ -242,43 +121,43 @@ class CapacityServiceServicer(metaclass=abc.ABCMeta):
         duplicate route device ids, a negative count).
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def Claim(
         self,
-        request: truerun.v1.capacity_service_pb2.ClaimRequest,
+        request: _capacity_service_pb2.ClaimRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.capacity_service_pb2.ClaimResponse, collections.abc.Awaitable[truerun.v1.capacity_service_pb2.ClaimResponse]]:
+    ) -> _typing.Union[_capacity_service_pb2.ClaimResponse, _abc.Awaitable[_capacity_service_pb2.ClaimResponse]]:
         """Claims up to max_attempts queued attempts for one runtime instance, each
         passing the device, agent and execution-scope gates. The device limit is
         taken only from the instance's fresh stored observation. Returns fewer
         (possibly none) with blocked_reason saying why; a block is not an error.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def GetOccupancy(
         self,
-        request: truerun.v1.capacity_service_pb2.GetOccupancyRequest,
+        request: _capacity_service_pb2.GetOccupancyRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.capacity_service_pb2.Occupancy, collections.abc.Awaitable[truerun.v1.capacity_service_pb2.Occupancy]]:
+    ) -> _typing.Union[_capacity_service_pb2.Occupancy, _abc.Awaitable[_capacity_service_pb2.Occupancy]]:
         """Returns the merged occupancy of one runtime instance. Never writes."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ConfigureAgent(
         self,
-        request: truerun.v1.capacity_service_pb2.ConfigureAgentRequest,
+        request: _capacity_service_pb2.ConfigureAgentRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.capacity_service_pb2.Agent, collections.abc.Awaitable[truerun.v1.capacity_service_pb2.Agent]]:
+    ) -> _typing.Union[_capacity_service_pb2.Agent, _abc.Awaitable[_capacity_service_pb2.Agent]]:
         """Creates or replaces an agent's concurrency settings. Fails with
         FAILED_PRECONDITION / WORKSPACE_NOT_ISOLATED when concurrency > 1 and the
         workspace is not a git workspace (no per-attempt worktree isolation).
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def GetAgent(
         self,
-        request: truerun.v1.capacity_service_pb2.GetAgentRequest,
+        request: _capacity_service_pb2.GetAgentRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.capacity_service_pb2.Agent, collections.abc.Awaitable[truerun.v1.capacity_service_pb2.Agent]]:
+    ) -> _typing.Union[_capacity_service_pb2.Agent, _abc.Awaitable[_capacity_service_pb2.Agent]]:
         """Returns an agent's settings and its live attempt count."""
 
-def add_CapacityServiceServicer_to_server(servicer: CapacityServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
+def add_CapacityServiceServicer_to_server(servicer: CapacityServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

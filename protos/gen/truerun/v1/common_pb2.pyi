@@ -13,30 +13,30 @@ Times are google.protobuf.Timestamp in UTC with millisecond precision. An
 unset timestamp means "has not happened" (the domain's None).
 """
 
-import builtins
-import collections.abc
-import google.protobuf.descriptor
-import google.protobuf.internal.containers
-import google.protobuf.internal.enum_type_wrapper
-import google.protobuf.message
-import google.protobuf.struct_pb2
-import google.protobuf.timestamp_pb2
+from collections import abc as _abc
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+import builtins as _builtins
 import sys
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 10):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
 else:
-    import typing_extensions
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
-DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
+DESCRIPTOR: _descriptor.FileDescriptor
 
 class _RunStatus:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _RunStatusEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_RunStatus.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _RunStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     RUN_STATUS_UNSPECIFIED: _RunStatus.ValueType  # 0
     """Not set. Never returned; as a filter it matches nothing."""
     RUN_STATUS_PENDING_APPROVAL: _RunStatus.ValueType  # 1
@@ -108,14 +108,14 @@ RUN_STATUS_DEAD_LETTER: RunStatus.ValueType  # 13
 """Recovered too many times (TRUERUN_MAX_RECOVERIES): parked for an operator,
 who requeues it (RequeueRun) or fails it (FailRun). Never claimed.
 """
-Global___RunStatus: typing_extensions.TypeAlias = RunStatus
+Global___RunStatus: _TypeAlias = RunStatus  # noqa: Y015
 
 class _AttemptStatus:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _AttemptStatusEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_AttemptStatus.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _AttemptStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AttemptStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     ATTEMPT_STATUS_UNSPECIFIED: _AttemptStatus.ValueType  # 0
     """Not set. Never returned."""
     ATTEMPT_STATUS_QUEUED: _AttemptStatus.ValueType  # 1
@@ -160,14 +160,14 @@ ATTEMPT_STATUS_TIMED_OUT: AttemptStatus.ValueType  # 8
 """Terminal: a deadline expired."""
 ATTEMPT_STATUS_LOST: AttemptStatus.ValueType  # 9
 """Terminal: the outcome could not be established."""
-Global___AttemptStatus: typing_extensions.TypeAlias = AttemptStatus
+Global___AttemptStatus: _TypeAlias = AttemptStatus  # noqa: Y015
 
 class _ObservedState:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ObservedStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ObservedState.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ObservedStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ObservedState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     OBSERVED_STATE_UNSPECIFIED: _ObservedState.ValueType  # 0
     """Not set. Never returned."""
     OBSERVED_STATE_UNCONFIRMED: _ObservedState.ValueType  # 1
@@ -200,14 +200,14 @@ OBSERVED_STATE_FAILED: ObservedState.ValueType  # 5
 """The runtime reported failure."""
 OBSERVED_STATE_CANCELLED: ObservedState.ValueType  # 6
 """The runtime reported the process cancelled."""
-Global___ObservedState: typing_extensions.TypeAlias = ObservedState
+Global___ObservedState: _TypeAlias = ObservedState  # noqa: Y015
 
 class _SyncState:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _SyncStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_SyncState.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _SyncStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SyncState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     SYNC_STATE_UNSPECIFIED: _SyncState.ValueType  # 0
     """Not set. Never returned."""
     SYNC_STATE_PENDING: _SyncState.ValueType  # 1
@@ -232,14 +232,14 @@ SYNC_STATE_STALE: SyncState.ValueType  # 3
 """Evidence is overdue (e.g. heartbeats stopped); the truth is unknown."""
 SYNC_STATE_DIVERGED: SyncState.ValueType  # 4
 """The runtime's evidence contradicts truerun's decision."""
-Global___SyncState: typing_extensions.TypeAlias = SyncState
+Global___SyncState: _TypeAlias = SyncState  # noqa: Y015
 
 class _DisplayState:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _DisplayStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_DisplayState.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _DisplayStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DisplayState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     DISPLAY_STATE_UNSPECIFIED: _DisplayState.ValueType  # 0
     """Not set. Never returned; as a filter it matches nothing."""
     DISPLAY_STATE_PENDING_APPROVAL: _DisplayState.ValueType  # 1
@@ -314,14 +314,14 @@ DISPLAY_STATE_PAUSED: DisplayState.ValueType  # 15
 """Paused by an operator; never claimed until resumed."""
 DISPLAY_STATE_DEAD_LETTER: DisplayState.ValueType  # 16
 """Recovered too many times; waits for an operator (the reason says how often)."""
-Global___DisplayState: typing_extensions.TypeAlias = DisplayState
+Global___DisplayState: _TypeAlias = DisplayState  # noqa: Y015
 
 class _ActorType:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ActorTypeEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ActorType.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ActorTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActorType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     ACTOR_TYPE_UNSPECIFIED: _ActorType.ValueType  # 0
     """Not set. Rejected in requests with INVALID_ARGUMENT."""
     ACTOR_TYPE_USER: _ActorType.ValueType  # 1
@@ -366,14 +366,14 @@ ACTOR_TYPE_RECONCILER: ActorType.ValueType  # 8
 """The reconciler."""
 ACTOR_TYPE_OPERATOR: ActorType.ValueType  # 9
 """A human operator acting on the installation."""
-Global___ActorType: typing_extensions.TypeAlias = ActorType
+Global___ActorType: _TypeAlias = ActorType  # noqa: Y015
 
 class _ScopePolicy:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ScopePolicyEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ScopePolicy.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ScopePolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ScopePolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     SCOPE_POLICY_UNSPECIFIED: _ScopePolicy.ValueType  # 0
     """Not set. In CreateRunRequest it means SCOPE_POLICY_QUEUE."""
     SCOPE_POLICY_QUEUE: _ScopePolicy.ValueType  # 1
@@ -394,14 +394,14 @@ SCOPE_POLICY_REJECT_NEW: ScopePolicy.ValueType  # 2
 """The new run is rejected while the scope is busy (EXECUTION_SCOPE_BUSY)."""
 SCOPE_POLICY_CANCEL_IN_PROGRESS: ScopePolicy.ValueType  # 3
 """The live run in the scope is cancelled in favour of the new one."""
-Global___ScopePolicy: typing_extensions.TypeAlias = ScopePolicy
+Global___ScopePolicy: _TypeAlias = ScopePolicy  # noqa: Y015
 
 class _ConflictPolicy:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ConflictPolicyEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ConflictPolicy.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ConflictPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConflictPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     CONFLICT_POLICY_UNSPECIFIED: _ConflictPolicy.ValueType  # 0
     """Not set. Means CONFLICT_POLICY_USE_EXISTING."""
     CONFLICT_POLICY_USE_EXISTING: _ConflictPolicy.ValueType  # 1
@@ -420,14 +420,14 @@ CONFLICT_POLICY_USE_EXISTING: ConflictPolicy.ValueType  # 1
 """Return the existing run with CreateRunResponse.existing = true."""
 CONFLICT_POLICY_FAIL: ConflictPolicy.ValueType  # 2
 """Fail with ALREADY_EXISTS and reason IDEMPOTENCY_KEY_CONFLICT."""
-Global___ConflictPolicy: typing_extensions.TypeAlias = ConflictPolicy
+Global___ConflictPolicy: _TypeAlias = ConflictPolicy  # noqa: Y015
 
 class _ErrorReason:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ErrorReasonEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_ErrorReason.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     ERROR_REASON_UNSPECIFIED: _ErrorReason.ValueType  # 0
     """Not set. Never sent."""
     ERROR_REASON_RUN_VERSION_CONFLICT: _ErrorReason.ValueType  # 1
@@ -538,19 +538,19 @@ ERROR_REASON_INVALID_CURSOR: ErrorReason.ValueType  # 16
 """INVALID_ARGUMENT: an event cursor (after_cursor) is malformed; pass back
 only cursors the server returned.
 """
-Global___ErrorReason: typing_extensions.TypeAlias = ErrorReason
+Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
-@typing.final
-class Actor(google.protobuf.message.Message):
+@_typing.final
+class Actor(_message.Message):
     """The party that caused a change. Recorded on every event."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    TYPE_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
     type: Global___ActorType.ValueType
     """The kind of party."""
-    id: builtins.str
+    id: _builtins.str
     """The party's id within its kind (user id, app id, runtime instance id...);
     empty for parties without one (e.g. system).
     """
@@ -558,257 +558,264 @@ class Actor(google.protobuf.message.Message):
         self,
         *,
         type: Global___ActorType.ValueType = ...,
-        id: builtins.str = ...,
+        id: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["id", b"id", "type", b"type"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Actor: typing_extensions.TypeAlias = Actor
+Global___Actor: _TypeAlias = Actor  # noqa: Y015
 
-@typing.final
-class Run(google.protobuf.message.Message):
+@_typing.final
+class Run(_message.Message):
     """One user-visible run. A manual retry is a new Run (retry_of_run_id); a run is
     never rewritten into another. IMMUTABLE fields are set through
     CreateRunRequest and never change; OUTPUT_ONLY fields are kept by the server.
     """
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ID_FIELD_NUMBER: builtins.int
-    PROJECT_ID_FIELD_NUMBER: builtins.int
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    TASK_ID_FIELD_NUMBER: builtins.int
-    TASK_REVISION_FIELD_NUMBER: builtins.int
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    EXECUTION_SCOPE_FIELD_NUMBER: builtins.int
-    SCOPE_POLICY_FIELD_NUMBER: builtins.int
-    TRIGGER_TYPE_FIELD_NUMBER: builtins.int
-    TRIGGER_ID_FIELD_NUMBER: builtins.int
-    IDEMPOTENCY_KEY_FIELD_NUMBER: builtins.int
-    RETRY_OF_RUN_ID_FIELD_NUMBER: builtins.int
-    PRIORITY_FIELD_NUMBER: builtins.int
-    MAX_ATTEMPTS_FIELD_NUMBER: builtins.int
-    IDEMPOTENT_FIELD_NUMBER: builtins.int
-    RUN_NOW_FIELD_NUMBER: builtins.int
-    PINNED_RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    REQUIRED_LABELS_FIELD_NUMBER: builtins.int
-    SPEC_FIELD_NUMBER: builtins.int
-    STATUS_FIELD_NUMBER: builtins.int
-    DISPLAY_STATE_FIELD_NUMBER: builtins.int
-    VERSION_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    EVENT_SEQUENCE_FIELD_NUMBER: builtins.int
-    CURRENT_ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    ATTEMPT_COUNT_FIELD_NUMBER: builtins.int
-    CREATED_BY_FIELD_NUMBER: builtins.int
-    CREATE_TIME_FIELD_NUMBER: builtins.int
-    UPDATE_TIME_FIELD_NUMBER: builtins.int
-    QUEUE_TIME_FIELD_NUMBER: builtins.int
-    START_TIME_FIELD_NUMBER: builtins.int
-    FINISH_TIME_FIELD_NUMBER: builtins.int
-    CANCEL_REQUEST_TIME_FIELD_NUMBER: builtins.int
-    CANCEL_REASON_FIELD_NUMBER: builtins.int
-    ERROR_CODE_FIELD_NUMBER: builtins.int
-    ERROR_SUMMARY_FIELD_NUMBER: builtins.int
-    CURRENT_ATTEMPT_FIELD_NUMBER: builtins.int
-    QUEUE_POSITION_FIELD_NUMBER: builtins.int
-    DISPLAY_REASON_FIELD_NUMBER: builtins.int
-    id: builtins.str
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    TASK_REVISION_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_SCOPE_FIELD_NUMBER: _builtins.int
+    SCOPE_POLICY_FIELD_NUMBER: _builtins.int
+    TRIGGER_TYPE_FIELD_NUMBER: _builtins.int
+    TRIGGER_ID_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    RETRY_OF_RUN_ID_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENT_FIELD_NUMBER: _builtins.int
+    RUN_NOW_FIELD_NUMBER: _builtins.int
+    PINNED_RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    REQUIRED_LABELS_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DISPLAY_STATE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    EVENT_SEQUENCE_FIELD_NUMBER: _builtins.int
+    CURRENT_ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_COUNT_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    QUEUE_TIME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    FINISH_TIME_FIELD_NUMBER: _builtins.int
+    CANCEL_REQUEST_TIME_FIELD_NUMBER: _builtins.int
+    CANCEL_REASON_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_SUMMARY_FIELD_NUMBER: _builtins.int
+    CURRENT_ATTEMPT_FIELD_NUMBER: _builtins.int
+    QUEUE_POSITION_FIELD_NUMBER: _builtins.int
+    DISPLAY_REASON_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
     """Server-assigned run id (UUIDv7)."""
-    project_id: builtins.str
+    project_id: _builtins.str
     """The project the run belongs to."""
-    owner_id: builtins.str
+    owner_id: _builtins.str
     """The owner whose runtimes execute the run."""
-    task_id: builtins.str
+    task_id: _builtins.str
     """The task the run executes."""
-    task_revision: builtins.int
+    task_revision: _builtins.int
     """The task revision the run executes."""
-    agent_id: builtins.str
+    agent_id: _builtins.str
     """The agent that runs it; empty for automations without one."""
-    execution_scope: builtins.str
+    execution_scope: _builtins.str
     """At most one live attempt per execution scope; empty = no scope."""
     scope_policy: Global___ScopePolicy.ValueType
     """What happens when the execution scope is busy."""
-    trigger_type: builtins.str
+    trigger_type: _builtins.str
     """What triggered the run (e.g. "manual", "schedule", "webhook")."""
-    trigger_id: builtins.str
+    trigger_id: _builtins.str
     """The trigger's id; empty when none."""
-    idempotency_key: builtins.str
+    idempotency_key: _builtins.str
     """The client's idempotency key, unique per project; empty when none."""
-    retry_of_run_id: builtins.str
+    retry_of_run_id: _builtins.str
     """The run this one retries (set by RetryRun); empty otherwise."""
-    priority: builtins.int
+    priority: _builtins.int
     """Claim priority; higher is claimed first."""
-    max_attempts: builtins.int
+    max_attempts: _builtins.int
     """The attempt budget, including the first attempt."""
-    idempotent: builtins.bool
+    idempotent: _builtins.bool
     """Whether the work may be started twice without harm."""
-    run_now: builtins.bool
+    run_now: _builtins.bool
     """Whether the run bypasses queue fairness (still bound by capacity)."""
-    pinned_runtime_instance_id: builtins.str
+    pinned_runtime_instance_id: _builtins.str
     """Only this runtime instance may claim the run; empty = any."""
     status: Global___RunStatus.ValueType
     """The stored run status."""
     display_state: Global___DisplayState.ValueType
     """What every surface shows; computed on read."""
-    version: builtins.int
+    version: _builtins.int
     """Incremented by every change of the run (compare-and-set version)."""
-    etag: builtins.str
+    etag: _builtins.str
     """Opaque checksum of the run's version (AIP-154); pass it back as an
     expected version to make a change conditional.
     """
-    event_sequence: builtins.int
+    event_sequence: _builtins.int
     """The sequence number of the run's last committed event."""
-    current_attempt_id: builtins.str
+    current_attempt_id: _builtins.str
     """The id of the current attempt; empty before the first one exists."""
-    attempt_count: builtins.int
+    attempt_count: _builtins.int
     """How many attempts have been made."""
-    created_by: builtins.str
+    created_by: _builtins.str
     """Who created the run."""
-    cancel_reason: builtins.str
+    cancel_reason: _builtins.str
     """The reason given with the cancel request."""
-    error_code: builtins.str
+    error_code: _builtins.str
     """Machine-readable error code of a failed run."""
-    error_summary: builtins.str
+    error_summary: _builtins.str
     """Human-readable error summary of a failed run."""
-    queue_position: builtins.int
+    queue_position: _builtins.int
     """1-based position in the claim queue; 0 when not queued."""
-    display_reason: builtins.str
+    display_reason: _builtins.str
     """Why the display state is what it is (e.g. why it is unknown); may be empty."""
-    @property
-    def required_labels(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+    @_builtins.property
+    def required_labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Labels a runtime must have to claim the run."""
 
-    @property
-    def spec(self) -> google.protobuf.struct_pb2.Struct:
+    @_builtins.property
+    def spec(self) -> _struct_pb2.Struct:
         """The task-specific specification handed to the runtime."""
 
-    @property
-    def create_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the run was created."""
 
-    @property
-    def update_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp:
         """When the run last changed."""
 
-    @property
-    def queue_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def queue_time(self) -> _timestamp_pb2.Timestamp:
         """When the run was last queued."""
 
-    @property
-    def start_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
         """When the run first started running."""
 
-    @property
-    def finish_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def finish_time(self) -> _timestamp_pb2.Timestamp:
         """When the run reached a terminal status."""
 
-    @property
-    def cancel_request_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def cancel_request_time(self) -> _timestamp_pb2.Timestamp:
         """When a cancel was first requested."""
 
-    @property
+    @_builtins.property
     def current_attempt(self) -> Global___Attempt:
         """The current attempt; unset when there is none."""
 
     def __init__(
         self,
         *,
-        id: builtins.str = ...,
-        project_id: builtins.str = ...,
-        owner_id: builtins.str = ...,
-        task_id: builtins.str = ...,
-        task_revision: builtins.int = ...,
-        agent_id: builtins.str = ...,
-        execution_scope: builtins.str = ...,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        task_id: _builtins.str = ...,
+        task_revision: _builtins.int = ...,
+        agent_id: _builtins.str = ...,
+        execution_scope: _builtins.str = ...,
         scope_policy: Global___ScopePolicy.ValueType = ...,
-        trigger_type: builtins.str = ...,
-        trigger_id: builtins.str = ...,
-        idempotency_key: builtins.str = ...,
-        retry_of_run_id: builtins.str = ...,
-        priority: builtins.int = ...,
-        max_attempts: builtins.int = ...,
-        idempotent: builtins.bool = ...,
-        run_now: builtins.bool = ...,
-        pinned_runtime_instance_id: builtins.str = ...,
-        required_labels: collections.abc.Iterable[builtins.str] | None = ...,
-        spec: google.protobuf.struct_pb2.Struct | None = ...,
+        trigger_type: _builtins.str = ...,
+        trigger_id: _builtins.str = ...,
+        idempotency_key: _builtins.str = ...,
+        retry_of_run_id: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        max_attempts: _builtins.int = ...,
+        idempotent: _builtins.bool = ...,
+        run_now: _builtins.bool = ...,
+        pinned_runtime_instance_id: _builtins.str = ...,
+        required_labels: _abc.Iterable[_builtins.str] | None = ...,
+        spec: _struct_pb2.Struct | None = ...,
         status: Global___RunStatus.ValueType = ...,
         display_state: Global___DisplayState.ValueType = ...,
-        version: builtins.int = ...,
-        etag: builtins.str = ...,
-        event_sequence: builtins.int = ...,
-        current_attempt_id: builtins.str = ...,
-        attempt_count: builtins.int = ...,
-        created_by: builtins.str = ...,
-        create_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        update_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        queue_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        start_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        finish_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        cancel_request_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        cancel_reason: builtins.str = ...,
-        error_code: builtins.str = ...,
-        error_summary: builtins.str = ...,
+        version: _builtins.int = ...,
+        etag: _builtins.str = ...,
+        event_sequence: _builtins.int = ...,
+        current_attempt_id: _builtins.str = ...,
+        attempt_count: _builtins.int = ...,
+        created_by: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+        queue_time: _timestamp_pb2.Timestamp | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        finish_time: _timestamp_pb2.Timestamp | None = ...,
+        cancel_request_time: _timestamp_pb2.Timestamp | None = ...,
+        cancel_reason: _builtins.str = ...,
+        error_code: _builtins.str = ...,
+        error_summary: _builtins.str = ...,
         current_attempt: Global___Attempt | None = ...,
-        queue_position: builtins.int = ...,
-        display_reason: builtins.str = ...,
+        queue_position: _builtins.int = ...,
+        display_reason: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["agent_id", b"agent_id", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Run: typing_extensions.TypeAlias = Run
+Global___Run: _TypeAlias = Run  # noqa: Y015
 
-@typing.final
-class Attempt(google.protobuf.message.Message):
+@_typing.final
+class Attempt(_message.Message):
     """One dispatch try of a run. Never rewritten once terminal. Control status,
     observed state and sync state are independent dimensions.
     """
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ID_FIELD_NUMBER: builtins.int
-    RUN_ID_FIELD_NUMBER: builtins.int
-    ATTEMPT_NO_FIELD_NUMBER: builtins.int
-    PREVIOUS_ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    EXECUTION_SCOPE_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    STATUS_FIELD_NUMBER: builtins.int
-    OBSERVED_STATE_FIELD_NUMBER: builtins.int
-    OBSERVE_TIME_FIELD_NUMBER: builtins.int
-    SYNC_STATE_FIELD_NUMBER: builtins.int
-    CLAIM_TIME_FIELD_NUMBER: builtins.int
-    START_REQUEST_TIME_FIELD_NUMBER: builtins.int
-    RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_DEVICE_ID_FIELD_NUMBER: builtins.int
-    LAST_EVENT_SEQ_FIELD_NUMBER: builtins.int
-    CANCEL_REQUEST_TIME_FIELD_NUMBER: builtins.int
-    TERMINATION_REASON_FIELD_NUMBER: builtins.int
-    LEASE_EXPIRE_TIME_FIELD_NUMBER: builtins.int
-    HEARTBEAT_TIME_FIELD_NUMBER: builtins.int
-    EXIT_CODE_FIELD_NUMBER: builtins.int
-    ERROR_CODE_FIELD_NUMBER: builtins.int
-    ERROR_SUMMARY_FIELD_NUMBER: builtins.int
-    CREATE_TIME_FIELD_NUMBER: builtins.int
-    START_TIME_FIELD_NUMBER: builtins.int
-    FINISH_TIME_FIELD_NUMBER: builtins.int
-    UPDATE_TIME_FIELD_NUMBER: builtins.int
-    id: builtins.str
+    ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_NO_FIELD_NUMBER: _builtins.int
+    PREVIOUS_ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_SCOPE_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    OBSERVED_STATE_FIELD_NUMBER: _builtins.int
+    OBSERVE_TIME_FIELD_NUMBER: _builtins.int
+    SYNC_STATE_FIELD_NUMBER: _builtins.int
+    CLAIM_TIME_FIELD_NUMBER: _builtins.int
+    START_REQUEST_TIME_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_DEVICE_ID_FIELD_NUMBER: _builtins.int
+    LAST_EVENT_SEQ_FIELD_NUMBER: _builtins.int
+    CANCEL_REQUEST_TIME_FIELD_NUMBER: _builtins.int
+    TERMINATION_REASON_FIELD_NUMBER: _builtins.int
+    LEASE_EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_TIME_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_SUMMARY_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    FINISH_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
     """Server-assigned attempt id."""
-    run_id: builtins.str
+    run_id: _builtins.str
     """The run this attempt belongs to."""
-    attempt_no: builtins.int
+    attempt_no: _builtins.int
     """1-based attempt number within the run."""
-    previous_attempt_id: builtins.str
+    previous_attempt_id: _builtins.str
     """The previous attempt of the run; empty for the first."""
-    owner_id: builtins.str
+    owner_id: _builtins.str
     """The owner whose runtimes execute the attempt."""
-    agent_id: builtins.str
+    agent_id: _builtins.str
     """The agent that runs it; empty when none."""
-    execution_scope: builtins.str
+    execution_scope: _builtins.str
     """The execution scope the attempt holds while live; empty when none."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The task id on the runtime, derived from the attempt id."""
     status: Global___AttemptStatus.ValueType
     """Control status."""
@@ -816,161 +823,168 @@ class Attempt(google.protobuf.message.Message):
     """The last runtime evidence."""
     sync_state: Global___SyncState.ValueType
     """Whether truerun and the runtime agree."""
-    runtime_instance_id: builtins.str
+    runtime_instance_id: _builtins.str
     """The runtime instance that claimed the attempt."""
-    runtime_device_id: builtins.str
+    runtime_device_id: _builtins.str
     """The device route used for the attempt."""
-    last_event_seq: builtins.int
+    last_event_seq: _builtins.int
     """The last runtime event sequence applied."""
-    termination_reason: builtins.str
+    termination_reason: _builtins.str
     """Why the attempt ended, when it did."""
-    exit_code: builtins.int
+    exit_code: _builtins.int
     """The process exit code; unset when not reported."""
-    error_code: builtins.str
+    error_code: _builtins.str
     """Machine-readable error code."""
-    error_summary: builtins.str
+    error_summary: _builtins.str
     """Human-readable error summary."""
-    @property
-    def observe_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def observe_time(self) -> _timestamp_pb2.Timestamp:
         """When observed_state was last set."""
 
-    @property
-    def claim_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def claim_time(self) -> _timestamp_pb2.Timestamp:
         """When the attempt was claimed."""
 
-    @property
-    def start_request_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def start_request_time(self) -> _timestamp_pb2.Timestamp:
         """The start fence: when a Start was first sent; unset before."""
 
-    @property
-    def cancel_request_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def cancel_request_time(self) -> _timestamp_pb2.Timestamp:
         """When a cancel was requested for this attempt."""
 
-    @property
-    def lease_expire_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def lease_expire_time(self) -> _timestamp_pb2.Timestamp:
         """When the current claim lease expires."""
 
-    @property
-    def heartbeat_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def heartbeat_time(self) -> _timestamp_pb2.Timestamp:
         """When the last heartbeat arrived (never changes the display state)."""
 
-    @property
-    def create_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the attempt row was created."""
 
-    @property
-    def start_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
         """When the attempt started running."""
 
-    @property
-    def finish_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def finish_time(self) -> _timestamp_pb2.Timestamp:
         """When the attempt reached a terminal status."""
 
-    @property
-    def update_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp:
         """When the attempt last changed."""
 
     def __init__(
         self,
         *,
-        id: builtins.str = ...,
-        run_id: builtins.str = ...,
-        attempt_no: builtins.int = ...,
-        previous_attempt_id: builtins.str = ...,
-        owner_id: builtins.str = ...,
-        agent_id: builtins.str = ...,
-        execution_scope: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
+        id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        attempt_no: _builtins.int = ...,
+        previous_attempt_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        execution_scope: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
         status: Global___AttemptStatus.ValueType = ...,
         observed_state: Global___ObservedState.ValueType = ...,
-        observe_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        observe_time: _timestamp_pb2.Timestamp | None = ...,
         sync_state: Global___SyncState.ValueType = ...,
-        claim_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        start_request_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        runtime_instance_id: builtins.str = ...,
-        runtime_device_id: builtins.str = ...,
-        last_event_seq: builtins.int = ...,
-        cancel_request_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        termination_reason: builtins.str = ...,
-        lease_expire_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        heartbeat_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        exit_code: builtins.int | None = ...,
-        error_code: builtins.str = ...,
-        error_summary: builtins.str = ...,
-        create_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        start_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        finish_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        update_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
+        claim_time: _timestamp_pb2.Timestamp | None = ...,
+        start_request_time: _timestamp_pb2.Timestamp | None = ...,
+        runtime_instance_id: _builtins.str = ...,
+        runtime_device_id: _builtins.str = ...,
+        last_event_seq: _builtins.int = ...,
+        cancel_request_time: _timestamp_pb2.Timestamp | None = ...,
+        termination_reason: _builtins.str = ...,
+        lease_expire_time: _timestamp_pb2.Timestamp | None = ...,
+        heartbeat_time: _timestamp_pb2.Timestamp | None = ...,
+        exit_code: _builtins.int | None = ...,
+        error_code: _builtins.str = ...,
+        error_summary: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        finish_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "cancel_request_time", b"cancel_request_time", "claim_time", b"claim_time", "create_time", b"create_time", "exit_code", b"exit_code", "finish_time", b"finish_time", "heartbeat_time", b"heartbeat_time", "lease_expire_time", b"lease_expire_time", "observe_time", b"observe_time", "start_request_time", b"start_request_time", "start_time", b"start_time", "update_time", b"update_time"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "agent_id", b"agent_id", "attempt_no", b"attempt_no", "cancel_request_time", b"cancel_request_time", "claim_time", b"claim_time", "create_time", b"create_time", "error_code", b"error_code", "error_summary", b"error_summary", "execution_scope", b"execution_scope", "exit_code", b"exit_code", "finish_time", b"finish_time", "heartbeat_time", b"heartbeat_time", "id", b"id", "last_event_seq", b"last_event_seq", "lease_expire_time", b"lease_expire_time", "observe_time", b"observe_time", "observed_state", b"observed_state", "owner_id", b"owner_id", "previous_attempt_id", b"previous_attempt_id", "run_id", b"run_id", "runtime_device_id", b"runtime_device_id", "runtime_instance_id", b"runtime_instance_id", "runtime_task_id", b"runtime_task_id", "start_request_time", b"start_request_time", "start_time", b"start_time", "status", b"status", "sync_state", b"sync_state", "termination_reason", b"termination_reason", "update_time", b"update_time"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["_exit_code", b"_exit_code"]) -> typing.Literal["exit_code"] | None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "cancel_request_time", b"cancel_request_time", "claim_time", b"claim_time", "create_time", b"create_time", "exit_code", b"exit_code", "finish_time", b"finish_time", "heartbeat_time", b"heartbeat_time", "lease_expire_time", b"lease_expire_time", "observe_time", b"observe_time", "start_request_time", b"start_request_time", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "agent_id", b"agent_id", "attempt_no", b"attempt_no", "cancel_request_time", b"cancel_request_time", "claim_time", b"claim_time", "create_time", b"create_time", "error_code", b"error_code", "error_summary", b"error_summary", "execution_scope", b"execution_scope", "exit_code", b"exit_code", "finish_time", b"finish_time", "heartbeat_time", b"heartbeat_time", "id", b"id", "last_event_seq", b"last_event_seq", "lease_expire_time", b"lease_expire_time", "observe_time", b"observe_time", "observed_state", b"observed_state", "owner_id", b"owner_id", "previous_attempt_id", b"previous_attempt_id", "run_id", b"run_id", "runtime_device_id", b"runtime_device_id", "runtime_instance_id", b"runtime_instance_id", "runtime_task_id", b"runtime_task_id", "start_request_time", b"start_request_time", "start_time", b"start_time", "status", b"status", "sync_state", b"sync_state", "termination_reason", b"termination_reason", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
+    _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
-Global___Attempt: typing_extensions.TypeAlias = Attempt
+Global___Attempt: _TypeAlias = Attempt  # noqa: Y015
 
-@typing.final
-class RunEvent(google.protobuf.message.Message):
+@_typing.final
+class RunEvent(_message.Message):
     """An append-only fact about a run. (run_id, sequence) is unique and
     sequences of a run are gap-free from 1.
     """
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ID_FIELD_NUMBER: builtins.int
-    RUN_ID_FIELD_NUMBER: builtins.int
-    SEQUENCE_FIELD_NUMBER: builtins.int
-    TYPE_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    PAYLOAD_FIELD_NUMBER: builtins.int
-    CREATE_TIME_FIELD_NUMBER: builtins.int
-    CURSOR_FIELD_NUMBER: builtins.int
-    PROJECT_ID_FIELD_NUMBER: builtins.int
-    id: builtins.str
+    ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    PAYLOAD_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
     """Server-assigned event id."""
-    run_id: builtins.str
+    run_id: _builtins.str
     """The run the event belongs to."""
-    sequence: builtins.int
+    sequence: _builtins.int
     """The event's sequence number within its run."""
-    type: builtins.str
+    type: _builtins.str
     """The event type: a stable name defined by the coordinator."""
-    attempt_id: builtins.str
+    attempt_id: _builtins.str
     """The attempt concerned; empty for run-level events."""
-    cursor: builtins.str
+    cursor: _builtins.str
     """The event's position in its project's commit-ordered event stream:
     opaque, printable ASCII (safe as an SSE `id:`), strictly increasing along
     the stream as the server delivers it. Pass it back as after_cursor
     (WatchRunEvents, ListProjectEvents) to resume. See docs/events.md.
     """
-    project_id: builtins.str
+    project_id: _builtins.str
     """The project of the event's run."""
-    @property
+    @_builtins.property
     def actor(self) -> Global___Actor:
         """Who caused the event."""
 
-    @property
-    def payload(self) -> google.protobuf.struct_pb2.Struct:
+    @_builtins.property
+    def payload(self) -> _struct_pb2.Struct:
         """Allow-listed, size-capped event details."""
 
-    @property
-    def create_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the event was committed."""
 
     def __init__(
         self,
         *,
-        id: builtins.str = ...,
-        run_id: builtins.str = ...,
-        sequence: builtins.int = ...,
-        type: builtins.str = ...,
+        id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        type: _builtins.str = ...,
         actor: Global___Actor | None = ...,
-        attempt_id: builtins.str = ...,
-        payload: google.protobuf.struct_pb2.Struct | None = ...,
-        create_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        cursor: builtins.str = ...,
-        project_id: builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        payload: _struct_pb2.Struct | None = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        cursor: _builtins.str = ...,
+        project_id: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor", "create_time", b"create_time", "payload", b"payload"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "attempt_id", b"attempt_id", "create_time", b"create_time", "cursor", b"cursor", "id", b"id", "payload", b"payload", "project_id", b"project_id", "run_id", b"run_id", "sequence", b"sequence", "type", b"type"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "create_time", b"create_time", "payload", b"payload"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "attempt_id", b"attempt_id", "create_time", b"create_time", "cursor", b"cursor", "id", b"id", "payload", b"payload", "project_id", b"project_id", "run_id", b"run_id", "sequence", b"sequence", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___RunEvent: typing_extensions.TypeAlias = RunEvent
+Global___RunEvent: _TypeAlias = RunEvent  # noqa: Y015

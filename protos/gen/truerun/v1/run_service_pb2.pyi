@@ -14,30 +14,30 @@ reason REQUEST_ID_REUSED. Responses are serialized deterministically, so a
 replay is byte-identical to the first answer.
 """
 
-import builtins
-import collections.abc
-import google.protobuf.descriptor
-import google.protobuf.internal.containers
-import google.protobuf.internal.enum_type_wrapper
-import google.protobuf.message
-import google.protobuf.struct_pb2
+from collections import abc as _abc
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from truerun.v1 import common_pb2 as _common_pb2
+import builtins as _builtins
 import sys
-import truerun.v1.common_pb2
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 10):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
 else:
-    import typing_extensions
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
-DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
+DESCRIPTOR: _descriptor.FileDescriptor
 
 class _CancelOutcome:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _CancelOutcomeEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_CancelOutcome.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _CancelOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CancelOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     CANCEL_OUTCOME_UNSPECIFIED: _CancelOutcome.ValueType  # 0
     """Not set. Never returned."""
     CANCEL_OUTCOME_CANCELLED: _CancelOutcome.ValueType  # 1
@@ -66,14 +66,14 @@ CANCEL_OUTCOME_ALREADY_REQUESTED: CancelOutcome.ValueType  # 3
 """A cancel had already been requested; nothing changed."""
 CANCEL_OUTCOME_ALREADY_TERMINAL: CancelOutcome.ValueType  # 4
 """The run was already terminal; nothing changed."""
-Global___CancelOutcome: typing_extensions.TypeAlias = CancelOutcome
+Global___CancelOutcome: _TypeAlias = CancelOutcome  # noqa: Y015
 
 class _Resolution:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _ResolutionEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_Resolution.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _ResolutionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Resolution.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     RESOLUTION_UNSPECIFIED: _Resolution.ValueType  # 0
     """Not set. Rejected with INVALID_ARGUMENT."""
     RESOLUTION_SUCCEEDED: _Resolution.ValueType  # 1
@@ -94,438 +94,476 @@ RESOLUTION_FAILED: Resolution.ValueType  # 2
 """The work failed: the run fails (no automatic retry; RetryRun is the way)."""
 RESOLUTION_NOT_STARTED: Resolution.ValueType  # 3
 """The work never started: the run is queued again on a new attempt."""
-Global___Resolution: typing_extensions.TypeAlias = Resolution
+Global___Resolution: _TypeAlias = Resolution  # noqa: Y015
 
-@typing.final
-class CreateRunRequest(google.protobuf.message.Message):
+@_typing.final
+class CreateRunRequest(_message.Message):
     """Request for RunService.CreateRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    PROJECT_ID_FIELD_NUMBER: builtins.int
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    TASK_ID_FIELD_NUMBER: builtins.int
-    TASK_REVISION_FIELD_NUMBER: builtins.int
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    EXECUTION_SCOPE_FIELD_NUMBER: builtins.int
-    SCOPE_POLICY_FIELD_NUMBER: builtins.int
-    TRIGGER_TYPE_FIELD_NUMBER: builtins.int
-    TRIGGER_ID_FIELD_NUMBER: builtins.int
-    IDEMPOTENCY_KEY_FIELD_NUMBER: builtins.int
-    CONFLICT_POLICY_FIELD_NUMBER: builtins.int
-    PRIORITY_FIELD_NUMBER: builtins.int
-    MAX_ATTEMPTS_FIELD_NUMBER: builtins.int
-    IDEMPOTENT_FIELD_NUMBER: builtins.int
-    RUN_NOW_FIELD_NUMBER: builtins.int
-    REQUIRES_APPROVAL_FIELD_NUMBER: builtins.int
-    PINNED_RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    REQUIRED_LABELS_FIELD_NUMBER: builtins.int
-    SPEC_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    TASK_REVISION_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_SCOPE_FIELD_NUMBER: _builtins.int
+    SCOPE_POLICY_FIELD_NUMBER: _builtins.int
+    TRIGGER_TYPE_FIELD_NUMBER: _builtins.int
+    TRIGGER_ID_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    CONFLICT_POLICY_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENT_FIELD_NUMBER: _builtins.int
+    RUN_NOW_FIELD_NUMBER: _builtins.int
+    REQUIRES_APPROVAL_FIELD_NUMBER: _builtins.int
+    PINNED_RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    REQUIRED_LABELS_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155); a UUID chosen by the client."""
-    project_id: builtins.str
+    project_id: _builtins.str
     """The project the run belongs to."""
-    owner_id: builtins.str
+    owner_id: _builtins.str
     """The owner whose runtimes execute the run."""
-    task_id: builtins.str
+    task_id: _builtins.str
     """The task to run."""
-    task_revision: builtins.int
+    task_revision: _builtins.int
     """The task revision to run; 0 when the task is not versioned."""
-    agent_id: builtins.str
+    agent_id: _builtins.str
     """The agent that runs it; empty for automations without one."""
-    execution_scope: builtins.str
+    execution_scope: _builtins.str
     """At most one live attempt per execution scope; empty = no scope."""
-    scope_policy: truerun.v1.common_pb2.ScopePolicy.ValueType
+    scope_policy: _common_pb2.ScopePolicy.ValueType
     """What happens when the execution scope is busy; unspecified = queue."""
-    trigger_type: builtins.str
+    trigger_type: _builtins.str
     """What triggered the run (e.g. "manual", "schedule"); empty = "manual"."""
-    trigger_id: builtins.str
+    trigger_id: _builtins.str
     """The trigger's id; empty when none."""
-    idempotency_key: builtins.str
+    idempotency_key: _builtins.str
     """Makes creation idempotent per project; empty = none."""
-    conflict_policy: truerun.v1.common_pb2.ConflictPolicy.ValueType
+    conflict_policy: _common_pb2.ConflictPolicy.ValueType
     """What to do when idempotency_key already names a run; unspecified =
     use existing.
     """
-    priority: builtins.int
+    priority: _builtins.int
     """Claim priority; higher is claimed first."""
-    max_attempts: builtins.int
+    max_attempts: _builtins.int
     """The attempt budget, including the first attempt; 0 = 1."""
-    idempotent: builtins.bool
+    idempotent: _builtins.bool
     """Whether the work may be started twice without harm."""
-    run_now: builtins.bool
+    run_now: _builtins.bool
     """Whether the run bypasses queue fairness (still bound by capacity)."""
-    requires_approval: builtins.bool
+    requires_approval: _builtins.bool
     """Whether the run waits in pending_approval for ApproveRun."""
-    pinned_runtime_instance_id: builtins.str
+    pinned_runtime_instance_id: _builtins.str
     """Only this runtime instance may claim the run; empty = any."""
-    @property
-    def required_labels(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.str]:
+    @_builtins.property
+    def required_labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Labels a runtime must have to claim the run."""
 
-    @property
-    def spec(self) -> google.protobuf.struct_pb2.Struct:
+    @_builtins.property
+    def spec(self) -> _struct_pb2.Struct:
         """The task-specific specification handed to the runtime."""
 
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who creates the run; unset = derived from the caller's credentials."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        project_id: builtins.str = ...,
-        owner_id: builtins.str = ...,
-        task_id: builtins.str = ...,
-        task_revision: builtins.int = ...,
-        agent_id: builtins.str = ...,
-        execution_scope: builtins.str = ...,
-        scope_policy: truerun.v1.common_pb2.ScopePolicy.ValueType = ...,
-        trigger_type: builtins.str = ...,
-        trigger_id: builtins.str = ...,
-        idempotency_key: builtins.str = ...,
-        conflict_policy: truerun.v1.common_pb2.ConflictPolicy.ValueType = ...,
-        priority: builtins.int = ...,
-        max_attempts: builtins.int = ...,
-        idempotent: builtins.bool = ...,
-        run_now: builtins.bool = ...,
-        requires_approval: builtins.bool = ...,
-        pinned_runtime_instance_id: builtins.str = ...,
-        required_labels: collections.abc.Iterable[builtins.str] | None = ...,
-        spec: google.protobuf.struct_pb2.Struct | None = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
+        request_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        task_id: _builtins.str = ...,
+        task_revision: _builtins.int = ...,
+        agent_id: _builtins.str = ...,
+        execution_scope: _builtins.str = ...,
+        scope_policy: _common_pb2.ScopePolicy.ValueType = ...,
+        trigger_type: _builtins.str = ...,
+        trigger_id: _builtins.str = ...,
+        idempotency_key: _builtins.str = ...,
+        conflict_policy: _common_pb2.ConflictPolicy.ValueType = ...,
+        priority: _builtins.int = ...,
+        max_attempts: _builtins.int = ...,
+        idempotent: _builtins.bool = ...,
+        run_now: _builtins.bool = ...,
+        requires_approval: _builtins.bool = ...,
+        pinned_runtime_instance_id: _builtins.str = ...,
+        required_labels: _abc.Iterable[_builtins.str] | None = ...,
+        spec: _struct_pb2.Struct | None = ...,
+        actor: _common_pb2.Actor | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor", "spec", b"spec"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "agent_id", b"agent_id", "conflict_policy", b"conflict_policy", "execution_scope", b"execution_scope", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "request_id", b"request_id", "required_labels", b"required_labels", "requires_approval", b"requires_approval", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "agent_id", b"agent_id", "conflict_policy", b"conflict_policy", "execution_scope", b"execution_scope", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "request_id", b"request_id", "required_labels", b"required_labels", "requires_approval", b"requires_approval", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CreateRunRequest: typing_extensions.TypeAlias = CreateRunRequest
+Global___CreateRunRequest: _TypeAlias = CreateRunRequest  # noqa: Y015
 
-@typing.final
-class CreateRunResponse(google.protobuf.message.Message):
+@_typing.final
+class CreateRunResponse(_message.Message):
     """Response of RunService.CreateRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_FIELD_NUMBER: builtins.int
-    EXISTING_FIELD_NUMBER: builtins.int
-    existing: builtins.bool
+    RUN_FIELD_NUMBER: _builtins.int
+    EXISTING_FIELD_NUMBER: _builtins.int
+    existing: _builtins.bool
     """True when idempotency_key matched and the existing run was returned."""
-    @property
-    def run(self) -> truerun.v1.common_pb2.Run:
+    @_builtins.property
+    def run(self) -> _common_pb2.Run:
         """The created run, or the existing one."""
 
     def __init__(
         self,
         *,
-        run: truerun.v1.common_pb2.Run | None = ...,
-        existing: builtins.bool = ...,
+        run: _common_pb2.Run | None = ...,
+        existing: _builtins.bool = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["run", b"run"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["existing", b"existing", "run", b"run"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["existing", b"existing", "run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CreateRunResponse: typing_extensions.TypeAlias = CreateRunResponse
+Global___CreateRunResponse: _TypeAlias = CreateRunResponse  # noqa: Y015
 
-@typing.final
-class GetRunRequest(google.protobuf.message.Message):
+@_typing.final
+class GetRunRequest(_message.Message):
     """Request for RunService.GetRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ID_FIELD_NUMBER: builtins.int
-    id: builtins.str
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
     """The run id."""
     def __init__(
         self,
         *,
-        id: builtins.str = ...,
+        id: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["id", b"id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___GetRunRequest: typing_extensions.TypeAlias = GetRunRequest
+Global___GetRunRequest: _TypeAlias = GetRunRequest  # noqa: Y015
 
-@typing.final
-class ListRunsRequest(google.protobuf.message.Message):
+@_typing.final
+class ListRunsRequest(_message.Message):
     """Request for RunService.ListRuns. All filters combine with AND; an empty
     repeated filter matches everything.
     """
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    PAGE_SIZE_FIELD_NUMBER: builtins.int
-    PAGE_TOKEN_FIELD_NUMBER: builtins.int
-    PROJECT_ID_FIELD_NUMBER: builtins.int
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    AGENT_ID_FIELD_NUMBER: builtins.int
-    STATUSES_FIELD_NUMBER: builtins.int
-    DISPLAY_STATES_FIELD_NUMBER: builtins.int
-    page_size: builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    STATUSES_FIELD_NUMBER: _builtins.int
+    DISPLAY_STATES_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
     """Maximum number of runs to return; 0 = server default, capped by the
     server.
     """
-    page_token: builtins.str
+    page_token: _builtins.str
     """next_page_token from a previous call with the same filters."""
-    project_id: builtins.str
+    project_id: _builtins.str
     """Only runs of this project; empty = all projects the caller may see."""
-    owner_id: builtins.str
+    owner_id: _builtins.str
     """Only runs of this owner."""
-    agent_id: builtins.str
+    agent_id: _builtins.str
     """Only runs of this agent."""
-    @property
-    def statuses(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[truerun.v1.common_pb2.RunStatus.ValueType]:
+    @_builtins.property
+    def statuses(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.RunStatus.ValueType]:
         """Only runs in one of these stored statuses."""
 
-    @property
-    def display_states(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[truerun.v1.common_pb2.DisplayState.ValueType]:
+    @_builtins.property
+    def display_states(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.DisplayState.ValueType]:
         """Only runs in one of these display states."""
 
     def __init__(
         self,
         *,
-        page_size: builtins.int = ...,
-        page_token: builtins.str = ...,
-        project_id: builtins.str = ...,
-        owner_id: builtins.str = ...,
-        agent_id: builtins.str = ...,
-        statuses: collections.abc.Iterable[truerun.v1.common_pb2.RunStatus.ValueType] | None = ...,
-        display_states: collections.abc.Iterable[truerun.v1.common_pb2.DisplayState.ValueType] | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        statuses: _abc.Iterable[_common_pb2.RunStatus.ValueType] | None = ...,
+        display_states: _abc.Iterable[_common_pb2.DisplayState.ValueType] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["agent_id", b"agent_id", "display_states", b"display_states", "owner_id", b"owner_id", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "statuses", b"statuses"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "display_states", b"display_states", "owner_id", b"owner_id", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "statuses", b"statuses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListRunsRequest: typing_extensions.TypeAlias = ListRunsRequest
+Global___ListRunsRequest: _TypeAlias = ListRunsRequest  # noqa: Y015
 
-@typing.final
-class ListRunsResponse(google.protobuf.message.Message):
+@_typing.final
+class ListRunsResponse(_message.Message):
     """Response of RunService.ListRuns."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUNS_FIELD_NUMBER: builtins.int
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: builtins.int
-    next_page_token: builtins.str
+    RUNS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
     """Token for the next page; empty when there is none."""
-    @property
-    def runs(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.common_pb2.Run]:
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Run]:
         """The page of runs."""
 
     def __init__(
         self,
         *,
-        runs: collections.abc.Iterable[truerun.v1.common_pb2.Run] | None = ...,
-        next_page_token: builtins.str = ...,
+        runs: _abc.Iterable[_common_pb2.Run] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["next_page_token", b"next_page_token", "runs", b"runs"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListRunsResponse: typing_extensions.TypeAlias = ListRunsResponse
+Global___ListRunsResponse: _TypeAlias = ListRunsResponse  # noqa: Y015
 
-@typing.final
-class CancelRunRequest(google.protobuf.message.Message):
+@_typing.final
+class CancelRunRequest(_message.Message):
     """Request for RunService.CancelRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154); when set and stale, fails with ABORTED /
     RUN_VERSION_CONFLICT.
     """
-    reason: builtins.str
+    reason: _builtins.str
     """Why the run is cancelled."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who cancels; unset = derived from the caller's credentials."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        reason: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CancelRunRequest: typing_extensions.TypeAlias = CancelRunRequest
+Global___CancelRunRequest: _TypeAlias = CancelRunRequest  # noqa: Y015
 
-@typing.final
-class CancelRunResponse(google.protobuf.message.Message):
+@_typing.final
+class CancelRunResponse(_message.Message):
     """Response of RunService.CancelRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_FIELD_NUMBER: builtins.int
-    OUTCOME_FIELD_NUMBER: builtins.int
+    RUN_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
     outcome: Global___CancelOutcome.ValueType
     """What the call did."""
-    @property
-    def run(self) -> truerun.v1.common_pb2.Run:
+    @_builtins.property
+    def run(self) -> _common_pb2.Run:
         """The run after the call."""
 
     def __init__(
         self,
         *,
-        run: truerun.v1.common_pb2.Run | None = ...,
+        run: _common_pb2.Run | None = ...,
         outcome: Global___CancelOutcome.ValueType = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["run", b"run"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["outcome", b"outcome", "run", b"run"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CancelRunResponse: typing_extensions.TypeAlias = CancelRunResponse
+Global___CancelRunResponse: _TypeAlias = CancelRunResponse  # noqa: Y015
 
-@typing.final
-class RetryRunRequest(google.protobuf.message.Message):
+@_typing.final
+class RetryRunRequest(_message.Message):
     """Request for RunService.RetryRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155); a repeat returns the same new run."""
-    id: builtins.str
+    id: _builtins.str
     """The id of the run to retry."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who retries; unset = derived from the caller's credentials."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "id", b"id", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "id", b"id", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___RetryRunRequest: typing_extensions.TypeAlias = RetryRunRequest
+Global___RetryRunRequest: _TypeAlias = RetryRunRequest  # noqa: Y015
 
-@typing.final
-class ApproveRunRequest(google.protobuf.message.Message):
+@_typing.final
+class ApproveRunRequest(_message.Message):
     """Request for RunService.ApproveRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154); when set and stale, fails with ABORTED /
     RUN_VERSION_CONFLICT.
     """
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who approves; unset = derived from the caller's credentials."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ApproveRunRequest: typing_extensions.TypeAlias = ApproveRunRequest
+Global___ApproveRunRequest: _TypeAlias = ApproveRunRequest  # noqa: Y015
 
-@typing.final
-class ListRunEventsRequest(google.protobuf.message.Message):
+@_typing.final
+class ListRunEventsRequest(_message.Message):
     """Request for RunService.ListRunEvents."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_ID_FIELD_NUMBER: builtins.int
-    PAGE_SIZE_FIELD_NUMBER: builtins.int
-    PAGE_TOKEN_FIELD_NUMBER: builtins.int
-    AFTER_SEQUENCE_FIELD_NUMBER: builtins.int
-    run_id: builtins.str
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
     """The run whose events to list."""
-    page_size: builtins.int
+    page_size: _builtins.int
     """Maximum number of events to return; 0 = server default, capped by the
     server.
     """
-    page_token: builtins.str
+    page_token: _builtins.str
     """next_page_token from a previous call with the same parameters."""
-    after_sequence: builtins.int
+    after_sequence: _builtins.int
     """Only events with a sequence greater than this; 0 = from the start."""
     def __init__(
         self,
         *,
-        run_id: builtins.str = ...,
-        page_size: builtins.int = ...,
-        page_token: builtins.str = ...,
-        after_sequence: builtins.int = ...,
+        run_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        after_sequence: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["after_sequence", b"after_sequence", "page_size", b"page_size", "page_token", b"page_token", "run_id", b"run_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "page_size", b"page_size", "page_token", b"page_token", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListRunEventsRequest: typing_extensions.TypeAlias = ListRunEventsRequest
+Global___ListRunEventsRequest: _TypeAlias = ListRunEventsRequest  # noqa: Y015
 
-@typing.final
-class ListRunEventsResponse(google.protobuf.message.Message):
+@_typing.final
+class ListRunEventsResponse(_message.Message):
     """Response of RunService.ListRunEvents."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    EVENTS_FIELD_NUMBER: builtins.int
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: builtins.int
-    next_page_token: builtins.str
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
     """Token for the next page; empty when there is none."""
-    @property
-    def events(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.common_pb2.RunEvent]:
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RunEvent]:
         """The page of events, in ascending sequence order."""
 
     def __init__(
         self,
         *,
-        events: collections.abc.Iterable[truerun.v1.common_pb2.RunEvent] | None = ...,
-        next_page_token: builtins.str = ...,
+        events: _abc.Iterable[_common_pb2.RunEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["events", b"events", "next_page_token", b"next_page_token"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListRunEventsResponse: typing_extensions.TypeAlias = ListRunEventsResponse
+Global___ListRunEventsResponse: _TypeAlias = ListRunEventsResponse  # noqa: Y015
 
-@typing.final
-class WatchRunEventsRequest(google.protobuf.message.Message):
+@_typing.final
+class WatchRunEventsRequest(_message.Message):
     """Request for RunService.WatchRunEvents. Set run_id to follow one run, or
     leave it empty and set project_id to follow every run of a project.
     """
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_ID_FIELD_NUMBER: builtins.int
-    PROJECT_ID_FIELD_NUMBER: builtins.int
-    AFTER_SEQUENCE_FIELD_NUMBER: builtins.int
-    AFTER_CURSOR_FIELD_NUMBER: builtins.int
-    run_id: builtins.str
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
     """The run to follow; empty = all runs of project_id."""
-    project_id: builtins.str
+    project_id: _builtins.str
     """The project to follow when run_id is empty; ignored otherwise."""
-    after_sequence: builtins.int
+    after_sequence: _builtins.int
     """With run_id: replay stored events with a greater sequence first, then
     follow (resume with the last sequence seen). Without run_id sequences are
     per run, so this must be 0; use after_cursor.
     """
-    after_cursor: builtins.str
+    after_cursor: _builtins.str
     """Without run_id: replay the project's stored events after this cursor
     (a RunEvent.cursor this server returned; empty = from the project's
     first event), then follow. Must be empty with run_id.
@@ -533,295 +571,330 @@ class WatchRunEventsRequest(google.protobuf.message.Message):
     def __init__(
         self,
         *,
-        run_id: builtins.str = ...,
-        project_id: builtins.str = ...,
-        after_sequence: builtins.int = ...,
-        after_cursor: builtins.str = ...,
+        run_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        after_sequence: _builtins.int = ...,
+        after_cursor: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["after_cursor", b"after_cursor", "after_sequence", b"after_sequence", "project_id", b"project_id", "run_id", b"run_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "after_sequence", b"after_sequence", "project_id", b"project_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___WatchRunEventsRequest: typing_extensions.TypeAlias = WatchRunEventsRequest
+Global___WatchRunEventsRequest: _TypeAlias = WatchRunEventsRequest  # noqa: Y015
 
-@typing.final
-class ListProjectEventsRequest(google.protobuf.message.Message):
+@_typing.final
+class ListProjectEventsRequest(_message.Message):
     """Request for RunService.ListProjectEvents."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    PROJECT_ID_FIELD_NUMBER: builtins.int
-    AFTER_CURSOR_FIELD_NUMBER: builtins.int
-    PAGE_SIZE_FIELD_NUMBER: builtins.int
-    project_id: builtins.str
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
     """The project whose events to list."""
-    after_cursor: builtins.str
+    after_cursor: _builtins.str
     """Only events after this cursor (a RunEvent.cursor or next_cursor this
     server returned); empty = from the project's first event.
     """
-    page_size: builtins.int
+    page_size: _builtins.int
     """Maximum number of events to return; 0 = 100, capped at 1000."""
     def __init__(
         self,
         *,
-        project_id: builtins.str = ...,
-        after_cursor: builtins.str = ...,
-        page_size: builtins.int = ...,
+        project_id: _builtins.str = ...,
+        after_cursor: _builtins.str = ...,
+        page_size: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["after_cursor", b"after_cursor", "page_size", b"page_size", "project_id", b"project_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "page_size", b"page_size", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListProjectEventsRequest: typing_extensions.TypeAlias = ListProjectEventsRequest
+Global___ListProjectEventsRequest: _TypeAlias = ListProjectEventsRequest  # noqa: Y015
 
-@typing.final
-class ListProjectEventsResponse(google.protobuf.message.Message):
+@_typing.final
+class ListProjectEventsResponse(_message.Message):
     """Response of RunService.ListProjectEvents."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    EVENTS_FIELD_NUMBER: builtins.int
-    NEXT_CURSOR_FIELD_NUMBER: builtins.int
-    next_cursor: builtins.str
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
     """The cursor of the last event returned, or the request's after_cursor when
     none was; pass it back as after_cursor for the next page. A page shorter
     than page_size does not mean the stream ended: new commits extend it.
     """
-    @property
-    def events(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.common_pb2.RunEvent]:
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.RunEvent]:
         """The page of events, in ascending cursor order."""
 
     def __init__(
         self,
         *,
-        events: collections.abc.Iterable[truerun.v1.common_pb2.RunEvent] | None = ...,
-        next_cursor: builtins.str = ...,
+        events: _abc.Iterable[_common_pb2.RunEvent] | None = ...,
+        next_cursor: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["events", b"events", "next_cursor", b"next_cursor"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_cursor", b"next_cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListProjectEventsResponse: typing_extensions.TypeAlias = ListProjectEventsResponse
+Global___ListProjectEventsResponse: _TypeAlias = ListProjectEventsResponse  # noqa: Y015
 
-@typing.final
-class ListAttemptsRequest(google.protobuf.message.Message):
+@_typing.final
+class ListAttemptsRequest(_message.Message):
     """Request for RunService.ListAttempts."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_ID_FIELD_NUMBER: builtins.int
-    run_id: builtins.str
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
     """The run whose attempts to list."""
     def __init__(
         self,
         *,
-        run_id: builtins.str = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["run_id", b"run_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListAttemptsRequest: typing_extensions.TypeAlias = ListAttemptsRequest
+Global___ListAttemptsRequest: _TypeAlias = ListAttemptsRequest  # noqa: Y015
 
-@typing.final
-class ListAttemptsResponse(google.protobuf.message.Message):
+@_typing.final
+class ListAttemptsResponse(_message.Message):
     """Response of RunService.ListAttempts."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPTS_FIELD_NUMBER: builtins.int
-    @property
-    def attempts(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.common_pb2.Attempt]:
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Attempt]:
         """Every attempt of the run, attempt_no ascending."""
 
     def __init__(
         self,
         *,
-        attempts: collections.abc.Iterable[truerun.v1.common_pb2.Attempt] | None = ...,
+        attempts: _abc.Iterable[_common_pb2.Attempt] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["attempts", b"attempts"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ListAttemptsResponse: typing_extensions.TypeAlias = ListAttemptsResponse
+Global___ListAttemptsResponse: _TypeAlias = ListAttemptsResponse  # noqa: Y015
 
-@typing.final
-class ResolveRunRequest(google.protobuf.message.Message):
+@_typing.final
+class ResolveRunRequest(_message.Message):
     """Request for RunService.ResolveRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    RESOLUTION_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    RESOLUTION_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154); when set and stale, fails with ABORTED /
     RUN_VERSION_CONFLICT.
     """
-    reason: builtins.str
+    reason: _builtins.str
     """Why (recorded in the event); required."""
     resolution: Global___Resolution.ValueType
     """What really happened."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who decides; actor.id is required, an unset type means OPERATOR."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
-        reason: builtins.str = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
+        reason: _builtins.str = ...,
         resolution: Global___Resolution.ValueType = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id", "resolution", b"resolution"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id", "resolution", b"resolution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ResolveRunRequest: typing_extensions.TypeAlias = ResolveRunRequest
+Global___ResolveRunRequest: _TypeAlias = ResolveRunRequest  # noqa: Y015
 
-@typing.final
-class FailRunRequest(google.protobuf.message.Message):
+@_typing.final
+class FailRunRequest(_message.Message):
     """Request for RunService.FailRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154)."""
-    reason: builtins.str
+    reason: _builtins.str
     """Why (recorded in the event and as the run's error summary); required."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who decides; actor.id is required, an unset type means OPERATOR."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
-        reason: builtins.str = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___FailRunRequest: typing_extensions.TypeAlias = FailRunRequest
+Global___FailRunRequest: _TypeAlias = FailRunRequest  # noqa: Y015
 
-@typing.final
-class PauseRunRequest(google.protobuf.message.Message):
+@_typing.final
+class PauseRunRequest(_message.Message):
     """Request for RunService.PauseRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154)."""
-    reason: builtins.str
+    reason: _builtins.str
     """Why (recorded in the event); required."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who decides; actor.id is required, an unset type means OPERATOR."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
-        reason: builtins.str = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___PauseRunRequest: typing_extensions.TypeAlias = PauseRunRequest
+Global___PauseRunRequest: _TypeAlias = PauseRunRequest  # noqa: Y015
 
-@typing.final
-class ResumeRunRequest(google.protobuf.message.Message):
+@_typing.final
+class ResumeRunRequest(_message.Message):
     """Request for RunService.ResumeRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154)."""
-    reason: builtins.str
+    reason: _builtins.str
     """Why (recorded in the event); required."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who decides; actor.id is required, an unset type means OPERATOR."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
-        reason: builtins.str = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ResumeRunRequest: typing_extensions.TypeAlias = ResumeRunRequest
+Global___ResumeRunRequest: _TypeAlias = ResumeRunRequest  # noqa: Y015
 
-@typing.final
-class RequeueRunRequest(google.protobuf.message.Message):
+@_typing.final
+class RequeueRunRequest(_message.Message):
     """Request for RunService.RequeueRun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    REQUEST_ID_FIELD_NUMBER: builtins.int
-    ID_FIELD_NUMBER: builtins.int
-    ETAG_FIELD_NUMBER: builtins.int
-    ACTOR_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    request_id: builtins.str
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
     """Idempotency of this request (AIP-155)."""
-    id: builtins.str
+    id: _builtins.str
     """The run id."""
-    etag: builtins.str
+    etag: _builtins.str
     """Expected etag (AIP-154)."""
-    reason: builtins.str
+    reason: _builtins.str
     """Why (recorded in the event); required."""
-    @property
-    def actor(self) -> truerun.v1.common_pb2.Actor:
+    @_builtins.property
+    def actor(self) -> _common_pb2.Actor:
         """Who decides; actor.id is required, an unset type means OPERATOR."""
 
     def __init__(
         self,
         *,
-        request_id: builtins.str = ...,
-        id: builtins.str = ...,
-        etag: builtins.str = ...,
-        actor: truerun.v1.common_pb2.Actor | None = ...,
-        reason: builtins.str = ...,
+        request_id: _builtins.str = ...,
+        id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        actor: _common_pb2.Actor | None = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["actor", b"actor"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "etag", b"etag", "id", b"id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___RequeueRunRequest: typing_extensions.TypeAlias = RequeueRunRequest
+Global___RequeueRunRequest: _TypeAlias = RequeueRunRequest  # noqa: Y015

@@ -14,436 +14,67 @@ reason REQUEST_ID_REUSED. Responses are serialized deterministically, so a
 replay is byte-identical to the first answer.
 """
 
-import abc
-import collections.abc
-import grpc
-import grpc.aio
+from collections import abc as _abc
+from grpc import aio as _aio
+from truerun.v1 import common_pb2 as _common_pb2
+from truerun.v1 import run_service_pb2 as _run_service_pb2
+import abc as _abc_1
+import grpc as _grpc
 import sys
-import truerun.v1.common_pb2
-import truerun.v1.run_service_pb2
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 13):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import Self as _Self
 else:
-    import typing_extensions
+    from typing_extensions import Self as _Self
 
-_T = typing.TypeVar("_T")
+_T = _typing.TypeVar("_T")
 
-class _MaybeAsyncIterator(collections.abc.AsyncIterator[_T], collections.abc.Iterator[_T], metaclass=abc.ABCMeta): ...
+class _MaybeAsyncIterator(_abc.AsyncIterator[_T], _abc.Iterator[_T], metaclass=_abc_1.ABCMeta): ...
 
-class _ServicerContext(grpc.ServicerContext, grpc.aio.ServicerContext):  # type: ignore[misc, type-arg]
+class _ServicerContext(_grpc.ServicerContext, _aio.ServicerContext):  # type: ignore[misc, type-arg]
     ...
 
 GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
-_RunServiceCreateRunType = typing_extensions.TypeVar(
-    '_RunServiceCreateRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CreateRunRequest,
-        truerun.v1.run_service_pb2.CreateRunResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CreateRunRequest,
-        truerun.v1.run_service_pb2.CreateRunResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CreateRunRequest,
-        truerun.v1.run_service_pb2.CreateRunResponse,
-    ],
-)
 
-_RunServiceGetRunType = typing_extensions.TypeVar(
-    '_RunServiceGetRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.GetRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.GetRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.GetRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceListRunsType = typing_extensions.TypeVar(
-    '_RunServiceListRunsType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunsRequest,
-        truerun.v1.run_service_pb2.ListRunsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunsRequest,
-        truerun.v1.run_service_pb2.ListRunsResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunsRequest,
-        truerun.v1.run_service_pb2.ListRunsResponse,
-    ],
-)
-
-_RunServiceCancelRunType = typing_extensions.TypeVar(
-    '_RunServiceCancelRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CancelRunRequest,
-        truerun.v1.run_service_pb2.CancelRunResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CancelRunRequest,
-        truerun.v1.run_service_pb2.CancelRunResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CancelRunRequest,
-        truerun.v1.run_service_pb2.CancelRunResponse,
-    ],
-)
-
-_RunServiceRetryRunType = typing_extensions.TypeVar(
-    '_RunServiceRetryRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RetryRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RetryRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RetryRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceApproveRunType = typing_extensions.TypeVar(
-    '_RunServiceApproveRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ApproveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ApproveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ApproveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceResolveRunType = typing_extensions.TypeVar(
-    '_RunServiceResolveRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResolveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResolveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResolveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceFailRunType = typing_extensions.TypeVar(
-    '_RunServiceFailRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.FailRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.FailRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.FailRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServicePauseRunType = typing_extensions.TypeVar(
-    '_RunServicePauseRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.PauseRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.PauseRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.PauseRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceResumeRunType = typing_extensions.TypeVar(
-    '_RunServiceResumeRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResumeRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResumeRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResumeRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceRequeueRunType = typing_extensions.TypeVar(
-    '_RunServiceRequeueRunType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RequeueRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RequeueRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RequeueRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-)
-
-_RunServiceListRunEventsType = typing_extensions.TypeVar(
-    '_RunServiceListRunEventsType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunEventsRequest,
-        truerun.v1.run_service_pb2.ListRunEventsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunEventsRequest,
-        truerun.v1.run_service_pb2.ListRunEventsResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunEventsRequest,
-        truerun.v1.run_service_pb2.ListRunEventsResponse,
-    ],
-)
-
-_RunServiceWatchRunEventsType = typing_extensions.TypeVar(
-    '_RunServiceWatchRunEventsType',
-    grpc.UnaryStreamMultiCallable[
-        truerun.v1.run_service_pb2.WatchRunEventsRequest,
-        truerun.v1.common_pb2.RunEvent,
-    ],
-    grpc.aio.UnaryStreamMultiCallable[
-        truerun.v1.run_service_pb2.WatchRunEventsRequest,
-        truerun.v1.common_pb2.RunEvent,
-    ],
-    default=grpc.UnaryStreamMultiCallable[
-        truerun.v1.run_service_pb2.WatchRunEventsRequest,
-        truerun.v1.common_pb2.RunEvent,
-    ],
-)
-
-_RunServiceListProjectEventsType = typing_extensions.TypeVar(
-    '_RunServiceListProjectEventsType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListProjectEventsRequest,
-        truerun.v1.run_service_pb2.ListProjectEventsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListProjectEventsRequest,
-        truerun.v1.run_service_pb2.ListProjectEventsResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListProjectEventsRequest,
-        truerun.v1.run_service_pb2.ListProjectEventsResponse,
-    ],
-)
-
-_RunServiceListAttemptsType = typing_extensions.TypeVar(
-    '_RunServiceListAttemptsType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListAttemptsRequest,
-        truerun.v1.run_service_pb2.ListAttemptsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListAttemptsRequest,
-        truerun.v1.run_service_pb2.ListAttemptsResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListAttemptsRequest,
-        truerun.v1.run_service_pb2.ListAttemptsResponse,
-    ],
-)
-
-class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunType, _RunServiceListRunsType, _RunServiceCancelRunType, _RunServiceRetryRunType, _RunServiceApproveRunType, _RunServiceResolveRunType, _RunServiceFailRunType, _RunServicePauseRunType, _RunServiceResumeRunType, _RunServiceRequeueRunType, _RunServiceListRunEventsType, _RunServiceWatchRunEventsType, _RunServiceListProjectEventsType, _RunServiceListAttemptsType]):
+class RunServiceStub:
     """The public API for runs."""
 
-    @typing.overload
-    def __init__(self: RunServiceStub[
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.CreateRunRequest,
-            truerun.v1.run_service_pb2.CreateRunResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.GetRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListRunsRequest,
-            truerun.v1.run_service_pb2.ListRunsResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.CancelRunRequest,
-            truerun.v1.run_service_pb2.CancelRunResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.RetryRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ApproveRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ResolveRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.FailRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.PauseRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ResumeRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.RequeueRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListRunEventsRequest,
-            truerun.v1.run_service_pb2.ListRunEventsResponse,
-        ],
-        grpc.UnaryStreamMultiCallable[
-            truerun.v1.run_service_pb2.WatchRunEventsRequest,
-            truerun.v1.common_pb2.RunEvent,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListProjectEventsRequest,
-            truerun.v1.run_service_pb2.ListProjectEventsResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListAttemptsRequest,
-            truerun.v1.run_service_pb2.ListAttemptsResponse,
-        ],
-    ], channel: grpc.Channel) -> None: ...
-
-    @typing.overload
-    def __init__(self: RunServiceStub[
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.CreateRunRequest,
-            truerun.v1.run_service_pb2.CreateRunResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.GetRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListRunsRequest,
-            truerun.v1.run_service_pb2.ListRunsResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.CancelRunRequest,
-            truerun.v1.run_service_pb2.CancelRunResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.RetryRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ApproveRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ResolveRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.FailRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.PauseRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ResumeRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.RequeueRunRequest,
-            truerun.v1.common_pb2.Run,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListRunEventsRequest,
-            truerun.v1.run_service_pb2.ListRunEventsResponse,
-        ],
-        grpc.aio.UnaryStreamMultiCallable[
-            truerun.v1.run_service_pb2.WatchRunEventsRequest,
-            truerun.v1.common_pb2.RunEvent,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListProjectEventsRequest,
-            truerun.v1.run_service_pb2.ListProjectEventsResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.run_service_pb2.ListAttemptsRequest,
-            truerun.v1.run_service_pb2.ListAttemptsResponse,
-        ],
-    ], channel: grpc.aio.Channel) -> None: ...
-
-    CreateRun: _RunServiceCreateRunType
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> RunServiceAsyncStub: ...
+    CreateRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.CreateRunRequest, _run_service_pb2.CreateRunResponse]
     """Creates a run, queued (or pending approval when requires_approval is
     set). With an idempotency_key that already names a run in the project,
     returns that run (existing = true) or fails with ALREADY_EXISTS /
     IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
     """
-
-    GetRun: _RunServiceGetRunType
+    GetRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.GetRunRequest, _common_pb2.Run]
     """Returns one run with its display state and current attempt. Never writes.
     Fails with NOT_FOUND / RUN_NOT_FOUND.
     """
-
-    ListRuns: _RunServiceListRunsType
+    ListRuns: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ListRunsRequest, _run_service_pb2.ListRunsResponse]
     """Lists runs, newest first."""
-
-    CancelRun: _RunServiceCancelRunType
+    CancelRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.CancelRunRequest, _run_service_pb2.CancelRunResponse]
     """Cancels a run. Before the start fence the run is cancelled at once;
     after it a durable cancel request is recorded and sent to the runtime,
     and the run shows `cancelling` until the runtime confirms. Idempotent:
     repeated calls report ALREADY_REQUESTED or ALREADY_TERMINAL.
     """
-
-    RetryRun: _RunServiceRetryRunType
+    RetryRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.RetryRunRequest, _common_pb2.Run]
     """Retries a terminal run by creating a NEW run whose retry_of_run_id is
     the given run; the original run is never rewritten. Returns the new run.
     Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
     not terminal.
     """
-
-    ApproveRun: _RunServiceApproveRunType
+    ApproveRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ApproveRunRequest, _common_pb2.Run]
     """Approves a run that is pending approval (it becomes queued) or waiting
     for approval (it resumes running). Fails with FAILED_PRECONDITION /
     INVALID_RUN_TRANSITION in any other status.
     """
-
-    ResolveRun: _RunServiceResolveRunType
+    ResolveRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ResolveRunRequest, _common_pb2.Run]
     """Operator commands: audited escape hatches, never raw status writes. Each
     requires actor (with an id) and reason, writes an event carrying both,
     and fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run
@@ -455,23 +86,17 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
     (lost) and the run is queued again on a new attempt; refused when the
     runtime reported the attempt running.
     """
-
-    FailRun: _RunServiceFailRunType
+    FailRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.FailRunRequest, _common_pb2.Run]
     """Fails a run that never started: queued, paused or dead-lettered."""
-
-    PauseRun: _RunServicePauseRunType
+    PauseRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.PauseRunRequest, _common_pb2.Run]
     """Takes a queued run out of the queue; a paused run is never claimed."""
-
-    ResumeRun: _RunServiceResumeRunType
+    ResumeRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ResumeRunRequest, _common_pb2.Run]
     """Puts a paused run back in the queue, in its old place."""
-
-    RequeueRun: _RunServiceRequeueRunType
+    RequeueRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.RequeueRunRequest, _common_pb2.Run]
     """Puts a dead-lettered run back in the queue; its recovery count restarts."""
-
-    ListRunEvents: _RunServiceListRunEventsType
+    ListRunEvents: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ListRunEventsRequest, _run_service_pb2.ListRunEventsResponse]
     """Lists the committed events of one run in sequence order."""
-
-    WatchRunEvents: _RunServiceWatchRunEventsType
+    WatchRunEvents: _grpc.UnaryStreamMultiCallable[_run_service_pb2.WatchRunEventsRequest, _common_pb2.RunEvent]
     """Streams committed events, in sequence order per run: first the stored
     events after after_sequence, then new events as they commit. Only
     committed events are ever sent. To resume after a disconnect, call again
@@ -485,8 +110,7 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
     delivered. A malformed after_cursor fails with INVALID_ARGUMENT /
     INVALID_CURSOR.
     """
-
-    ListProjectEvents: _RunServiceListProjectEventsType
+    ListProjectEvents: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ListProjectEventsRequest, _run_service_pb2.ListProjectEventsResponse]
     """Lists the committed events of every run of one project in the project's
     commit-ordered stream order (RunEvent.cursor ascending), starting after
     after_cursor. Each run's events appear in sequence order. Only events
@@ -495,150 +119,171 @@ class RunServiceStub(typing.Generic[_RunServiceCreateRunType, _RunServiceGetRunT
     with next_cursor yields every committed event exactly once. Never writes.
     A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
     """
-
-    ListAttempts: _RunServiceListAttemptsType
+    ListAttempts: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ListAttemptsRequest, _run_service_pb2.ListAttemptsResponse]
     """Lists every attempt of one run, oldest first (attempt_no ascending), with
     control status, observed state, sync state, fences and timestamps. Never
     writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
     """
 
-RunServiceAsyncStub: typing_extensions.TypeAlias = RunServiceStub[
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CreateRunRequest,
-        truerun.v1.run_service_pb2.CreateRunResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.GetRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunsRequest,
-        truerun.v1.run_service_pb2.ListRunsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.CancelRunRequest,
-        truerun.v1.run_service_pb2.CancelRunResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RetryRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ApproveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResolveRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.FailRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.PauseRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ResumeRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.RequeueRunRequest,
-        truerun.v1.common_pb2.Run,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListRunEventsRequest,
-        truerun.v1.run_service_pb2.ListRunEventsResponse,
-    ],
-    grpc.aio.UnaryStreamMultiCallable[
-        truerun.v1.run_service_pb2.WatchRunEventsRequest,
-        truerun.v1.common_pb2.RunEvent,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListProjectEventsRequest,
-        truerun.v1.run_service_pb2.ListProjectEventsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.run_service_pb2.ListAttemptsRequest,
-        truerun.v1.run_service_pb2.ListAttemptsResponse,
-    ],
-]
-
-class RunServiceServicer(metaclass=abc.ABCMeta):
+@_typing.type_check_only
+class RunServiceAsyncStub(RunServiceStub):
     """The public API for runs."""
 
-    @abc.abstractmethod
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    CreateRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.CreateRunRequest, _run_service_pb2.CreateRunResponse]  # type: ignore[assignment]
+    """Creates a run, queued (or pending approval when requires_approval is
+    set). With an idempotency_key that already names a run in the project,
+    returns that run (existing = true) or fails with ALREADY_EXISTS /
+    IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+    """
+    GetRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.GetRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Returns one run with its display state and current attempt. Never writes.
+    Fails with NOT_FOUND / RUN_NOT_FOUND.
+    """
+    ListRuns: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ListRunsRequest, _run_service_pb2.ListRunsResponse]  # type: ignore[assignment]
+    """Lists runs, newest first."""
+    CancelRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.CancelRunRequest, _run_service_pb2.CancelRunResponse]  # type: ignore[assignment]
+    """Cancels a run. Before the start fence the run is cancelled at once;
+    after it a durable cancel request is recorded and sent to the runtime,
+    and the run shows `cancelling` until the runtime confirms. Idempotent:
+    repeated calls report ALREADY_REQUESTED or ALREADY_TERMINAL.
+    """
+    RetryRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.RetryRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Retries a terminal run by creating a NEW run whose retry_of_run_id is
+    the given run; the original run is never rewritten. Returns the new run.
+    Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
+    not terminal.
+    """
+    ApproveRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ApproveRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Approves a run that is pending approval (it becomes queued) or waiting
+    for approval (it resumes running). Fails with FAILED_PRECONDITION /
+    INVALID_RUN_TRANSITION in any other status.
+    """
+    ResolveRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ResolveRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Operator commands: audited escape hatches, never raw status writes. Each
+    requires actor (with an id) and reason, writes an event carrying both,
+    and fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run
+    is not in a state the command applies to (nothing changes). See
+    docs/state-model.md "Operator commands".
+
+    Resolves an `unknown` attempt (started, no evidence) or a `lost` one as
+    succeeded, failed or not started. Not started: the old attempt stays
+    (lost) and the run is queued again on a new attempt; refused when the
+    runtime reported the attempt running.
+    """
+    FailRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.FailRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Fails a run that never started: queued, paused or dead-lettered."""
+    PauseRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.PauseRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Takes a queued run out of the queue; a paused run is never claimed."""
+    ResumeRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ResumeRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Puts a paused run back in the queue, in its old place."""
+    RequeueRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.RequeueRunRequest, _common_pb2.Run]  # type: ignore[assignment]
+    """Puts a dead-lettered run back in the queue; its recovery count restarts."""
+    ListRunEvents: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ListRunEventsRequest, _run_service_pb2.ListRunEventsResponse]  # type: ignore[assignment]
+    """Lists the committed events of one run in sequence order."""
+    WatchRunEvents: _aio.UnaryStreamMultiCallable[_run_service_pb2.WatchRunEventsRequest, _common_pb2.RunEvent]  # type: ignore[assignment]
+    """Streams committed events, in sequence order per run: first the stored
+    events after after_sequence, then new events as they commit. Only
+    committed events are ever sent. To resume after a disconnect, call again
+    with after_sequence set to the last sequence seen.
+
+    Project-wide (run_id empty, project_id set): first the project's stored
+    events after after_cursor (empty = from the project's first event), then
+    new commits, in cursor order. A client that reconnects with the last
+    cursor it received gets every committed event exactly once, in stream
+    order. Events committed by any server process on the same database are
+    delivered. A malformed after_cursor fails with INVALID_ARGUMENT /
+    INVALID_CURSOR.
+    """
+    ListProjectEvents: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ListProjectEventsRequest, _run_service_pb2.ListProjectEventsResponse]  # type: ignore[assignment]
+    """Lists the committed events of every run of one project in the project's
+    commit-ordered stream order (RunEvent.cursor ascending), starting after
+    after_cursor. Each run's events appear in sequence order. Only events
+    whose writing transaction and every earlier one have finished are
+    returned, so no event can later appear before a returned cursor: paging
+    with next_cursor yields every committed event exactly once. Never writes.
+    A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
+    """
+    ListAttempts: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ListAttemptsRequest, _run_service_pb2.ListAttemptsResponse]  # type: ignore[assignment]
+    """Lists every attempt of one run, oldest first (attempt_no ascending), with
+    control status, observed state, sync state, fences and timestamps. Never
+    writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
+    """
+
+class RunServiceServicer(metaclass=_abc_1.ABCMeta):
+    """The public API for runs."""
+
+    @_abc_1.abstractmethod
     def CreateRun(
         self,
-        request: truerun.v1.run_service_pb2.CreateRunRequest,
+        request: _run_service_pb2.CreateRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.run_service_pb2.CreateRunResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.CreateRunResponse]]:
+    ) -> _typing.Union[_run_service_pb2.CreateRunResponse, _abc.Awaitable[_run_service_pb2.CreateRunResponse]]:
         """Creates a run, queued (or pending approval when requires_approval is
         set). With an idempotency_key that already names a run in the project,
         returns that run (existing = true) or fails with ALREADY_EXISTS /
         IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def GetRun(
         self,
-        request: truerun.v1.run_service_pb2.GetRunRequest,
+        request: _run_service_pb2.GetRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Returns one run with its display state and current attempt. Never writes.
         Fails with NOT_FOUND / RUN_NOT_FOUND.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ListRuns(
         self,
-        request: truerun.v1.run_service_pb2.ListRunsRequest,
+        request: _run_service_pb2.ListRunsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.run_service_pb2.ListRunsResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.ListRunsResponse]]:
+    ) -> _typing.Union[_run_service_pb2.ListRunsResponse, _abc.Awaitable[_run_service_pb2.ListRunsResponse]]:
         """Lists runs, newest first."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def CancelRun(
         self,
-        request: truerun.v1.run_service_pb2.CancelRunRequest,
+        request: _run_service_pb2.CancelRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.run_service_pb2.CancelRunResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.CancelRunResponse]]:
+    ) -> _typing.Union[_run_service_pb2.CancelRunResponse, _abc.Awaitable[_run_service_pb2.CancelRunResponse]]:
         """Cancels a run. Before the start fence the run is cancelled at once;
         after it a durable cancel request is recorded and sent to the runtime,
         and the run shows `cancelling` until the runtime confirms. Idempotent:
         repeated calls report ALREADY_REQUESTED or ALREADY_TERMINAL.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def RetryRun(
         self,
-        request: truerun.v1.run_service_pb2.RetryRunRequest,
+        request: _run_service_pb2.RetryRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Retries a terminal run by creating a NEW run whose retry_of_run_id is
         the given run; the original run is never rewritten. Returns the new run.
         Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
         not terminal.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ApproveRun(
         self,
-        request: truerun.v1.run_service_pb2.ApproveRunRequest,
+        request: _run_service_pb2.ApproveRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Approves a run that is pending approval (it becomes queued) or waiting
         for approval (it resumes running). Fails with FAILED_PRECONDITION /
         INVALID_RUN_TRANSITION in any other status.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ResolveRun(
         self,
-        request: truerun.v1.run_service_pb2.ResolveRunRequest,
+        request: _run_service_pb2.ResolveRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Operator commands: audited escape hatches, never raw status writes. Each
         requires actor (with an id) and reason, writes an event carrying both,
         and fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run
@@ -651,52 +296,52 @@ class RunServiceServicer(metaclass=abc.ABCMeta):
         runtime reported the attempt running.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def FailRun(
         self,
-        request: truerun.v1.run_service_pb2.FailRunRequest,
+        request: _run_service_pb2.FailRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Fails a run that never started: queued, paused or dead-lettered."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def PauseRun(
         self,
-        request: truerun.v1.run_service_pb2.PauseRunRequest,
+        request: _run_service_pb2.PauseRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Takes a queued run out of the queue; a paused run is never claimed."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ResumeRun(
         self,
-        request: truerun.v1.run_service_pb2.ResumeRunRequest,
+        request: _run_service_pb2.ResumeRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Puts a paused run back in the queue, in its old place."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def RequeueRun(
         self,
-        request: truerun.v1.run_service_pb2.RequeueRunRequest,
+        request: _run_service_pb2.RequeueRunRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.common_pb2.Run, collections.abc.Awaitable[truerun.v1.common_pb2.Run]]:
+    ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Puts a dead-lettered run back in the queue; its recovery count restarts."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ListRunEvents(
         self,
-        request: truerun.v1.run_service_pb2.ListRunEventsRequest,
+        request: _run_service_pb2.ListRunEventsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.run_service_pb2.ListRunEventsResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.ListRunEventsResponse]]:
+    ) -> _typing.Union[_run_service_pb2.ListRunEventsResponse, _abc.Awaitable[_run_service_pb2.ListRunEventsResponse]]:
         """Lists the committed events of one run in sequence order."""
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def WatchRunEvents(
         self,
-        request: truerun.v1.run_service_pb2.WatchRunEventsRequest,
+        request: _run_service_pb2.WatchRunEventsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[collections.abc.Iterator[truerun.v1.common_pb2.RunEvent], collections.abc.AsyncIterator[truerun.v1.common_pb2.RunEvent]]:
+    ) -> _typing.Union[_abc.Iterator[_common_pb2.RunEvent], _abc.AsyncIterator[_common_pb2.RunEvent]]:
         """Streams committed events, in sequence order per run: first the stored
         events after after_sequence, then new events as they commit. Only
         committed events are ever sent. To resume after a disconnect, call again
@@ -711,12 +356,12 @@ class RunServiceServicer(metaclass=abc.ABCMeta):
         INVALID_CURSOR.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ListProjectEvents(
         self,
-        request: truerun.v1.run_service_pb2.ListProjectEventsRequest,
+        request: _run_service_pb2.ListProjectEventsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.run_service_pb2.ListProjectEventsResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.ListProjectEventsResponse]]:
+    ) -> _typing.Union[_run_service_pb2.ListProjectEventsResponse, _abc.Awaitable[_run_service_pb2.ListProjectEventsResponse]]:
         """Lists the committed events of every run of one project in the project's
         commit-ordered stream order (RunEvent.cursor ascending), starting after
         after_cursor. Each run's events appear in sequence order. Only events
@@ -726,15 +371,15 @@ class RunServiceServicer(metaclass=abc.ABCMeta):
         A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ListAttempts(
         self,
-        request: truerun.v1.run_service_pb2.ListAttemptsRequest,
+        request: _run_service_pb2.ListAttemptsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.run_service_pb2.ListAttemptsResponse, collections.abc.Awaitable[truerun.v1.run_service_pb2.ListAttemptsResponse]]:
+    ) -> _typing.Union[_run_service_pb2.ListAttemptsResponse, _abc.Awaitable[_run_service_pb2.ListAttemptsResponse]]:
         """Lists every attempt of one run, oldest first (attempt_no ascending), with
         control status, observed state, sync state, fences and timestamps. Never
         writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
         """
 
-def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
+def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -23,31 +23,31 @@ Truths the protocol keeps:
 - Heartbeats carry capacity only; they never change a run's state.
 """
 
-import builtins
-import collections.abc
-import google.protobuf.descriptor
-import google.protobuf.internal.containers
-import google.protobuf.internal.enum_type_wrapper
-import google.protobuf.message
-import google.protobuf.struct_pb2
-import google.protobuf.timestamp_pb2
+from collections import abc as _abc
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from truerun.v1 import capacity_service_pb2 as _capacity_service_pb2
+import builtins as _builtins
 import sys
-import truerun.v1.capacity_service_pb2
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 10):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
 else:
-    import typing_extensions
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
-DESCRIPTOR: google.protobuf.descriptor.FileDescriptor
+DESCRIPTOR: _descriptor.FileDescriptor
 
 class _RuntimeEventType:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _RuntimeEventTypeEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_RuntimeEventType.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _RuntimeEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RuntimeEventType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     RUNTIME_EVENT_TYPE_UNSPECIFIED: _RuntimeEventType.ValueType  # 0
     """Not set; rejected."""
     RUNTIME_EVENT_TYPE_ACCEPTED: _RuntimeEventType.ValueType  # 1
@@ -88,14 +88,14 @@ RUNTIME_EVENT_TYPE_TIMED_OUT: RuntimeEventType.ValueType  # 7
 """The process ran past its deadline and was stopped."""
 RUNTIME_EVENT_TYPE_SIGNALLED: RuntimeEventType.ValueType  # 8
 """A signal was sent to the process group (SIGTERM, then SIGKILL)."""
-Global___RuntimeEventType: typing_extensions.TypeAlias = RuntimeEventType
+Global___RuntimeEventType: _TypeAlias = RuntimeEventType  # noqa: Y015
 
 class _TurnStatus:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _TurnStatusEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_TurnStatus.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _TurnStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TurnStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     TURN_STATUS_UNSPECIFIED: _TurnStatus.ValueType  # 0
     """Not reported."""
     TURN_STATUS_ACTIVE: _TurnStatus.ValueType  # 1
@@ -114,14 +114,14 @@ TURN_STATUS_ACTIVE: TurnStatus.ValueType  # 1
 """A turn is in progress."""
 TURN_STATUS_IDLE: TurnStatus.ValueType  # 2
 """No turn is in progress."""
-Global___TurnStatus: typing_extensions.TypeAlias = TurnStatus
+Global___TurnStatus: _TypeAlias = TurnStatus  # noqa: Y015
 
 class _InspectState:
-    ValueType = typing.NewType("ValueType", builtins.int)
-    V: typing_extensions.TypeAlias = ValueType
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
 
-class _InspectStateEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_InspectState.ValueType], builtins.type):
-    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+class _InspectStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InspectState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
     INSPECT_STATE_UNSPECIFIED: _InspectState.ValueType  # 0
     """Not set."""
     INSPECT_STATE_RUNNING: _InspectState.ValueType  # 1
@@ -154,41 +154,41 @@ INSPECT_STATE_ACCEPTED: InspectState.ValueType  # 4
 """The runtime accepted the task and it waits for a local slot (or is being
 launched): not running yet, not lost.
 """
-Global___InspectState: typing_extensions.TypeAlias = InspectState
+Global___InspectState: _TypeAlias = InspectState  # noqa: Y015
 
-@typing.final
-class ConnectRequest(google.protobuf.message.Message):
+@_typing.final
+class ConnectRequest(_message.Message):
     """A message from the runtime."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    HELLO_FIELD_NUMBER: builtins.int
-    HEARTBEAT_FIELD_NUMBER: builtins.int
-    EVENT_FIELD_NUMBER: builtins.int
-    START_RESULT_FIELD_NUMBER: builtins.int
-    CANCEL_RESULT_FIELD_NUMBER: builtins.int
-    INSPECT_RESULT_FIELD_NUMBER: builtins.int
-    @property
+    HELLO_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_FIELD_NUMBER: _builtins.int
+    EVENT_FIELD_NUMBER: _builtins.int
+    START_RESULT_FIELD_NUMBER: _builtins.int
+    CANCEL_RESULT_FIELD_NUMBER: _builtins.int
+    INSPECT_RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
     def hello(self) -> Global___Hello:
         """The first message of every stream."""
 
-    @property
+    @_builtins.property
     def heartbeat(self) -> Global___Heartbeat:
         """A capacity observation."""
 
-    @property
+    @_builtins.property
     def event(self) -> Global___RuntimeEvent:
         """Evidence about one attempt."""
 
-    @property
+    @_builtins.property
     def start_result(self) -> Global___StartResult:
         """The answer to a Start."""
 
-    @property
+    @_builtins.property
     def cancel_result(self) -> Global___CancelResult:
         """The answer to a Cancel."""
 
-    @property
+    @_builtins.property
     def inspect_result(self) -> Global___InspectResult:
         """The answer to an Inspect."""
 
@@ -202,45 +202,49 @@ class ConnectRequest(google.protobuf.message.Message):
         cancel_result: Global___CancelResult | None = ...,
         inspect_result: Global___InspectResult | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["cancel_result", b"cancel_result", "event", b"event", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["cancel_result", b"cancel_result", "event", b"event", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["kind", b"kind"]) -> typing.Literal["hello", "heartbeat", "event", "start_result", "cancel_result", "inspect_result"] | None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_result", b"cancel_result", "event", b"event", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_result", b"cancel_result", "event", b"event", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "event", "start_result", "cancel_result", "inspect_result"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
-Global___ConnectRequest: typing_extensions.TypeAlias = ConnectRequest
+Global___ConnectRequest: _TypeAlias = ConnectRequest  # noqa: Y015
 
-@typing.final
-class ConnectResponse(google.protobuf.message.Message):
+@_typing.final
+class ConnectResponse(_message.Message):
     """A message from truerun."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    WELCOME_FIELD_NUMBER: builtins.int
-    START_FIELD_NUMBER: builtins.int
-    CANCEL_FIELD_NUMBER: builtins.int
-    INSPECT_FIELD_NUMBER: builtins.int
-    ACK_FIELD_NUMBER: builtins.int
-    ACKS_FIELD_NUMBER: builtins.int
-    @property
+    WELCOME_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
+    INSPECT_FIELD_NUMBER: _builtins.int
+    ACK_FIELD_NUMBER: _builtins.int
+    ACKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
     def welcome(self) -> Global___Welcome:
         """The answer to Hello."""
 
-    @property
+    @_builtins.property
     def start(self) -> Global___Start:
         """Start an attempt."""
 
-    @property
+    @_builtins.property
     def cancel(self) -> Global___Cancel:
         """Stop an attempt."""
 
-    @property
+    @_builtins.property
     def inspect(self) -> Global___Inspect:
         """Tell truerun what you know about an attempt."""
 
-    @property
+    @_builtins.property
     def ack(self) -> Global___Ack:
         """These events are committed; the runtime may forget them."""
 
-    @property
+    @_builtins.property
     def acks(self) -> Global___Acks:
         """The acknowledgements of one applied batch, one per attempt."""
 
@@ -254,237 +258,264 @@ class ConnectResponse(google.protobuf.message.Message):
         ack: Global___Ack | None = ...,
         acks: Global___Acks | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["kind", b"kind"]) -> typing.Literal["welcome", "start", "cancel", "inspect", "ack", "acks"] | None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "start", "cancel", "inspect", "ack", "acks"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
-Global___ConnectResponse: typing_extensions.TypeAlias = ConnectResponse
+Global___ConnectResponse: _TypeAlias = ConnectResponse  # noqa: Y015
 
-@typing.final
-class Hello(google.protobuf.message.Message):
+@_typing.final
+class Hello(_message.Message):
     """The runtime introduces itself."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUNTIME_TOKEN_FIELD_NUMBER: builtins.int
-    OWNER_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    ROUTES_FIELD_NUMBER: builtins.int
-    AGENT_VERSION_FIELD_NUMBER: builtins.int
-    runtime_token: builtins.str
+    RUNTIME_TOKEN_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    ROUTES_FIELD_NUMBER: _builtins.int
+    AGENT_VERSION_FIELD_NUMBER: _builtins.int
+    runtime_token: _builtins.str
     """The runtime's credential (a secret; never logged or stored in clear)."""
-    owner_id: builtins.str
+    owner_id: _builtins.str
     """The owner whose runs this runtime executes."""
-    runtime_instance_id: builtins.str
+    runtime_instance_id: _builtins.str
     """The stable id of this runtime install (the capacity domain)."""
-    agent_version: builtins.str
+    agent_version: _builtins.str
     """The runtime's software version, for diagnostics."""
-    @property
-    def routes(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[truerun.v1.capacity_service_pb2.Route]:
+    @_builtins.property
+    def routes(self) -> _containers.RepeatedCompositeFieldContainer[_capacity_service_pb2.Route]:
         """The routes Start can take to this runtime."""
 
     def __init__(
         self,
         *,
-        runtime_token: builtins.str = ...,
-        owner_id: builtins.str = ...,
-        runtime_instance_id: builtins.str = ...,
-        routes: collections.abc.Iterable[truerun.v1.capacity_service_pb2.Route] | None = ...,
-        agent_version: builtins.str = ...,
+        runtime_token: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        runtime_instance_id: _builtins.str = ...,
+        routes: _abc.Iterable[_capacity_service_pb2.Route] | None = ...,
+        agent_version: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["agent_version", b"agent_version", "owner_id", b"owner_id", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "owner_id", b"owner_id", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Hello: typing_extensions.TypeAlias = Hello
+Global___Hello: _TypeAlias = Hello  # noqa: Y015
 
-@typing.final
-class Welcome(google.protobuf.message.Message):
+@_typing.final
+class Welcome(_message.Message):
     """truerun's answer to Hello."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
-    OBSERVATION_TTL_MS_FIELD_NUMBER: builtins.int
-    heartbeat_interval_ms: builtins.int
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
+    OBSERVATION_TTL_MS_FIELD_NUMBER: _builtins.int
+    heartbeat_interval_ms: _builtins.int
     """How often the runtime should send a heartbeat, in milliseconds."""
-    observation_ttl_ms: builtins.int
+    observation_ttl_ms: _builtins.int
     """How long an observation counts after it arrives, in milliseconds."""
     def __init__(
         self,
         *,
-        heartbeat_interval_ms: builtins.int = ...,
-        observation_ttl_ms: builtins.int = ...,
+        heartbeat_interval_ms: _builtins.int = ...,
+        observation_ttl_ms: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["heartbeat_interval_ms", b"heartbeat_interval_ms", "observation_ttl_ms", b"observation_ttl_ms"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval_ms", b"heartbeat_interval_ms", "observation_ttl_ms", b"observation_ttl_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Welcome: typing_extensions.TypeAlias = Welcome
+Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
 
-@typing.final
-class Heartbeat(google.protobuf.message.Message):
+@_typing.final
+class Heartbeat(_message.Message):
     """A capacity observation sent on the stream."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    OBSERVATION_FIELD_NUMBER: builtins.int
-    @property
-    def observation(self) -> truerun.v1.capacity_service_pb2.Observation:
+    OBSERVATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def observation(self) -> _capacity_service_pb2.Observation:
         """The runtime's capacity now."""
 
     def __init__(
         self,
         *,
-        observation: truerun.v1.capacity_service_pb2.Observation | None = ...,
+        observation: _capacity_service_pb2.Observation | None = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["observation", b"observation"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["observation", b"observation"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["observation", b"observation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["observation", b"observation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Heartbeat: typing_extensions.TypeAlias = Heartbeat
+Global___Heartbeat: _TypeAlias = Heartbeat  # noqa: Y015
 
-@typing.final
-class RuntimeEvent(google.protobuf.message.Message):
+@_typing.final
+class RuntimeEvent(_message.Message):
     """Evidence about one attempt."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    SEQ_FIELD_NUMBER: builtins.int
-    TYPE_FIELD_NUMBER: builtins.int
-    TURN_STATUS_FIELD_NUMBER: builtins.int
-    CALLBACK_TOKEN_FIELD_NUMBER: builtins.int
-    EXIT_CODE_FIELD_NUMBER: builtins.int
-    ERROR_CODE_FIELD_NUMBER: builtins.int
-    ERROR_SUMMARY_FIELD_NUMBER: builtins.int
-    PAYLOAD_FIELD_NUMBER: builtins.int
-    EVENT_TIME_FIELD_NUMBER: builtins.int
-    TRACE_PARENT_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    TURN_STATUS_FIELD_NUMBER: _builtins.int
+    CALLBACK_TOKEN_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_SUMMARY_FIELD_NUMBER: _builtins.int
+    PAYLOAD_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    TRACE_PARENT_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt the event is about."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The attempt's runtime task id, as given in Start."""
-    seq: builtins.int
+    seq: _builtins.int
     """Per-attempt sequence number, starting at 1."""
     type: Global___RuntimeEventType.ValueType
     """What happened."""
     turn_status: Global___TurnStatus.ValueType
     """Whether a turn is active, when known."""
-    callback_token: builtins.str
+    callback_token: _builtins.str
     """The callback token given in Start."""
-    exit_code: builtins.int
+    exit_code: _builtins.int
     """The exit code, for terminal events."""
-    error_code: builtins.str
+    error_code: _builtins.str
     """A stable error code, for failures."""
-    error_summary: builtins.str
+    error_summary: _builtins.str
     """A short human summary; redacted and cut before it is stored."""
-    trace_parent: builtins.str
+    trace_parent: _builtins.str
     """The W3C traceparent given in the attempt's Start, echoed unchanged so the
     server can put the event in the run's trace; empty when Start had none.
     """
-    @property
-    def payload(self) -> google.protobuf.struct_pb2.Struct:
+    @_builtins.property
+    def payload(self) -> _struct_pb2.Struct:
         """Bounded, allow-listed details (output chunk, log reference, signal)."""
 
-    @property
-    def event_time(self) -> google.protobuf.timestamp_pb2.Timestamp:
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
         """When the runtime saw it (its own clock; informational)."""
 
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
-        seq: builtins.int = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
         type: Global___RuntimeEventType.ValueType = ...,
         turn_status: Global___TurnStatus.ValueType = ...,
-        callback_token: builtins.str = ...,
-        exit_code: builtins.int | None = ...,
-        error_code: builtins.str = ...,
-        error_summary: builtins.str = ...,
-        payload: google.protobuf.struct_pb2.Struct | None = ...,
-        event_time: google.protobuf.timestamp_pb2.Timestamp | None = ...,
-        trace_parent: builtins.str = ...,
+        callback_token: _builtins.str = ...,
+        exit_code: _builtins.int | None = ...,
+        error_code: _builtins.str = ...,
+        error_summary: _builtins.str = ...,
+        payload: _struct_pb2.Struct | None = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+        trace_parent: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "attempt_id", b"attempt_id", "callback_token", b"callback_token", "error_code", b"error_code", "error_summary", b"error_summary", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload", "runtime_task_id", b"runtime_task_id", "seq", b"seq", "trace_parent", b"trace_parent", "turn_status", b"turn_status", "type", b"type"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["_exit_code", b"_exit_code"]) -> typing.Literal["exit_code"] | None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "attempt_id", b"attempt_id", "callback_token", b"callback_token", "error_code", b"error_code", "error_summary", b"error_summary", "event_time", b"event_time", "exit_code", b"exit_code", "payload", b"payload", "runtime_task_id", b"runtime_task_id", "seq", b"seq", "trace_parent", b"trace_parent", "turn_status", b"turn_status", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
+    _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
-Global___RuntimeEvent: typing_extensions.TypeAlias = RuntimeEvent
+Global___RuntimeEvent: _TypeAlias = RuntimeEvent  # noqa: Y015
 
-@typing.final
-class StartResult(google.protobuf.message.Message):
+@_typing.final
+class StartResult(_message.Message):
     """The runtime's answer to Start."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    ACCEPTED_FIELD_NUMBER: builtins.int
-    REASON_FIELD_NUMBER: builtins.int
-    SEQ_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    ACCEPTED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt of the Start."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The attempt's runtime task id."""
-    accepted: builtins.bool
+    accepted: _builtins.bool
     """True: the runtime took it (it may still wait for a local slot)."""
-    reason: builtins.str
+    reason: _builtins.str
     """Why it was refused before anything started, when not accepted."""
-    seq: builtins.int
+    seq: _builtins.int
     """The seq of this answer in the attempt's event sequence."""
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
-        accepted: builtins.bool = ...,
-        reason: builtins.str = ...,
-        seq: builtins.int = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
+        accepted: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        seq: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["accepted", b"accepted", "attempt_id", b"attempt_id", "reason", b"reason", "runtime_task_id", b"runtime_task_id", "seq", b"seq"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "attempt_id", b"attempt_id", "reason", b"reason", "runtime_task_id", b"runtime_task_id", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___StartResult: typing_extensions.TypeAlias = StartResult
+Global___StartResult: _TypeAlias = StartResult  # noqa: Y015
 
-@typing.final
-class CancelResult(google.protobuf.message.Message):
+@_typing.final
+class CancelResult(_message.Message):
     """The runtime's answer to Cancel."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    FOUND_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    FOUND_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt of the Cancel."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The attempt's runtime task id."""
-    found: builtins.bool
+    found: _builtins.bool
     """True when the runtime knows the task (it is stopping or stopped it)."""
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
-        found: builtins.bool = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
+        found: _builtins.bool = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "found", b"found", "runtime_task_id", b"runtime_task_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "found", b"found", "runtime_task_id", b"runtime_task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CancelResult: typing_extensions.TypeAlias = CancelResult
+Global___CancelResult: _TypeAlias = CancelResult  # noqa: Y015
 
-@typing.final
-class InspectResult(google.protobuf.message.Message):
+@_typing.final
+class InspectResult(_message.Message):
     """The runtime's answer to Inspect."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    STATE_FIELD_NUMBER: builtins.int
-    TURN_STATUS_FIELD_NUMBER: builtins.int
-    TERMINAL_TYPE_FIELD_NUMBER: builtins.int
-    EXIT_CODE_FIELD_NUMBER: builtins.int
-    LAST_SEQ_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TURN_STATUS_FIELD_NUMBER: _builtins.int
+    TERMINAL_TYPE_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    LAST_SEQ_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt of the Inspect."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The attempt's runtime task id."""
     state: Global___InspectState.ValueType
     """What the runtime knows."""
@@ -492,218 +523,249 @@ class InspectResult(google.protobuf.message.Message):
     """Whether a turn is active (with INSPECT_STATE_RUNNING)."""
     terminal_type: Global___RuntimeEventType.ValueType
     """How it ended (with INSPECT_STATE_FINISHED)."""
-    exit_code: builtins.int
+    exit_code: _builtins.int
     """The recorded exit code (with INSPECT_STATE_FINISHED)."""
-    last_seq: builtins.int
+    last_seq: _builtins.int
     """The last seq the runtime produced for the attempt."""
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
         state: Global___InspectState.ValueType = ...,
         turn_status: Global___TurnStatus.ValueType = ...,
         terminal_type: Global___RuntimeEventType.ValueType = ...,
-        exit_code: builtins.int | None = ...,
-        last_seq: builtins.int = ...,
+        exit_code: _builtins.int | None = ...,
+        last_seq: _builtins.int = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["_exit_code", b"_exit_code", "attempt_id", b"attempt_id", "exit_code", b"exit_code", "last_seq", b"last_seq", "runtime_task_id", b"runtime_task_id", "state", b"state", "terminal_type", b"terminal_type", "turn_status", b"turn_status"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing.Literal["_exit_code", b"_exit_code"]) -> typing.Literal["exit_code"] | None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "attempt_id", b"attempt_id", "exit_code", b"exit_code", "last_seq", b"last_seq", "runtime_task_id", b"runtime_task_id", "state", b"state", "terminal_type", b"terminal_type", "turn_status", b"turn_status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
+    _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
-Global___InspectResult: typing_extensions.TypeAlias = InspectResult
+Global___InspectResult: _TypeAlias = InspectResult  # noqa: Y015
 
-@typing.final
-class Start(google.protobuf.message.Message):
+@_typing.final
+class Start(_message.Message):
     """Start one attempt. Sent once per attempt, after the start fence is stored."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUN_ID_FIELD_NUMBER: builtins.int
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    CALLBACK_TOKEN_FIELD_NUMBER: builtins.int
-    SPEC_FIELD_NUMBER: builtins.int
-    FRONT_OF_QUEUE_FIELD_NUMBER: builtins.int
-    WORKSPACE_PATH_FIELD_NUMBER: builtins.int
-    SELF_FENCE_AFTER_MS_FIELD_NUMBER: builtins.int
-    TRACE_PARENT_FIELD_NUMBER: builtins.int
-    run_id: builtins.str
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    CALLBACK_TOKEN_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    FRONT_OF_QUEUE_FIELD_NUMBER: _builtins.int
+    WORKSPACE_PATH_FIELD_NUMBER: _builtins.int
+    SELF_FENCE_AFTER_MS_FIELD_NUMBER: _builtins.int
+    TRACE_PARENT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
     """The run."""
-    attempt_id: builtins.str
+    attempt_id: _builtins.str
     """The attempt."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The runtime task id to use for this attempt (derived from attempt_id)."""
-    callback_token: builtins.str
+    callback_token: _builtins.str
     """The token to present with every event of this attempt (a secret; the
     process gets it as TRUERUN_CALLBACK_TOKEN).
     """
-    front_of_queue: builtins.bool
+    front_of_queue: _builtins.bool
     """"Run now": put it at the head of the runtime's own queue (still within D)."""
-    workspace_path: builtins.str
+    workspace_path: _builtins.str
     """The per-attempt workspace (a git worktree for agents with R > 1)."""
-    self_fence_after_ms: builtins.int
+    self_fence_after_ms: _builtins.int
     """Stop the process when truerun cannot be reached for this long (0: never)."""
-    trace_parent: builtins.str
+    trace_parent: _builtins.str
     """The W3C traceparent of the dispatch (in the run's trace), when tracing is
     on; the runtime echoes it on every event of the attempt.
     """
-    @property
-    def spec(self) -> google.protobuf.struct_pb2.Struct:
+    @_builtins.property
+    def spec(self) -> _struct_pb2.Struct:
         """What to run."""
 
     def __init__(
         self,
         *,
-        run_id: builtins.str = ...,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
-        callback_token: builtins.str = ...,
-        spec: google.protobuf.struct_pb2.Struct | None = ...,
-        front_of_queue: builtins.bool = ...,
-        workspace_path: builtins.str = ...,
-        self_fence_after_ms: builtins.int = ...,
-        trace_parent: builtins.str = ...,
+        run_id: _builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
+        callback_token: _builtins.str = ...,
+        spec: _struct_pb2.Struct | None = ...,
+        front_of_queue: _builtins.bool = ...,
+        workspace_path: _builtins.str = ...,
+        self_fence_after_ms: _builtins.int = ...,
+        trace_parent: _builtins.str = ...,
     ) -> None: ...
-    def HasField(self, field_name: typing.Literal["spec", b"spec"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "callback_token", b"callback_token", "front_of_queue", b"front_of_queue", "run_id", b"run_id", "runtime_task_id", b"runtime_task_id", "self_fence_after_ms", b"self_fence_after_ms", "spec", b"spec", "trace_parent", b"trace_parent", "workspace_path", b"workspace_path"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "callback_token", b"callback_token", "front_of_queue", b"front_of_queue", "run_id", b"run_id", "runtime_task_id", b"runtime_task_id", "self_fence_after_ms", b"self_fence_after_ms", "spec", b"spec", "trace_parent", b"trace_parent", "workspace_path", b"workspace_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Start: typing_extensions.TypeAlias = Start
+Global___Start: _TypeAlias = Start  # noqa: Y015
 
-@typing.final
-class Cancel(google.protobuf.message.Message):
+@_typing.final
+class Cancel(_message.Message):
     """Stop one attempt: SIGTERM to its process group, SIGKILL after grace_ms."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    GRACE_MS_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    GRACE_MS_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The attempt's runtime task id (the fencing token of the cancel)."""
-    grace_ms: builtins.int
+    grace_ms: _builtins.int
     """How long to wait after SIGTERM before SIGKILL, in milliseconds."""
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
-        grace_ms: builtins.int = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
+        grace_ms: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "grace_ms", b"grace_ms", "runtime_task_id", b"runtime_task_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "grace_ms", b"grace_ms", "runtime_task_id", b"runtime_task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Cancel: typing_extensions.TypeAlias = Cancel
+Global___Cancel: _TypeAlias = Cancel  # noqa: Y015
 
-@typing.final
-class Inspect(google.protobuf.message.Message):
+@_typing.final
+class Inspect(_message.Message):
     """Ask what the runtime knows about one attempt."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    RUNTIME_TASK_ID_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_TASK_ID_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt."""
-    runtime_task_id: builtins.str
+    runtime_task_id: _builtins.str
     """The attempt's runtime task id."""
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        runtime_task_id: builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        runtime_task_id: _builtins.str = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "runtime_task_id", b"runtime_task_id"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "runtime_task_id", b"runtime_task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Inspect: typing_extensions.TypeAlias = Inspect
+Global___Inspect: _TypeAlias = Inspect  # noqa: Y015
 
-@typing.final
-class Ack(google.protobuf.message.Message):
+@_typing.final
+class Ack(_message.Message):
     """These events of one attempt are committed (every seq up to this one)."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ATTEMPT_ID_FIELD_NUMBER: builtins.int
-    SEQ_FIELD_NUMBER: builtins.int
-    attempt_id: builtins.str
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
     """The attempt."""
-    seq: builtins.int
+    seq: _builtins.int
     """The highest committed seq."""
     def __init__(
         self,
         *,
-        attempt_id: builtins.str = ...,
-        seq: builtins.int = ...,
+        attempt_id: _builtins.str = ...,
+        seq: _builtins.int = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["attempt_id", b"attempt_id", "seq", b"seq"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Ack: typing_extensions.TypeAlias = Ack
+Global___Ack: _TypeAlias = Ack  # noqa: Y015
 
-@typing.final
-class Acks(google.protobuf.message.Message):
+@_typing.final
+class Acks(_message.Message):
     """Several acknowledgements in one message (one applied batch)."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ACKS_FIELD_NUMBER: builtins.int
-    @property
-    def acks(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___Ack]:
+    ACKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def acks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Ack]:
         """One per attempt of the batch."""
 
     def __init__(
         self,
         *,
-        acks: collections.abc.Iterable[Global___Ack] | None = ...,
+        acks: _abc.Iterable[Global___Ack] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["acks", b"acks"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Acks: typing_extensions.TypeAlias = Acks
+Global___Acks: _TypeAlias = Acks  # noqa: Y015
 
-@typing.final
-class ReportEventsRequest(google.protobuf.message.Message):
+@_typing.final
+class ReportEventsRequest(_message.Message):
     """Request for RuntimeService.ReportEvents."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    RUNTIME_TOKEN_FIELD_NUMBER: builtins.int
-    RUNTIME_INSTANCE_ID_FIELD_NUMBER: builtins.int
-    EVENTS_FIELD_NUMBER: builtins.int
-    runtime_token: builtins.str
+    RUNTIME_TOKEN_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    runtime_token: _builtins.str
     """The runtime's credential."""
-    runtime_instance_id: builtins.str
+    runtime_instance_id: _builtins.str
     """The runtime instance the events come from."""
-    @property
-    def events(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___RuntimeEvent]:
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___RuntimeEvent]:
         """The events, in seq order per attempt."""
 
     def __init__(
         self,
         *,
-        runtime_token: builtins.str = ...,
-        runtime_instance_id: builtins.str = ...,
-        events: collections.abc.Iterable[Global___RuntimeEvent] | None = ...,
+        runtime_token: _builtins.str = ...,
+        runtime_instance_id: _builtins.str = ...,
+        events: _abc.Iterable[Global___RuntimeEvent] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["events", b"events", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReportEventsRequest: typing_extensions.TypeAlias = ReportEventsRequest
+Global___ReportEventsRequest: _TypeAlias = ReportEventsRequest  # noqa: Y015
 
-@typing.final
-class ReportEventsResponse(google.protobuf.message.Message):
+@_typing.final
+class ReportEventsResponse(_message.Message):
     """Response of RuntimeService.ReportEvents."""
 
-    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DESCRIPTOR: _descriptor.Descriptor
 
-    ACKS_FIELD_NUMBER: builtins.int
-    @property
-    def acks(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[Global___Ack]:
+    ACKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def acks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Ack]:
         """The committed (or already known) events, per attempt."""
 
     def __init__(
         self,
         *,
-        acks: collections.abc.Iterable[Global___Ack] | None = ...,
+        acks: _abc.Iterable[Global___Ack] | None = ...,
     ) -> None: ...
-    def ClearField(self, field_name: typing.Literal["acks", b"acks"]) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReportEventsResponse: typing_extensions.TypeAlias = ReportEventsResponse
+Global___ReportEventsResponse: _TypeAlias = ReportEventsResponse  # noqa: Y015

@@ -23,131 +23,83 @@ Truths the protocol keeps:
 - Heartbeats carry capacity only; they never change a run's state.
 """
 
-import abc
-import collections.abc
-import grpc
-import grpc.aio
+from collections import abc as _abc
+from grpc import aio as _aio
+from truerun.v1 import runtime_service_pb2 as _runtime_service_pb2
+import abc as _abc_1
+import grpc as _grpc
 import sys
-import truerun.v1.runtime_service_pb2
-import typing
+import typing as _typing
 
-if sys.version_info >= (3, 13):
-    import typing as typing_extensions
+if sys.version_info >= (3, 11):
+    from typing import Self as _Self
 else:
-    import typing_extensions
+    from typing_extensions import Self as _Self
 
-_T = typing.TypeVar("_T")
+_T = _typing.TypeVar("_T")
 
-class _MaybeAsyncIterator(collections.abc.AsyncIterator[_T], collections.abc.Iterator[_T], metaclass=abc.ABCMeta): ...
+class _MaybeAsyncIterator(_abc.AsyncIterator[_T], _abc.Iterator[_T], metaclass=_abc_1.ABCMeta): ...
 
-class _ServicerContext(grpc.ServicerContext, grpc.aio.ServicerContext):  # type: ignore[misc, type-arg]
+class _ServicerContext(_grpc.ServicerContext, _aio.ServicerContext):  # type: ignore[misc, type-arg]
     ...
 
 GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
-_RuntimeServiceConnectType = typing_extensions.TypeVar(
-    '_RuntimeServiceConnectType',
-    grpc.StreamStreamMultiCallable[
-        truerun.v1.runtime_service_pb2.ConnectRequest,
-        truerun.v1.runtime_service_pb2.ConnectResponse,
-    ],
-    grpc.aio.StreamStreamMultiCallable[
-        truerun.v1.runtime_service_pb2.ConnectRequest,
-        truerun.v1.runtime_service_pb2.ConnectResponse,
-    ],
-    default=grpc.StreamStreamMultiCallable[
-        truerun.v1.runtime_service_pb2.ConnectRequest,
-        truerun.v1.runtime_service_pb2.ConnectResponse,
-    ],
-)
 
-_RuntimeServiceReportEventsType = typing_extensions.TypeVar(
-    '_RuntimeServiceReportEventsType',
-    grpc.UnaryUnaryMultiCallable[
-        truerun.v1.runtime_service_pb2.ReportEventsRequest,
-        truerun.v1.runtime_service_pb2.ReportEventsResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.runtime_service_pb2.ReportEventsRequest,
-        truerun.v1.runtime_service_pb2.ReportEventsResponse,
-    ],
-    default=grpc.UnaryUnaryMultiCallable[
-        truerun.v1.runtime_service_pb2.ReportEventsRequest,
-        truerun.v1.runtime_service_pb2.ReportEventsResponse,
-    ],
-)
-
-class RuntimeServiceStub(typing.Generic[_RuntimeServiceConnectType, _RuntimeServiceReportEventsType]):
+class RuntimeServiceStub:
     """The runtime side of truerun: one stream per runtime instance."""
 
-    @typing.overload
-    def __init__(self: RuntimeServiceStub[
-        grpc.StreamStreamMultiCallable[
-            truerun.v1.runtime_service_pb2.ConnectRequest,
-            truerun.v1.runtime_service_pb2.ConnectResponse,
-        ],
-        grpc.UnaryUnaryMultiCallable[
-            truerun.v1.runtime_service_pb2.ReportEventsRequest,
-            truerun.v1.runtime_service_pb2.ReportEventsResponse,
-        ],
-    ], channel: grpc.Channel) -> None: ...
-
-    @typing.overload
-    def __init__(self: RuntimeServiceStub[
-        grpc.aio.StreamStreamMultiCallable[
-            truerun.v1.runtime_service_pb2.ConnectRequest,
-            truerun.v1.runtime_service_pb2.ConnectResponse,
-        ],
-        grpc.aio.UnaryUnaryMultiCallable[
-            truerun.v1.runtime_service_pb2.ReportEventsRequest,
-            truerun.v1.runtime_service_pb2.ReportEventsResponse,
-        ],
-    ], channel: grpc.aio.Channel) -> None: ...
-
-    Connect: _RuntimeServiceConnectType
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> RuntimeServiceAsyncStub: ...
+    Connect: _grpc.StreamStreamMultiCallable[_runtime_service_pb2.ConnectRequest, _runtime_service_pb2.ConnectResponse]
     """The runtime's stream. The first message must be a Hello; the server
     answers with a Welcome, then sends Start, Cancel, Inspect and Ack.
     """
-
-    ReportEvents: _RuntimeServiceReportEventsType
+    ReportEvents: _grpc.UnaryUnaryMultiCallable[_runtime_service_pb2.ReportEventsRequest, _runtime_service_pb2.ReportEventsResponse]
     """Events for runtimes that cannot hold a stream (one call per batch; a
     stream message is several times cheaper). Each event is applied or
     rejected on its own; the response acknowledges the committed ones.
     """
 
-RuntimeServiceAsyncStub: typing_extensions.TypeAlias = RuntimeServiceStub[
-    grpc.aio.StreamStreamMultiCallable[
-        truerun.v1.runtime_service_pb2.ConnectRequest,
-        truerun.v1.runtime_service_pb2.ConnectResponse,
-    ],
-    grpc.aio.UnaryUnaryMultiCallable[
-        truerun.v1.runtime_service_pb2.ReportEventsRequest,
-        truerun.v1.runtime_service_pb2.ReportEventsResponse,
-    ],
-]
-
-class RuntimeServiceServicer(metaclass=abc.ABCMeta):
+@_typing.type_check_only
+class RuntimeServiceAsyncStub(RuntimeServiceStub):
     """The runtime side of truerun: one stream per runtime instance."""
 
-    @abc.abstractmethod
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    Connect: _aio.StreamStreamMultiCallable[_runtime_service_pb2.ConnectRequest, _runtime_service_pb2.ConnectResponse]  # type: ignore[assignment]
+    """The runtime's stream. The first message must be a Hello; the server
+    answers with a Welcome, then sends Start, Cancel, Inspect and Ack.
+    """
+    ReportEvents: _aio.UnaryUnaryMultiCallable[_runtime_service_pb2.ReportEventsRequest, _runtime_service_pb2.ReportEventsResponse]  # type: ignore[assignment]
+    """Events for runtimes that cannot hold a stream (one call per batch; a
+    stream message is several times cheaper). Each event is applied or
+    rejected on its own; the response acknowledges the committed ones.
+    """
+
+class RuntimeServiceServicer(metaclass=_abc_1.ABCMeta):
+    """The runtime side of truerun: one stream per runtime instance."""
+
+    @_abc_1.abstractmethod
     def Connect(
         self,
-        request_iterator: _MaybeAsyncIterator[truerun.v1.runtime_service_pb2.ConnectRequest],
+        request_iterator: _MaybeAsyncIterator[_runtime_service_pb2.ConnectRequest],
         context: _ServicerContext,
-    ) -> typing.Union[collections.abc.Iterator[truerun.v1.runtime_service_pb2.ConnectResponse], collections.abc.AsyncIterator[truerun.v1.runtime_service_pb2.ConnectResponse]]:
+    ) -> _typing.Union[_abc.Iterator[_runtime_service_pb2.ConnectResponse], _abc.AsyncIterator[_runtime_service_pb2.ConnectResponse]]:
         """The runtime's stream. The first message must be a Hello; the server
         answers with a Welcome, then sends Start, Cancel, Inspect and Ack.
         """
 
-    @abc.abstractmethod
+    @_abc_1.abstractmethod
     def ReportEvents(
         self,
-        request: truerun.v1.runtime_service_pb2.ReportEventsRequest,
+        request: _runtime_service_pb2.ReportEventsRequest,
         context: _ServicerContext,
-    ) -> typing.Union[truerun.v1.runtime_service_pb2.ReportEventsResponse, collections.abc.Awaitable[truerun.v1.runtime_service_pb2.ReportEventsResponse]]:
+    ) -> _typing.Union[_runtime_service_pb2.ReportEventsResponse, _abc.Awaitable[_runtime_service_pb2.ReportEventsResponse]]:
         """Events for runtimes that cannot hold a stream (one call per batch; a
         stream message is several times cheaper). Each event is applied or
         rejected on its own; the response acknowledges the committed ones.
         """
 
-def add_RuntimeServiceServicer_to_server(servicer: RuntimeServiceServicer, server: typing.Union[grpc.Server, grpc.aio.Server]) -> None: ...
+def add_RuntimeServiceServicer_to_server(servicer: RuntimeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
