@@ -27,6 +27,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.states import ActorType
+from coordinator.service.recovery import lose_in
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RunTx, Scan
 from services.ids import now_ms
@@ -108,18 +109,8 @@ class LeaseReconciler:
         """The lost_after policy: silent that long, the attempt is lost by policy (the reason
         says so); an idempotent run then gets a new attempt, any other waits for a person."""
         reason = f"lost_after_policy: runtime silent for over {self._lost_after_ms} ms"
-        result = await self._transitions.execute_in(
-            tx, c.MarkLost(attempt.run_id, ACTOR, reason=reason)
-        )
-        results.append(result)
-        if result.run.idempotent and result.run.status.value == "lost":
-            retry = c.RetryAttempt(
-                attempt.run_id, ACTOR, recovery=True, max_recoveries=self._max_recoveries
-            )
-            try:
-                results.append(await self._transitions.execute_in(tx, retry))
-            except DomainError as error:  # decided before any write: the loss still stands
-                log.info("run %s not retried: %s", attempt.run_id, error.message)
+        command = c.MarkLost(attempt.run_id, ACTOR, reason=reason)
+        results += await lose_in(self._transitions, tx, command, ACTOR, self._max_recoveries)
         return "lost"
 
     async def _cancel_quiet(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 from coordinator.dispatch.retries import RetryScheduler
 from reconciler.leases import LeaseReconciler
 from services.bootstrap import coordinator, open_store
 from services.config import Settings
 from services.metrics import Metrics
+from services.server import host_of, start_serving, until_signal
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +38,17 @@ async def run_reconciler(settings: Settings) -> None:
             asyncio.create_task(metrics.watch_ages(store)),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
-        metrics_host = settings.metrics_addr.rsplit(":", 1)[0]
-        print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        # gRPC health (and reflection) only: what the chart's probes and load balancers ask.
+        serving = await start_serving(app, settings.grpc_addr, run_service=False)
+        print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
+        print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
         print("reconciler running", flush=True)
-        await stop.wait()
+        await until_signal()
+        await serving.health.enter_graceful_shutdown()
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
+        await serving.server.stop(settings.grace_seconds)
         metrics_server.shutdown()
         metrics_server.server_close()
     finally:

@@ -154,6 +154,11 @@ async def start_serving(
     return Serving(server, port, health_servicer, runtime_servicer)
 
 
+def host_of(address: str) -> str:
+    """The host part of host:port (for the "... listening on host:port" lines)."""
+    return address.rsplit(":", 1)[0]
+
+
 async def until_signal() -> None:
     """Returns at the first SIGINT or SIGTERM."""
     stop = asyncio.Event()

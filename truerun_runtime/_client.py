@@ -60,6 +60,7 @@ class RuntimeClient:
         *,
         outbox: Outbox,
         agent_version: str = "",
+        lineage: str = "",
         backoff: Backoff | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         keepalive_ms: int = 30_000,
@@ -73,6 +74,7 @@ class RuntimeClient:
         self._handler = handler
         self.outbox = outbox
         self._agent_version = agent_version
+        self._lineage = lineage
         self._backoff = backoff or Backoff()
         self._credentials = credentials
         self._keepalive_ms = keepalive_ms
@@ -226,6 +228,7 @@ class RuntimeClient:
             runtime_instance_id=self.runtime_instance_id,
             routes=self.routes,
             agent_version=self._agent_version,
+            lineage=self._lineage,
         )
 
     def _opened(self, session: _Session, welcome: pb.Welcome) -> None:

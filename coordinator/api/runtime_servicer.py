@@ -22,11 +22,13 @@ from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
-from coordinator.domain.errors import DomainError, InvalidArgument, Unauthenticated
+from coordinator.domain.errors import DomainError, InvalidArgument, StoreBusy, Unauthenticated
 from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
 from coordinator.domain.states import ActorType, AttemptStatus
+from coordinator.service.recovery import lose
 from coordinator.service.transitions import Transitions
 from services import telemetry
+from services.ids import now_ms
 
 log = logging.getLogger(__name__)
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -61,6 +63,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         try:
             first = await anext(request_iterator)
             session = self._hello(first)
+            await self._replace_earlier(session)
         except StopAsyncIteration:
             return
         except DomainError as error:
@@ -131,7 +134,44 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             raise InvalidArgument("a runtime names at least one route")
         if not self._tokens.allows(hello.runtime_token, owner):
             raise Unauthenticated(f"this runtime token may not act for owner {owner}")
-        return Session(owner, instance, devices)
+        lineage = validation.name(hello.lineage, "lineage", required=False) or ""
+        return Session(owner, instance, devices, lineage)
+
+    async def _replace_earlier(self, session: Session) -> None:
+        """A Hello with a lineage replaces the lineage's earlier instances (the runtime
+        promised one instance at a time, and tasks that end with their instance): their
+        started attempts are provably gone, so each is lost, and the retry policy answers.
+        Done before Welcome: a store failure refuses the stream (the runtime reconnects)
+        and leaves nothing half done that the next Hello would not do again."""
+        if not session.lineage:
+            return
+        owner, instance = session.owner_id, session.runtime_instance_id
+        try:
+            earlier = await self._store.record_lineage(owner, instance, session.lineage, now_ms())
+            for replaced in earlier:
+                if self._sessions.get(replaced) is not None:
+                    # Connected here right now: alive, so not replaced whatever it promised.
+                    log.warning(
+                        "lineage %s: %s is connected; not replaced", session.lineage, replaced
+                    )
+                    continue
+                reason = f"instance_replaced: {replaced} by {instance} (lineage {session.lineage})"
+                actor = Actor(ActorType.RUNTIME, instance)
+                for attempt in await self._store.started_attempts(owner, replaced):
+                    command = c.MarkLost(attempt.run_id, actor, reason=reason)
+                    try:
+                        await lose(
+                            self._transitions, command, actor, self._dispatcher.max_recoveries
+                        )
+                    except DomainError as error:  # it moved on meanwhile (e.g. finished)
+                        log.info("attempt %s left as is: %s", attempt.id, error.message)
+                if not await self._store.started_attempts(owner, replaced):
+                    await self._store.mark_replaced(owner, replaced, now_ms())
+        except DomainError:
+            raise
+        except Exception as error:
+            log.exception("lineage %s of %s not recorded", session.lineage, instance)
+            raise StoreBusy(f"the runtime instance could not be recorded: {error}") from error
 
     async def _read(
         self, session: Session, requests: AsyncIterator[pb.ConnectRequest], stream: _Stream
@@ -184,14 +224,13 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             outcome=_OUTCOMES.get(answer.terminal_type),
             exit_code=answer.exit_code if answer.HasField("exit_code") else None,
         )
+        # "not found" from the same live instance: the attempt is lost, and the retry policy
+        # answers in the same transaction
+        retrier = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
         try:
-            result = await self._transitions.execute(command)
+            await lose(self._transitions, command, retrier, self._dispatcher.max_recoveries)
         except DomainError as error:
             log.info("inspect answer for %s not applied: %s", answer.attempt_id, error.message)
-            return
-        # "not found" from the same live instance: the attempt is lost; the retry policy next
-        retrier = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
-        await self._dispatcher.retry_lost(result, retrier)
 
     async def _heartbeat(self, session: Session, heartbeat: pb.Heartbeat) -> None:
         observation = observation_from_proto(heartbeat.observation)

@@ -25,7 +25,7 @@ from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
-from coordinator.domain.states import ActorType, ObservedState, RunStatus, SyncState
+from coordinator.domain.states import ActorType, ObservedState, SyncState
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from services.ids import new_token
@@ -288,22 +288,6 @@ class Dispatcher:
                     )
                 )
             )
-
-    # -- lost attempts --------------------------------------------------------------------------
-
-    async def retry_lost(self, result: Result, actor: Actor) -> None:
-        """After a trusted runtime answer proved an attempt gone (the run is now ``lost``): an
-        idempotent run gets a new attempt, as with the reconciler's lost_after policy (a
-        counted recovery: past ``max_recoveries`` the run is dead-lettered); any other run
-        stays lost until a person decides."""
-        run = result.run
-        if run.status is not RunStatus.LOST or not run.idempotent:
-            return
-        retry = c.RetryAttempt(run.id, actor, recovery=True, max_recoveries=self.max_recoveries)
-        try:
-            await self._transitions.execute(retry)
-        except DomainError as error:  # cancelled meanwhile, or another replica won
-            log.info("lost run %s not retried: %s", run.id, error.message)
 
     async def resend_cancels(self, session: Session) -> None:
         """On (re)connect: every cancel not yet confirmed goes again, and every attempt whose

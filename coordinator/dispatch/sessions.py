@@ -21,6 +21,8 @@ class Session:
     owner_id: str
     runtime_instance_id: str
     device_ids: tuple[str, ...]
+    #: Hello's lineage ('' when the runtime makes no lineage promise).
+    lineage: str = ""
     outbox: asyncio.Queue[pb.ConnectResponse] = field(default_factory=asyncio.Queue)
     #: Start results awaited by the dispatcher, by attempt id.
     pending_starts: dict[str, asyncio.Future[pb.StartResult]] = field(default_factory=dict)

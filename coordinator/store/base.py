@@ -195,3 +195,13 @@ class RunStore(Protocol):
 
     async def queue_position(self, run: Run) -> int:
         """1-based position among the owner's queued runs in claim order; 0 if not queued."""
+
+    async def record_lineage(
+        self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int
+    ) -> Sequence[str]:
+        """This instance of the owner's ``lineage`` said Hello (its first Hello is kept):
+        the instances it replaces, those of the lineage first seen before it and not yet
+        marked replaced, oldest first."""
+
+    async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
+        """Every started attempt of this replaced instance is settled: not returned again."""

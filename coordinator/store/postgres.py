@@ -228,6 +228,22 @@ WHERE id IN (
 _STARTED_ATTEMPTS = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')"""
+_RECORD_LINEAGE = """
+INSERT INTO runtime_instances
+    (owner_id, runtime_instance_id, lineage, first_hello_at_ms, last_hello_at_ms)
+VALUES ($1, $2, $3, $4, $4)
+ON CONFLICT (owner_id, runtime_instance_id)
+DO UPDATE SET lineage = EXCLUDED.lineage, last_hello_at_ms = EXCLUDED.last_hello_at_ms
+RETURNING first_hello_at_ms"""
+_EARLIER_IN_LINEAGE = """
+SELECT runtime_instance_id FROM runtime_instances
+WHERE owner_id = $1 AND lineage = $2 AND replaced_at_ms IS NULL
+  AND (first_hello_at_ms, runtime_instance_id) < ($3, $4)
+ORDER BY first_hello_at_ms, runtime_instance_id"""
+_MARK_REPLACED = (
+    "UPDATE runtime_instances SET replaced_at_ms = $3"
+    " WHERE owner_id = $1 AND runtime_instance_id = $2 AND replaced_at_ms IS NULL"
+)
 _GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = $1"
 _PUT_REQUEST = (
     "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
@@ -398,6 +414,21 @@ class PostgresStore:
     async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
         rows = await self._pool.fetch(_STARTED_ATTEMPTS, owner_id, runtime_instance_id)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def record_lineage(
+        self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int
+    ) -> Sequence[str]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            first = await conn.fetchval(
+                _RECORD_LINEAGE, owner_id, runtime_instance_id, lineage, now_ms
+            )
+            rows = await conn.fetch(
+                _EARLIER_IN_LINEAGE, owner_id, lineage, first, runtime_instance_id
+            )
+        return [row[0] for row in rows]
+
+    async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
+        await self._pool.execute(_MARK_REPLACED, owner_id, runtime_instance_id, now_ms)
 
     async def queue_position(self, run: Run) -> int:
         if run.queued_at_ms is None or run.status.value != "queued":

@@ -122,6 +122,22 @@ _LIST_ATTEMPTS = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = ? ORDER BY attempt_no"
 )
 _QUEUE_POSITION = queue_position_sql("?1", "?2", "?3", "?4", "?5", "?6")
+_RECORD_LINEAGE = """
+INSERT INTO runtime_instances
+    (owner_id, runtime_instance_id, lineage, first_hello_at_ms, last_hello_at_ms)
+VALUES (?1, ?2, ?3, ?4, ?4)
+ON CONFLICT (owner_id, runtime_instance_id)
+DO UPDATE SET lineage = excluded.lineage, last_hello_at_ms = excluded.last_hello_at_ms
+RETURNING first_hello_at_ms"""
+_EARLIER_IN_LINEAGE = """
+SELECT runtime_instance_id FROM runtime_instances
+WHERE owner_id = ?1 AND lineage = ?2 AND replaced_at_ms IS NULL
+  AND (first_hello_at_ms, runtime_instance_id) < (?3, ?4)
+ORDER BY first_hello_at_ms, runtime_instance_id"""
+_MARK_REPLACED = (
+    "UPDATE runtime_instances SET replaced_at_ms = ?1"
+    " WHERE owner_id = ?2 AND runtime_instance_id = ?3 AND replaced_at_ms IS NULL"
+)
 
 
 def _connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -455,6 +471,28 @@ class SqliteStore:
             runtime_instance_id,
         )
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+    async def record_lineage(
+        self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int
+    ) -> Sequence[str]:
+        def run(conn: sqlite3.Connection) -> list[str]:
+            self._begin_immediate(conn)
+            try:
+                args = (owner_id, runtime_instance_id, lineage, now_ms)
+                (first,) = conn.execute(_RECORD_LINEAGE, args).fetchone()
+                earlier = (owner_id, lineage, first, runtime_instance_id)
+                rows = conn.execute(_EARLIER_IN_LINEAGE, earlier).fetchall()
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return [row[0] for row in rows]
+
+        async with self._write_lock:
+            return await self._write(run)
+
+    async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
+        await self.write(_MARK_REPLACED, now_ms, owner_id, runtime_instance_id)
 
     async def queue_position(self, run: Run) -> int:
         if run.queued_at_ms is None or run.status.value != "queued":

@@ -60,6 +60,7 @@ class Agent:
             self,
             outbox=self.outbox,
             agent_version=AGENT_VERSION,
+            lineage=config.lineage,
             backoff=config.backoff,
             keepalive_ms=config.keepalive_ms,
         )

@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     _flag(parser, "--token", "TRUERUN_TOKEN", "the runtime token (a secret)")
     _flag(parser, "--owner", "TRUERUN_OWNER", "the owner whose runs this runtime executes")
     _flag(parser, "--instance-id", "TRUERUN_INSTANCE_ID", "runtime instance id; default: stored")
+    _flag(
+        parser,
+        "--lineage",
+        "TRUERUN_LINEAGE",
+        "replace earlier instances of this lineage (only where one instance runs at a time "
+        "and its commands die with it, e.g. a StatefulSet pod)",
+    )
     _flag(parser, "--state-dir", "TRUERUN_STATE_DIR", "state directory", default_state_dir())
     _flag(parser, "--limit", "TRUERUN_LIMIT", "D: max concurrently running commands", "1")
     _flag(parser, "--labels", "TRUERUN_LABELS", "comma-separated labels")
@@ -129,6 +136,7 @@ def _config(args: argparse.Namespace) -> AgentConfig:
         state_dir=Path(args.state_dir).expanduser(),
         limit=limit,
         instance_id=args.instance_id,
+        lineage=args.lineage or "",
         labels=_split(args.labels),
         routes=_split(args.routes),
         default_grace_ms=int(args.grace_ms),

@@ -27,6 +27,9 @@ class AgentConfig:
     """D: the hard cap of concurrently running commands, manual tasks included."""
     instance_id: str = ""
     """The runtime instance id; empty: a stable id stored in the state dir."""
+    lineage: str = ""
+    """Hello's lineage: set only where at most one instance of it runs at a time and a task
+    cannot outlive its instance (a container whose processes die with it); empty: none."""
     labels: tuple[str, ...] = ()
     """Labels reported in heartbeats (matched against runs' required labels)."""
     routes: tuple[str, ...] = ()

@@ -11,7 +11,7 @@ import logging
 from services.bootstrap import capacity, coordinator, open_observations, open_store
 from services.config import ConfigError, Settings
 from services.metrics import Metrics
-from services.server import start_serving, until_signal
+from services.server import host_of, start_serving, until_signal
 from services.telemetry import configure, server_interceptors
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,8 @@ async def run_capacity(settings: Settings) -> None:
             app, settings.grpc_addr, caps, run_service=False, interceptors=server_interceptors()
         )
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
-        print(f"metrics listening on {_host(settings.metrics_addr)}:{metrics_port}", flush=True)
-        print(f"grpc listening on {_host(settings.grpc_addr)}:{serving.port}", flush=True)
+        print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
+        print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
         await until_signal()
         log.info("draining; up to %.1fs", settings.grace_seconds)
         await serving.shutdown(settings.grace_seconds)
@@ -45,7 +45,3 @@ async def run_capacity(settings: Settings) -> None:
     finally:
         await store.close()
         telemetry.shutdown()
-
-
-def _host(address: str) -> str:
-    return address.rsplit(":", 1)[0]

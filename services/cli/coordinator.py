@@ -17,7 +17,7 @@ from coordinator.dispatch.tokens import RuntimeTokens
 from services.bootstrap import coordinator, open_store, remote_runtimes
 from services.config import ConfigError, Settings
 from services.metrics import Metrics
-from services.server import start_serving, until_signal
+from services.server import host_of, start_serving, until_signal
 from services.telemetry import client_interceptors, configure, server_interceptors
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,8 @@ async def run_coordinator(settings: Settings) -> None:
             asyncio.create_task(metrics.watch_ages(store)),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
-        print(f"metrics listening on {_host(settings.metrics_addr)}:{metrics_port}", flush=True)
-        print(f"grpc listening on {_host(settings.grpc_addr)}:{serving.port}", flush=True)
+        print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
+        print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
         await until_signal()
         log.info("draining; up to %.1fs", settings.grace_seconds)
         await serving.shutdown(settings.grace_seconds)
@@ -70,7 +70,3 @@ async def run_coordinator(settings: Settings) -> None:
         await capacity.close()
         await store.close()
         telemetry.shutdown()
-
-
-def _host(address: str) -> str:
-    return address.rsplit(":", 1)[0]

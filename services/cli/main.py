@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _env_flag(reconcile, "--database-url", "TRUERUN_DATABASE_URL", "postgresql://... or sqlite:///")
     _env_flag(reconcile, "--data-dir", "TRUERUN_DATA_DIR", "data directory (SQLite default)")
+    _env_flag(reconcile, "--grpc-addr", "TRUERUN_GRPC_ADDR", "gRPC health host:port, port 0 = any")
 
     for name, help_text in (
         ("coordinator", "serve RunService and RuntimeService (claims via TRUERUN_CAPACITY_ADDR)"),

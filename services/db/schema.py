@@ -241,6 +241,21 @@ fair_clocks = Table(
     Column("clock", BigInteger, nullable=False),
 )
 
+# Runtime instances that named a lineage in Hello (docs/runtime-protocol.md "Lineage"): a
+# new instance of an owner's lineage replaces the earlier ones, whose started attempts are
+# then provably gone.
+runtime_instances = Table(
+    "runtime_instances",
+    metadata,
+    Column("owner_id", String(128), primary_key=True),
+    Column("runtime_instance_id", String(128), primary_key=True),
+    Column("lineage", String(128), nullable=False),
+    Column("first_hello_at_ms", BigInteger, nullable=False),
+    Column("last_hello_at_ms", BigInteger, nullable=False),
+    Column("replaced_at_ms", BigInteger, nullable=True),
+    Index("ix_runtime_instances_lineage", "owner_id", "lineage"),
+)
+
 # AIP-155: the answer to a mutating request, kept so that a repeated request_id gets the
 # original answer and a reused one with another payload is refused.
 request_log = Table(

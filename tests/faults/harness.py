@@ -466,6 +466,7 @@ class Cluster:
 
     def _start_reconciler(self) -> Service:
         argv = [TRUERUN, "reconciler", "--data-dir", str(self.data_dir)]
+        argv += ["--grpc-addr", "127.0.0.1:0"]
 
         def launch(ready: bool = True) -> Managed:
             env = _base_env(self.procs.marker, self.service_env)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from truerun.v1 import common_pb2
+from truerun.v1 import common_pb2, run_service_pb2
 
 from tests.faults.harness import (
     TERMINAL,
@@ -94,8 +94,8 @@ def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_aft
     assert held.durable_rows == 2 and held.free_slots == 0, held
 
     if not lost_after_ms:
-        # No policy: unknown until a person resolves it (no operator command exists yet),
-        # across several lease periods, holding the capacity all along.
+        # No policy: unknown across several lease periods, holding the capacity all along,
+        # until a person resolves it with an audited command.
         until = time.monotonic() + 4 * LEASE_MS / 1000
         while time.monotonic() < until:
             for run_id in (retried, waiting):
@@ -104,6 +104,22 @@ def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_aft
                 assert run.attempt_count == 1
             time.sleep(0.2)
         assert cluster.occupancy(agent).durable_rows == 2
+        operator = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="ops@example")
+        for run_id in (retried, waiting):  # the runtime had reported them running
+            cluster.api.runs.ResolveRun(
+                run_service_pb2.ResolveRunRequest(
+                    id=run_id,
+                    actor=operator,
+                    reason="host gone for good",
+                    resolution=run_service_pb2.RESOLUTION_FAILED,
+                ),
+                timeout=10,
+            )
+            assert display(cluster.get(run_id)) == "failed"
+            resolved = [e for e in cluster.events(run_id) if e.type == "run.resolved"]
+            assert len(resolved) == 1 and resolved[0].actor.id == "ops@example"
+            assert gapless(cluster.events(run_id))
+        assert cluster.occupancy(agent).durable_rows == 0  # the capacity is released
         return
 
     # lost_after: silent that long after the lease ran out, the attempts are lost by policy.
@@ -128,6 +144,51 @@ def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_aft
     counts = starts_per_attempt(spans)
     assert counts[first[waiting]] == 1 and counts[first[retried]] == 1, counts
     assert len(counts) == 3, spans  # the two first attempts and the retry
+    assert not overlaps(spans), spans
+    for run_id in (retried, waiting):
+        assert gapless(cluster.events(run_id))
+
+
+def test_a_new_instance_of_the_lineage_replaces_a_dead_one(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """ "A new instance replaced it" (issue #5): an agent of lineage pod-0 dies with its
+    commands, as a pod does; a new instance of pod-0 (fresh state, new instance id) says
+    Hello. That proves the old one's tasks gone at once, with no lost_after policy: the
+    attempts are lost (the reason names both instances), the idempotent run is retried on the
+    new instance, the other waits for a person. No command ever ran twice at once."""
+    cluster = make_cluster(lease_ttl_ms=LEASE_MS)
+    old = cluster.start_agent("pod-0.a", limit=2, lineage="pod-0")
+    gate = cluster.gate("retry")
+    retried = cluster.submit("idem", cluster.side_effect(cluster.wait_gate(gate)), idempotent=True)
+    waiting = cluster.submit("once", cluster.side_effect("sleep 600"))
+    for run_id in (retried, waiting):
+        cluster.wait_for(run_id, "running", 30)
+    first = {r: cluster.get(r).current_attempt.id for r in (retried, waiting)}
+    cluster.kill(old)
+    cluster.kill_commands(old)
+    for run_id in (retried, waiting):  # no proof yet: unknown, holding the capacity
+        cluster.wait_for(run_id, "unknown", 30)
+
+    cluster.start_agent("pod-0.b", limit=2, lineage="pod-0")
+    lost = cluster.wait_for(waiting, "lost", 30)
+    assert lost.current_attempt.id == first[waiting]
+    lost_events = [e for e in cluster.events(waiting) if e.type == "attempt.lost"]
+    assert len(lost_events) == 1
+    assert "instance_replaced: pod-0.a by pod-0.b" in str(payload(lost_events[0]))
+    run = cluster.wait_for(retried, lambda r: r.attempt_count == 2, 30, "a second attempt")
+    assert run.current_attempt.id != first[retried]
+    gate.touch()
+    assert display(cluster.wait_for(retried, TERMINAL, 30)) == "succeeded"
+    assert cluster.get(retried).current_attempt.runtime_instance_id == "pod-0.b"
+    for _ in range(10):  # the non-idempotent run waits for a person
+        run = cluster.get(waiting)
+        assert display(run) == "lost" and run.attempt_count == 1, display(run)
+        time.sleep(0.1)
+    spans = cluster.spans()
+    counts = starts_per_attempt(spans)
+    assert counts[first[waiting]] == 1 and counts[first[retried]] == 1, counts
+    assert len(counts) == 3, spans
     assert not overlaps(spans), spans
     for run_id in (retried, waiting):
         assert gapless(cluster.events(run_id))

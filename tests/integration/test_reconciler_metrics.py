@@ -1,6 +1,7 @@
 """A real `truerun reconciler` process serves Prometheus metrics with seed B §16 names: it
 announces its address, and a lease it reconciles shows in run_reconcile_total (no run ids
-in any label)."""
+in any label). It also answers gRPC health checks (the chart's probes): SERVING while it
+runs; SIGTERM ends it with exit code 0."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coordinator.domain import commands as c
 from coordinator.service.transitions import Transitions
@@ -46,7 +50,12 @@ async def test_truerun_reconciler_serves_metrics(tmp_path: Path) -> None:
     finally:
         await store.close()
     out = tmp_path / "reconciler.out"
-    env = dict(os.environ, TRUERUN_DATABASE_URL=url, TRUERUN_METRICS_ADDR="127.0.0.1:0")
+    env = dict(
+        os.environ,
+        TRUERUN_DATABASE_URL=url,
+        TRUERUN_METRICS_ADDR="127.0.0.1:0",
+        TRUERUN_GRPC_ADDR="127.0.0.1:0",
+    )
     with out.open("w") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "services.cli.main", "reconciler"],
@@ -76,6 +85,13 @@ async def test_truerun_reconciler_serves_metrics(tmp_path: Path) -> None:
         text = _wait_for("the lease reconciled", reconciled)
         assert "run_non_terminal_age_seconds" in text
         assert run_id not in text
+
+        grpc_address = re.search(r"grpc listening on (\S+:\d+)", out.read_text())
+        assert grpc_address is not None, out.read_text()
+        with grpc.insecure_channel(grpc_address.group(1)) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            answer = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=DEADLINE_S) == 0, out.read_text()

@@ -752,6 +752,14 @@ class GatedStore:
     async def queue_position(self, run: Run) -> int:
         return await self._inner.queue_position(run)
 
+    async def record_lineage(
+        self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int
+    ) -> Sequence[str]:
+        return await self._inner.record_lineage(owner_id, runtime_instance_id, lineage, now_ms)
+
+    async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
+        await self._inner.mark_replaced(owner_id, runtime_instance_id, now_ms)
+
 
 async def twins_in_flight(
     database_url: str,

@@ -418,3 +418,120 @@ async def test_a_run_opts_into_self_fencing_through_its_spec(stack: Stack) -> No
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await stack.runs.CreateRun(request)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad
+
+
+async def _running_on(stack: Stack, instance: str, lineage: str, *runs: bool) -> list[pb.Start]:
+    """Runs (idempotent or not) started and running on ``instance`` of ``lineage``; its
+    stream then ends (the instance died with its tasks, as its lineage promises)."""
+    run_ids = [  # one scope each: runs of one scope queue behind each other
+        await _submit(stack, f"{instance}-{i}", idempotent=idempotent)
+        for i, idempotent in enumerate(runs)
+    ]
+    runtime = ScriptedRuntime(stack.runtime, instance=instance, lineage=lineage)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=len(runs))
+        starts = [(await runtime.expect("start")).start for _ in runs]
+        for start in starts:
+            await runtime.answer_start(start, accepted=True)
+            await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
+            await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_RUNNING)
+            await runtime.acked(start.attempt_id, 2)
+        by_run = {s.run_id: s for s in starts}
+        return [by_run[run_id] for run_id in run_ids]
+    finally:
+        await _closed(stack, runtime)
+
+
+async def _closed(stack: Stack, runtime: ScriptedRuntime) -> None:
+    """Close the stream and wait (bounded) until the server has let go of the session."""
+    await runtime.close()
+    for _ in range(500):
+        if stack.runtimes.sessions.get(runtime.instance) is None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the server still holds {runtime.instance}'s session")
+
+
+async def _replaced_by(stack: Stack, instance: str, lineage: str) -> ScriptedRuntime:
+    runtime = ScriptedRuntime(stack.runtime, instance=instance, lineage=lineage)
+    await runtime.connect()
+    return runtime
+
+
+async def test_a_new_instance_of_the_lineage_proves_the_old_ones_tasks_gone(
+    stack: Stack,
+) -> None:
+    """Issue #5, "a new instance replaced it": the idempotent run's attempt is lost (the
+    reason names both instances) and its new attempt is queued in the same transaction,
+    before Welcome; the non-idempotent one stays lost for a person."""
+    idem, once = await _running_on(stack, "pod-0.a", "pod-0", True, False)
+    before = {s.run_id: await _display(stack, s.run_id) for s in (idem, once)}
+    assert before == {idem.run_id: "RUNNING", once.run_id: "RUNNING"}
+    runtime = await _replaced_by(stack, "pod-0.b", "pod-0")
+    try:
+        idem_attempts = await stack.app.store.list_attempts(idem.run_id)
+        assert [(a.attempt_no, a.status.value) for a in idem_attempts] == [
+            (1, "lost"),
+            (2, "queued"),
+        ]
+        reason = idem_attempts[0].termination_reason or ""
+        assert reason == "instance_replaced: pod-0.a by pod-0.b (lineage pod-0)"
+        once_attempts = await stack.app.store.list_attempts(once.run_id)
+        assert [(a.id, a.status.value) for a in once_attempts] == [(once.attempt_id, "lost")]
+        assert await _display(stack, once.run_id) == "LOST"
+        loaded = await stack.app.store.load(idem.run_id)
+        assert loaded is not None and loaded.run.recovery_count == 1
+        await runtime.heartbeat(limit=1)
+        second = (await runtime.expect("start")).start  # the retry runs on the new instance
+        assert second.run_id == idem.run_id and second.attempt_id == idem_attempts[1].id
+    finally:
+        await runtime.close()
+    # The replaced instances are settled: a later Hello of the lineage finds nothing to do.
+    assert await stack.app.store.record_lineage("alice", "pod-0.b", "pod-0", 0) == []
+
+
+async def test_without_a_lineage_a_new_instance_proves_nothing(stack: Stack) -> None:
+    """The reference agent's commands outlive it: an instance that said no lineage is never
+    replaced, neither by an instance without one nor by one of some lineage."""
+    (start,) = await _running_on(stack, "host-a", "", False)
+    for instance, lineage in (("host-b", ""), ("pod-1.x", "pod-1")):
+        runtime = ScriptedRuntime(stack.runtime, instance=instance, lineage=lineage)
+        await runtime.connect()
+        await _closed(stack, runtime)
+    attempts = await stack.app.store.list_attempts(start.run_id)
+    assert [a.status.value for a in attempts] == ["running"]
+
+
+async def test_an_older_instance_coming_back_replaces_nobody(stack: Stack) -> None:
+    """A replaced instance that reconnects (its lineage's promise broken) does not replace
+    the newer one: the order is each instance's first Hello."""
+    await _running_on(stack, "pod-2.old", "pod-2", True)
+    newer = await _replaced_by(stack, "pod-2.new", "pod-2")
+    try:
+        await newer.heartbeat(limit=1)
+        start = await _accepted(newer, 2)  # the retry, running on the newer instance
+    finally:
+        await _closed(stack, newer)
+    older = await _replaced_by(stack, "pod-2.old", "pod-2")
+    await _closed(stack, older)
+    attempts = await stack.app.store.list_attempts(start.run_id)
+    assert [a.status.value for a in attempts] == ["lost", "running"]
+
+
+async def test_a_bad_lineage_is_refused_and_records_nothing(stack: Stack) -> None:
+    runtime = ScriptedRuntime(stack.runtime, instance="pod-3.a", lineage="bad lineage!")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await runtime.connect()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    await runtime.close()
+    assert await stack.app.store.record_lineage("alice", "pod-3.b", "bad lineage!", 0) == []
+
+
+async def test_a_lineage_belongs_to_one_owner(stack: Stack) -> None:
+    (start,) = await _running_on(stack, "pod-4.a", "pod-4", True)
+    other = ScriptedRuntime(stack.runtime, owner="bob", instance="pod-4.b", lineage="pod-4")
+    await other.connect()
+    await _closed(stack, other)
+    attempts = await stack.app.store.list_attempts(start.run_id)
+    assert [a.status.value for a in attempts] == ["running"]

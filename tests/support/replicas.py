@@ -105,6 +105,7 @@ class Deployment:
         if kind == "reconciler":
             port = 0
             argv = [TRUERUN, "reconciler", "--database-url", self.database_url]
+            argv += ["--grpc-addr", "127.0.0.1:0"]
         else:
             ports = self.capacity_ports if kind == "capacity" else self.coordinator_ports
             port = ports[index]

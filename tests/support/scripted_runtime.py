@@ -24,8 +24,10 @@ class ScriptedRuntime:
         instance: str = "inst-1",
         device: str = "dev-1",
         token: str = RUNTIME_TOKEN,
+        lineage: str = "",
     ) -> None:
         self.owner, self.instance, self.device, self.token = owner, instance, device, token
+        self.lineage = lineage
         self._outgoing: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
         self._stub = stub
         self._incoming: asyncio.Queue[pb.ConnectResponse] = asyncio.Queue()
@@ -44,6 +46,7 @@ class ScriptedRuntime:
             owner_id=self.owner,
             runtime_instance_id=self.instance,
             routes=[cap.Route(device_id=self.device, kind="local")],
+            lineage=self.lineage,
         )
         await self._outgoing.put(pb.ConnectRequest(hello=hello))
         self._call = self._stub.Connect(self._requests())

@@ -279,6 +279,7 @@ class Hello(_message.Message):
     RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
     ROUTES_FIELD_NUMBER: _builtins.int
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
     runtime_token: _builtins.str
     """The runtime's credential (a secret; never logged or stored in clear)."""
     owner_id: _builtins.str
@@ -287,6 +288,14 @@ class Hello(_message.Message):
     """The stable id of this runtime install (the capacity domain)."""
     agent_version: _builtins.str
     """The runtime's software version, for diagnostics."""
+    lineage: _builtins.str
+    """A name shared by the successive instances of one runtime that promises two things: at
+    most one instance of the lineage runs at a time, and its tasks end with their instance
+    (a StatefulSet pod whose storage goes with it, say). An instance saying Hello with a
+    lineage replaces every earlier instance of the same owner and lineage: their started
+    attempts are provably gone and become lost. Empty: no such promise (the reference
+    agent's tasks outlive it, so it sends none unless told to).
+    """
     @_builtins.property
     def routes(self) -> _containers.RepeatedCompositeFieldContainer[_capacity_service_pb2.Route]:
         """The routes Start can take to this runtime."""
@@ -299,10 +308,11 @@ class Hello(_message.Message):
         runtime_instance_id: _builtins.str = ...,
         routes: _abc.Iterable[_capacity_service_pb2.Route] | None = ...,
         agent_version: _builtins.str = ...,
+        lineage: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "owner_id", b"owner_id", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "lineage", b"lineage", "owner_id", b"owner_id", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
