@@ -66,8 +66,9 @@ class Settings:
     )
     lease_ttl_ms: int = setting(
         30_000,
-        "claim lease, renewed by the runtime's heartbeats; past it without a "
-        "heartbeat an unstarted claim is requeued and a started attempt shows unknown",
+        "claim lease: an unstarted claim past it is requeued (its dispatcher died); a "
+        "started attempt's lease is renewed by the runtime's heartbeats, and past it "
+        "without one the attempt shows unknown",
     )
     lost_after_ms: int = setting(
         0,

@@ -737,6 +737,11 @@ def _orphan_reported(
         sync_state=SyncState.DIVERGED.value,
         reason="the runtime runs a task truerun holds finished or elsewhere",
     )
+    return _recorded_only(run, attempt, event)
+
+
+def _recorded_only(run: Run, attempt: Attempt | None, event: NewEvent) -> Decision:
+    """Evidence that changes nothing: only the event is written (the run's sequence moves)."""
     return Decision(
         outcome=Outcome.IGNORED,
         run=run,
@@ -1041,13 +1046,7 @@ def _ignored(cmd: c.RuntimeCommand, run: Run, attempt: Attempt, why: str) -> Dec
         reported_type=type(cmd).__name__,
         ignored_because=why,
     )
-    return Decision(
-        outcome=Outcome.IGNORED,
-        run=run,
-        run_write=RunWrite.EVENTS_ONLY,
-        attempt=attempt,
-        events=(event,),
-    )
+    return _recorded_only(run, attempt, event)
 
 
 def _evidence(attempt: Attempt, cmd: c.RuntimeCommand, ctx: Context, **changes: Any) -> Attempt:

@@ -174,8 +174,11 @@ class RunStore(Protocol):
     async def renew_leases(
         self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
     ) -> int:
-        """A heartbeat from the runtime holding them: extend the leases of its live attempts
-        and stamp heartbeat_at. Touches no state column; returns how many were renewed."""
+        """A heartbeat from the runtime holding them: extend the leases of its started
+        (fenced) attempts and stamp heartbeat_at. A claim not yet fenced is the dispatcher's,
+        not the runtime's: a heartbeat says nothing about it, and renewing it would keep a
+        claim whose dispatcher died out of the reconciler's reach for as long as the runtime
+        lives. Touches no state column; returns how many were renewed."""
 
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         """Live attempts whose lease ran out and that are not already marked stale."""

@@ -222,8 +222,7 @@ _RENEW_LEASES = """
 UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
 WHERE id IN (
     SELECT id FROM attempts
-    WHERE owner_id = $1 AND runtime_instance_id = $2
-      AND status IN ('claimed', 'starting', 'running')
+    WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')
     ORDER BY id FOR UPDATE)"""
 _STARTED_ATTEMPTS = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts

@@ -413,7 +413,7 @@ class SqliteStore:
                 cursor = conn.execute(
                     "UPDATE attempts SET heartbeat_at_ms = ?, lease_expires_at_ms = "
                     "max(coalesce(lease_expires_at_ms, 0), ?) WHERE owner_id = ? AND "
-                    "runtime_instance_id = ? AND status IN ('claimed', 'starting', 'running')",
+                    "runtime_instance_id = ? AND status IN ('starting', 'running')",
                     (now_ms, until_ms, owner_id, runtime_instance_id),
                 )
             except BaseException:

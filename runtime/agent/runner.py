@@ -201,6 +201,14 @@ class TaskRunner:
             return pb.INSPECT_STATE_RUNNING, none, None
         if proof is Proof.EXITED:
             return None  # ours, ended, status not written yet
+        # Gone: reaped by its supervisor, which writes the status next (or just did). Only
+        # with the supervisor gone too and no status is the task provably gone.
+        status = read_json(self.paths.status)
+        if status is not None:
+            terminal, code, _, _ = classify(status, self.stop)
+            return pb.INSPECT_STATE_FINISHED, terminal, code
+        if self._supervisor_may_live():
+            return None
         return pb.INSPECT_STATE_NOT_FOUND, none, None
 
     # -- following the command -------------------------------------------------------------

@@ -350,6 +350,24 @@ async def test_expired_claim_before_the_fence_goes_back_to_the_queue(
     assert loaded.run.attempt_count == 1  # the retry budget is untouched
 
 
+async def test_heartbeats_never_keep_an_unfenced_claim_alive(transitions: Transitions) -> None:
+    """A dispatcher SIGKILLed between claim and fence leaves a claim the runtime never heard
+    of; the runtime's heartbeats must not renew it, or it would stay dispatching for ever
+    (tests/multi/test_multi_replica.py found two such runs)."""
+    created = await transitions.create(spec())
+    claimed = await transitions.execute(
+        c.Claim(created.run.id, SCHEDULER, runtime_instance_id="i", lease_ttl_ms=1_000)
+    )
+    assert claimed.attempt is not None and claimed.attempt.lease_expires_at_ms is not None
+    expiry = claimed.attempt.lease_expires_at_ms
+    renewed = await transitions.store.renew_leases(
+        claimed.attempt.owner_id, "i", expiry - 1, expiry + 60_000
+    )
+    assert renewed == 0
+    after = LeaseReconciler(transitions, clock=lambda: expiry + 1)
+    assert await after.run_once() == {"requeued": 1, "unknown": 0}
+
+
 async def test_expired_lease_after_the_fence_is_unknown_and_holds_capacity(
     transitions: Transitions,
 ) -> None:

@@ -410,9 +410,9 @@ class Cluster:
     # -- processes -----------------------------------------------------------------------------
 
     def _proxy(self, upstream: tuple[str, int], name: str) -> FaultProxy:
-        proxy = FaultProxy(upstream, name).start()
-        self.proxies.append(proxy)
-        return proxy
+        proxy = FaultProxy(upstream, name)
+        self.proxies.append(proxy)  # closed with the cluster even if it fails to start
+        return proxy.start()
 
     def _start_server(self) -> Service:
         def launch(ready: bool = True) -> Managed:

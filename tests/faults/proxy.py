@@ -81,14 +81,18 @@ class FaultProxy:
         return self
 
     def close(self) -> None:
-        """Stop listening and reset every connection; idempotent."""
-        if not self._thread.is_alive():
+        """Stop listening and reset every connection; idempotent. The event loop is closed
+        in every case (a proxy that never started, a shutdown that timed out), so its
+        self-pipe never leaks into a later test as an unraisable ResourceWarning."""
+        if self._loop.is_closed():
             return
-        with contextlib.suppress(Exception):
-            self._call(self._shutdown(), timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                self._call(self._shutdown(), timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        if not self._loop.is_running():
+            self._loop.close()
 
     def __enter__(self) -> FaultProxy:
         return self.start()

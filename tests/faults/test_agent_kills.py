@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from truerun.v1 import common_pb2, run_service_pb2
@@ -73,17 +75,61 @@ def test_kill_agent_mid_run_restart_inspect_tells_truth(
         assert cluster.get(run_id).attempt_count == 1
 
 
-@pytest.mark.parametrize("lost_after_ms", [0, 3000], ids=["no-policy", "lost-after"])
-def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_after_ms: int) -> None:
-    """The agent and its commands die with their machine and never come back."""
-    cluster = make_cluster(lease_ttl_ms=LEASE_MS, lost_after_ms=lost_after_ms)
-    agent = cluster.start_agent("a1", limit=2)
+@dataclass(frozen=True)
+class TwoRuns:
+    """An idempotent run held at a gate and a non-idempotent one, both running on one agent."""
+
+    retried: str
+    waiting: str
+    gate: Path
+    first: dict[str, str]  # run id -> its first attempt id
+
+
+def _two_runs_running(cluster: Cluster) -> TwoRuns:
     gate = cluster.gate("retry")
     retried = cluster.submit("idem", cluster.side_effect(cluster.wait_gate(gate)), idempotent=True)
     waiting = cluster.submit("once", cluster.side_effect("sleep 600"))
     for run_id in (retried, waiting):
         cluster.wait_for(run_id, "running", 30)
     first = {r: cluster.get(r).current_attempt.id for r in (retried, waiting)}
+    return TwoRuns(retried, waiting, gate, first)
+
+
+def _lost_for(cluster: Cluster, runs: TwoRuns, reason: str) -> None:
+    """The non-idempotent run's first attempt is lost, once, for ``reason``."""
+    lost = cluster.wait_for(runs.waiting, "lost", 30)
+    assert lost.current_attempt.id == runs.first[runs.waiting]
+    assert lost.current_attempt.status == common_pb2.ATTEMPT_STATUS_LOST
+    lost_events = [e for e in cluster.events(runs.waiting) if e.type == "attempt.lost"]
+    assert len(lost_events) == 1 and reason in str(payload(lost_events[0])), lost_events
+
+
+def _retried_once_and_the_other_waits(cluster: Cluster, runs: TwoRuns) -> None:
+    """The idempotent run ran again on a second attempt (opened by the gate) and succeeded;
+    the other waits for a person; one start per attempt, nothing overlapping, gapless."""
+    run = cluster.wait_for(runs.retried, TERMINAL, 30)
+    assert display(run) == "succeeded" and run.attempt_count == 2, display(run)
+    assert run.current_attempt.id != runs.first[runs.retried]
+    for _ in range(10):
+        run = cluster.get(runs.waiting)
+        assert display(run) == "lost" and run.attempt_count == 1, display(run)
+        time.sleep(0.1)
+    spans = cluster.spans()
+    counts = starts_per_attempt(spans)
+    assert counts[runs.first[runs.waiting]] == 1 and counts[runs.first[runs.retried]] == 1
+    assert len(counts) == 3, spans  # the two first attempts and the retry
+    assert not overlaps(spans), spans
+    for run_id in (runs.retried, runs.waiting):
+        assert gapless(cluster.events(run_id))
+
+
+@pytest.mark.parametrize("lost_after_ms", [0, 3000], ids=["no-policy", "lost-after"])
+def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_after_ms: int) -> None:
+    """The agent and its commands die with their machine and never come back."""
+    cluster = make_cluster(lease_ttl_ms=LEASE_MS, lost_after_ms=lost_after_ms)
+    agent = cluster.start_agent("a1", limit=2)
+    runs = _two_runs_running(cluster)
+    retried, waiting = runs.retried, runs.waiting
     cluster.kill(agent)
     killed_at = time.monotonic()
     cluster.kill_commands(agent)
@@ -123,72 +169,34 @@ def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_aft
         return
 
     # lost_after: silent that long after the lease ran out, the attempts are lost by policy.
-    lost = cluster.wait_for(waiting, "lost", 30)
+    _lost_for(cluster, runs, "lost_after_policy")
     assert time.monotonic() - killed_at >= lost_after_ms / 1000
-    assert lost.current_attempt.status == common_pb2.ATTEMPT_STATUS_LOST
-    lost_events = [e for e in cluster.events(waiting) if e.type == "attempt.lost"]
-    assert len(lost_events) == 1 and "lost_after_policy" in str(payload(lost_events[0]))
     # The idempotent run got a new attempt; a fresh agent runs it (the first one is dead,
     # its command killed with it: nothing overlaps).
-    run = cluster.wait_for(retried, lambda r: r.attempt_count == 2, 30, "a second attempt")
-    assert run.current_attempt.id != first[retried]
-    gate.touch()
+    cluster.wait_for(retried, lambda r: r.attempt_count == 2, 30, "a second attempt")
+    runs.gate.touch()
     cluster.start_agent("a2", limit=2)
-    assert display(cluster.wait_for(retried, TERMINAL, 30)) == "succeeded"
-    # The non-idempotent run waits for a person: lost, one attempt, nothing re-run.
-    for _ in range(10):
-        run = cluster.get(waiting)
-        assert display(run) == "lost" and run.attempt_count == 1, display(run)
-        time.sleep(0.1)
-    spans = cluster.spans()
-    counts = starts_per_attempt(spans)
-    assert counts[first[waiting]] == 1 and counts[first[retried]] == 1, counts
-    assert len(counts) == 3, spans  # the two first attempts and the retry
-    assert not overlaps(spans), spans
-    for run_id in (retried, waiting):
-        assert gapless(cluster.events(run_id))
+    _retried_once_and_the_other_waits(cluster, runs)
 
 
 def test_a_new_instance_of_the_lineage_replaces_a_dead_one(
     make_cluster: Callable[..., Cluster],
 ) -> None:
-    """ "A new instance replaced it" (issue #5): an agent of lineage pod-0 dies with its
+    """Issue #5, "a new instance replaced it": an agent of lineage pod-0 dies with its
     commands, as a pod does; a new instance of pod-0 (fresh state, new instance id) says
     Hello. That proves the old one's tasks gone at once, with no lost_after policy: the
     attempts are lost (the reason names both instances), the idempotent run is retried on the
     new instance, the other waits for a person. No command ever ran twice at once."""
     cluster = make_cluster(lease_ttl_ms=LEASE_MS)
     old = cluster.start_agent("pod-0.a", limit=2, lineage="pod-0")
-    gate = cluster.gate("retry")
-    retried = cluster.submit("idem", cluster.side_effect(cluster.wait_gate(gate)), idempotent=True)
-    waiting = cluster.submit("once", cluster.side_effect("sleep 600"))
-    for run_id in (retried, waiting):
-        cluster.wait_for(run_id, "running", 30)
-    first = {r: cluster.get(r).current_attempt.id for r in (retried, waiting)}
+    runs = _two_runs_running(cluster)
     cluster.kill(old)
     cluster.kill_commands(old)
-    for run_id in (retried, waiting):  # no proof yet: unknown, holding the capacity
+    for run_id in (runs.retried, runs.waiting):  # no proof yet: unknown, holding the capacity
         cluster.wait_for(run_id, "unknown", 30)
 
     cluster.start_agent("pod-0.b", limit=2, lineage="pod-0")
-    lost = cluster.wait_for(waiting, "lost", 30)
-    assert lost.current_attempt.id == first[waiting]
-    lost_events = [e for e in cluster.events(waiting) if e.type == "attempt.lost"]
-    assert len(lost_events) == 1
-    assert "instance_replaced: pod-0.a by pod-0.b" in str(payload(lost_events[0]))
-    run = cluster.wait_for(retried, lambda r: r.attempt_count == 2, 30, "a second attempt")
-    assert run.current_attempt.id != first[retried]
-    gate.touch()
-    assert display(cluster.wait_for(retried, TERMINAL, 30)) == "succeeded"
-    assert cluster.get(retried).current_attempt.runtime_instance_id == "pod-0.b"
-    for _ in range(10):  # the non-idempotent run waits for a person
-        run = cluster.get(waiting)
-        assert display(run) == "lost" and run.attempt_count == 1, display(run)
-        time.sleep(0.1)
-    spans = cluster.spans()
-    counts = starts_per_attempt(spans)
-    assert counts[first[waiting]] == 1 and counts[first[retried]] == 1, counts
-    assert len(counts) == 3, spans
-    assert not overlaps(spans), spans
-    for run_id in (retried, waiting):
-        assert gapless(cluster.events(run_id))
+    _lost_for(cluster, runs, "instance_replaced: pod-0.a by pod-0.b (lineage pod-0)")
+    runs.gate.touch()
+    _retried_once_and_the_other_waits(cluster, runs)
+    assert cluster.get(runs.retried).current_attempt.runtime_instance_id == "pod-0.b"

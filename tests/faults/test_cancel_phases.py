@@ -112,11 +112,13 @@ def _starting(cluster: Cluster, command: str, tmp_path: Path) -> tuple[str, bool
 
 
 def _waiting_runtime(cluster: Cluster, command: str, tmp_path: Path) -> tuple[str, bool]:
-    agent = cluster.start_agent("a", limit=1, through_proxy=True)
+    # Keepalive pings must outlive the delayed round trip (4 s), or the agent ends its own
+    # stream (ping timeout = keepalive / 2) and the Start dies with it: unknown, not waiting.
+    agent = cluster.start_agent("a", limit=1, through_proxy=True, keepalive_ms=30_000)
     _fresh(cluster, agent)
     assert agent.proxy is not None and agent.state_dir is not None
     gate = tmp_path / "manual-gate"
-    agent.proxy.latency(3000)  # the heartbeat saying the slot is taken arrives late
+    agent.proxy.latency(2000)  # the heartbeat saying the slot is taken arrives late
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRUERUN_")}
     manual = ["sh", "-c", f"while [ ! -e '{gate}' ]; do sleep 0.05; done"]
     subprocess.run(

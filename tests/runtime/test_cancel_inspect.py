@@ -1,8 +1,9 @@
 """Cancel (SIGTERM, SIGKILL after the grace, each evidenced) and Inspect (only what the
-durable handle proves); a handle that does not match is never signalled."""
+durable handle and the supervisor prove); a handle that does not match is never signalled."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -140,7 +141,9 @@ async def test_a_handle_that_does_not_match_is_not_found_and_never_signalled(
     handle["start_ticks"] = int(handle["start_ticks"]) + 1
     (state_dir / "tasks" / "a1" / "handle.json").write_text(json.dumps(handle))
 
-    assert (await server.inspect("a1")).state == pb.INSPECT_STATE_NOT_FOUND
+    # Not provably gone either: its supervisor lives and wrote no status (a command it has
+    # just reaped looks like this until the status lands), so the answer claims nothing.
+    assert (await server.inspect("a1")).state == pb.INSPECT_STATE_UNSPECIFIED
     assert not (await server.cancel("a1", grace_ms=100)).found
     assert SIGNALLED not in server.types("a1")
     assert process_alive(pid), "an unproven process was signalled"
@@ -151,3 +154,30 @@ async def test_a_handle_that_does_not_match_is_not_found_and_never_signalled(
     os.killpg(stat.pgid, signal.SIGKILL)
     terminal = await server.wait_for(lambda: server.terminal("a1"), what="terminal")
     assert terminal.type == pb.RUNTIME_EVENT_TYPE_FAILED and terminal.exit_code == 128 + 9
+
+
+async def test_a_command_reaped_before_its_status_is_written_is_not_reported_gone(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    """The supervisor reaps the command, then writes its status: in between, the handle's
+    process is gone and no status exists. Inspect must wait for the status there, never answer
+    "not found" (which makes the attempt lost). The window is held open by a handle that no
+    longer proves the process (as after the reap) while the supervisor lives."""
+    running = await start_agent()
+    await server.connected()
+    assert (await server.start("a1", {"command": "echo ready; exec sleep 30"})).accepted
+    await wait_ready(server, "a1")
+    state_dir = running.agent.tasks_dir.parent
+    handle = handle_of(state_dir, "a1")
+    stat = read_stat(int(handle["pid"]))
+    assert stat is not None
+    handle["start_ticks"] = int(handle["start_ticks"]) + 1
+    (state_dir / "tasks" / "a1" / "handle.json").write_text(json.dumps(handle))
+
+    asking = asyncio.ensure_future(server.inspect("a1"))
+    await asyncio.sleep(0.3)  # the inspect is waiting; now the command ends for real
+    assert not asking.done()
+    os.killpg(stat.pgid, signal.SIGKILL)
+    answer = await asking
+    assert answer.state == pb.INSPECT_STATE_FINISHED
+    assert answer.exit_code == 128 + 9
