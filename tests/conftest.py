@@ -6,13 +6,30 @@ requires them to run for real. Point TRUERUN_TEST_PG_ADMIN_URL at another server
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from services.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database, pg_admin_url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _main_thread_event_loop() -> Iterator[None]:
+    """The main thread's current event loop, owned and closed here.
+
+    Without one, pytest-asyncio's runner fixture (asking for "the current loop" to restore
+    it later) makes asyncio create a loop implicitly; a later ``asyncio.run()`` in a sync
+    test (the fault harness creates its database that way) drops it unclosed, and its
+    self-pipe surfaces in whatever test runs at the next garbage collection as an
+    unraisable ResourceWarning (a failure here: warnings are errors)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
