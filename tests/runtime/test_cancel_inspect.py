@@ -11,7 +11,7 @@ from pathlib import Path
 
 from truerun.v1 import runtime_service_pb2 as pb
 
-from runtime.agent.procfs import read_stat
+from runtime.agent.procfs import ProcStat, read_stat
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import handle_of, process_alive
 from tests.support.fake_runtime_server import FakeRuntimeServer
@@ -124,22 +124,30 @@ async def test_inspect_running_finished_and_not_found(
     assert (await server.inspect("never-started")).state == pb.INSPECT_STATE_NOT_FOUND
 
 
-async def test_a_handle_that_does_not_match_is_not_found_and_never_signalled(
+async def _running_with_a_handle_that_proves_nothing(
     server: FakeRuntimeServer, start_agent: StartAgent
-) -> None:
+) -> ProcStat:
+    """Task a1 running (``sleep 30``) with its handle's start time changed, so the handle no
+    longer proves the live process; its supervisor lives on. The real process's stat."""
     running = await start_agent()
     await server.connected()
     assert (await server.start("a1", {"command": "echo ready; exec sleep 30"})).accepted
     await wait_ready(server, "a1")
     state_dir = running.agent.tasks_dir.parent
     handle = handle_of(state_dir, "a1")
-    pid = int(handle["pid"])
-    stat = read_stat(pid)
+    stat = read_stat(int(handle["pid"]))
     assert stat is not None and stat.start_ticks == handle["start_ticks"]
-
-    # The pid now "belongs" to a process that started at another time (pid reuse).
     handle["start_ticks"] = int(handle["start_ticks"]) + 1
     (state_dir / "tasks" / "a1" / "handle.json").write_text(json.dumps(handle))
+    return stat
+
+
+async def test_a_handle_that_does_not_match_proves_nothing_and_is_never_signalled(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    # The pid now "belongs" to a process that started at another time (pid reuse).
+    stat = await _running_with_a_handle_that_proves_nothing(server, start_agent)
+    pid = stat.pgid  # the command leads its own process group
 
     # Not provably gone either: its supervisor lives and wrote no status (a command it has
     # just reaped looks like this until the status lands), so the answer claims nothing.
@@ -163,16 +171,7 @@ async def test_a_command_reaped_before_its_status_is_written_is_not_reported_gon
     process is gone and no status exists. Inspect must wait for the status there, never answer
     "not found" (which makes the attempt lost). The window is held open by a handle that no
     longer proves the process (as after the reap) while the supervisor lives."""
-    running = await start_agent()
-    await server.connected()
-    assert (await server.start("a1", {"command": "echo ready; exec sleep 30"})).accepted
-    await wait_ready(server, "a1")
-    state_dir = running.agent.tasks_dir.parent
-    handle = handle_of(state_dir, "a1")
-    stat = read_stat(int(handle["pid"]))
-    assert stat is not None
-    handle["start_ticks"] = int(handle["start_ticks"]) + 1
-    (state_dir / "tasks" / "a1" / "handle.json").write_text(json.dumps(handle))
+    stat = await _running_with_a_handle_that_proves_nothing(server, start_agent)
 
     asking = asyncio.ensure_future(server.inspect("a1"))
     await asyncio.sleep(0.3)  # the inspect is waiting; now the command ends for real
