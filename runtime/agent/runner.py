@@ -188,10 +188,8 @@ class TaskRunner:
             return pb.INSPECT_STATE_FINISHED, self.result[0], self.result[1]
         if self.phase is Phase.LOST:
             return pb.INSPECT_STATE_NOT_FOUND, none, None
-        status = read_json(self.paths.status)
-        if status is not None:
-            terminal, code, _, _ = classify(status, self.stop)
-            return pb.INSPECT_STATE_FINISHED, terminal, code
+        if (finished := self._recorded_finish()) is not None:
+            return finished
         handle = read_json(self.paths.handle)
         if handle is None or not handle.get("exec_confirmed"):
             # Accepted (queued or launching), not running yet.
@@ -199,17 +197,18 @@ class TaskRunner:
         proof = prove(handle)
         if proof is Proof.ALIVE:
             return pb.INSPECT_STATE_RUNNING, none, None
-        if proof is Proof.EXITED:
-            return None  # ours, ended, status not written yet
-        # Gone: reaped by its supervisor, which writes the status next (or just did). Only
-        # with the supervisor gone too and no status is the task provably gone.
-        status = read_json(self.paths.status)
-        if status is not None:
-            terminal, code, _, _ = classify(status, self.stop)
-            return pb.INSPECT_STATE_FINISHED, terminal, code
-        if self._supervisor_may_live():
+        if proof is Proof.EXITED or self._supervisor_may_live():
+            # Ours and ended, or reaped by its supervisor: the status comes next.
             return None
-        return pb.INSPECT_STATE_NOT_FOUND, none, None
+        # The supervisor is gone too: the status it wrote just before exiting, or nothing.
+        return self._recorded_finish() or (pb.INSPECT_STATE_NOT_FOUND, none, None)
+
+    def _recorded_finish(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
+        status = read_json(self.paths.status)
+        if status is None:
+            return None
+        terminal, code, _, _ = classify(status, self.stop)
+        return pb.INSPECT_STATE_FINISHED, terminal, code
 
     # -- following the command -------------------------------------------------------------
 
