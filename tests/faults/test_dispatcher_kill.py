@@ -1,14 +1,15 @@
 """The coordinator dies after the start fence, before its Start reaches the runtime: the
 attempt shows unknown and holds its slot (nothing may be running, nothing proves it is not);
 after the restart Inspect asks the runtime, which never heard of it, and the truth is
-recorded: lost, never run, never run twice."""
+recorded: lost, never run, never run twice. A person resolves it "not started"; it then
+runs once, on a new attempt."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
-from truerun.v1 import common_pb2
+from truerun.v1 import common_pb2, run_service_pb2
 
 from tests.faults.harness import Cluster, display, gapless, types
 
@@ -61,3 +62,21 @@ def test_kill_dispatcher_after_fence_before_start(
     assert display(cluster.wait_for(waiting, ("succeeded", "failed"), 30)) == "succeeded"
     assert attempt.id not in {s.attempt_id for s in cluster.spans()}
     assert [s.run_id for s in cluster.spans()] == [waiting]
+
+    # Not idempotent, so a person decides: the runtime's log proves it never ran, "not
+    # started" queues it on a new attempt, which runs once.
+    operator = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="ops@example")
+    cluster.api.runs.ResolveRun(
+        run_service_pb2.ResolveRunRequest(
+            id=run_id,
+            actor=operator,
+            reason="the host's log has no start of it",
+            resolution=run_service_pb2.RESOLUTION_NOT_STARTED,
+        ),
+        timeout=10,
+    )
+    run = cluster.wait_for(run_id, ("succeeded", "failed"), 30)
+    assert display(run) == "succeeded" and run.attempt_count == 2
+    assert [s.run_id for s in cluster.spans()] == [waiting, run_id]
+    assert [s.attempt_id for s in cluster.spans()][1] == run.current_attempt.id
+    assert gapless(cluster.events(run_id))

@@ -5,6 +5,10 @@ commands, random cancels, and one SIGKILL (then a restart) of a replica of each 
 mid-way. Then: D and R never exceeded (sampled durable occupancy, and a side-effect log each
 command appends its start and end to), no attempt started twice, every run terminal, every
 run's event sequence gapless and no terminal event applied twice. The figures are printed.
+
+A run whose coordinator was killed between its start fence and its Start is lost on the
+runtime's "not found" (the truth: it never ran) and, not idempotent, waits for a person; the
+test plays that person, checks the side-effect log, and resolves it "not started".
 """
 
 from __future__ import annotations
@@ -193,6 +197,39 @@ async def _cancel_later(stub: RunServiceAsyncStub, run_id: str, delay: float) ->
         assert error.code() is grpc.StatusCode.FAILED_PRECONDITION, error
 
 
+async def _resolve_lost(
+    stub: RunServiceAsyncStub, conn: asyncpg.Connection, owner: str, log: Path
+) -> list[str]:
+    """What a person does with a lost run: check the evidence, then resolve it with an audited
+    command. A coordinator SIGKILLed between a start fence and its Start leaves an attempt
+    whose runtime (the same live instance) then says "not found": lost, and these runs are
+    not idempotent, so they wait for a person. The side-effect log must prove the command never
+    ran (else the runtime's "not found" was a lie); then "not started" queues a new attempt."""
+    rows = await conn.fetch(
+        "SELECT r.id, a.id AS attempt_id, a.termination_reason FROM runs r "
+        "JOIN attempts a ON a.id = r.current_attempt_id "
+        "WHERE r.owner_id = $1 AND r.status = 'lost'",
+        owner,
+    )
+    if not rows:
+        return []
+    started = {line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")}
+    resolved = []
+    for row in rows:
+        assert row["termination_reason"] == "runtime_says_not_found", dict(row)
+        assert row["attempt_id"] not in started, f"lost, but its command ran: {dict(row)}"
+        request = run_service_pb2.ResolveRunRequest(
+            request_id=f"resolve-{row['attempt_id']}",
+            id=row["id"],
+            actor=common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="ops@multi"),
+            reason="its Start never reached the runtime: the side-effect log has no start",
+            resolution=run_service_pb2.RESOLUTION_NOT_STARTED,
+        )
+        await _with_retries(stub.ResolveRun, request)
+        resolved.append(row["id"])
+    return resolved
+
+
 async def _terminal_count(conn: asyncpg.Connection, owner: str) -> int:
     return int(
         await conn.fetchval(
@@ -219,6 +256,7 @@ async def test_multi_replica(deployment: Deployment, pg_url: str) -> None:
     sampling = asyncio.create_task(sampler.run(stop))
     rng = random.Random(7)
     kills: list[str] = []
+    resolved: list[str] = []
     try:
         async with deployment.client_channel() as channel:
             stub = run_service_pb2_grpc.RunServiceStub(channel)
@@ -240,10 +278,12 @@ async def test_multi_replica(deployment: Deployment, pg_url: str) -> None:
             await asyncio.gather(*cancels)
             deadline = time.monotonic() + 600
             while (done := await _terminal_count(conn, deployment.owner)) < RUNS:
+                resolved += await _resolve_lost(stub, conn, deployment.owner, side_log)
                 if time.monotonic() > deadline:
                     stuck = await conn.fetch(
-                        "SELECT id, status FROM runs WHERE owner_id = $1 AND "
-                        "NOT status = ANY($2::text[]) LIMIT 20",
+                        "SELECT r.id, r.status, a.status AS attempt, a.termination_reason "
+                        "FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id "
+                        "WHERE r.owner_id = $1 AND NOT r.status = ANY($2::text[]) LIMIT 20",
                         deployment.owner,
                         list(TERMINAL),
                     )
@@ -259,7 +299,8 @@ async def test_multi_replica(deployment: Deployment, pg_url: str) -> None:
             f"\nmulti-replica: {RUNS} runs through 3 coordinators, 2 capacity, 2 reconcilers, "
             f"4 agents (D={D}, R={R}); startup {ready - began:.1f}s, create "
             f"{created_at - ready:.1f}s, all terminal {finished - ready:.1f}s "
-            f"({RUNS / (finished - ready):.1f} runs/s); SIGKILLed {kills}"
+            f"({RUNS / (finished - ready):.1f} runs/s); SIGKILLed {kills}; lost before their "
+            f"Start arrived (never ran) and resolved 'not started' by an operator: {resolved}"
         )
     finally:
         stop.set()
