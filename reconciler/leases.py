@@ -5,8 +5,8 @@
 - lease expired, fence set: a Start may have reached the runtime, so the attempt becomes
   `unknown` (sync stale) and keeps its capacity; never failed, never re-sent.
 
-With ``no_output_cancel_after_ms`` it also asks a running attempt whose last runtime event
-is older than that to cancel: the same durable cancel request a user's CancelRun makes
+With ``no_output_cancel_after_ms`` it also asks a running attempt in sync whose last runtime
+event is older than that to cancel (an unknown attempt's silence is its runtime's): the same durable cancel request a user's CancelRun makes
 (the dispatcher then sends the runtime Cancel); the run shows cancelling until the runtime
 confirms, it is never marked failed here.
 

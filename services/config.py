@@ -84,9 +84,9 @@ class Settings:
     )
     no_output_cancel_after_ms: int = setting(
         0,
-        "how long a running attempt may go without a runtime event before the reconciler "
-        "requests its cancel (reason 'no output for N ms'; the runtime confirms it) "
-        "(0 = never)",
+        "how long a running attempt in sync may go without a runtime event before the "
+        "reconciler requests its cancel (reason 'no output for N ms'; the runtime confirms "
+        "it; an unknown attempt's silence is its runtime's, never counted) (0 = never)",
     )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"

@@ -84,7 +84,9 @@ class Scan(StrEnum):
 
     EXPIRED_LEASES = "expired_leases"  # lease ran out, not yet marked stale
     SILENT_UNKNOWNS = "silent_unknowns"  # started, stale, lease ran out before the mark
-    QUIET_RUNNING = "quiet_running"  # running, no runtime event since the mark, no cancel yet
+    # running and in sync (an unknown one's silence is the runtime's), no runtime event since
+    # the mark, no cancel yet
+    QUIET_RUNNING = "quiet_running"
 
 
 class RunTx(Protocol):

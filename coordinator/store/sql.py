@@ -102,7 +102,7 @@ _SCAN_WHERE = {
     ),
     Scan.QUIET_RUNNING: (
         "a.status = 'running' AND r.status = 'running' AND r.cancel_requested_at_ms IS NULL"
-        " AND a.observed_at_ms < {mark}",
+        " AND a.sync_state = 'in_sync' AND a.observed_at_ms < {mark}",
         "a.observed_at_ms, a.id",
     ),
 }

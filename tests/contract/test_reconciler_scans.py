@@ -9,13 +9,13 @@ from collections.abc import Callable
 import pytest
 
 from coordinator.domain import commands as c
-from coordinator.domain.states import ActorType, AttemptStatus, RunStatus
+from coordinator.domain.states import ActorType, AttemptStatus, RunStatus, SyncState
 from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
 from reconciler.leases import LeaseReconciler
 from services.bootstrap import open_store
 from services.ids import now_ms
-from tests.support.factories import SCHEDULER, evidence, spec, started
+from tests.support.factories import RUNTIME, SCHEDULER, evidence, spec, started
 
 RUNS = 200
 
@@ -101,6 +101,42 @@ async def test_no_output_past_the_threshold_requests_a_cancel(transitions: Trans
     # the runtime confirms: the run ends cancelled
     confirmed = evidence(c.RuntimeResult, loaded.attempt, 2, outcome=c.RuntimeOutcome.CANCELLED)
     assert (await transitions.execute(confirmed)).run.status is RunStatus.CANCELLED
+
+
+async def test_an_unknown_attempt_is_not_taken_for_a_quiet_one(transitions: Transitions) -> None:
+    """Its silence is the runtime's (unreachable), not the task's: no cancel is made up from
+    it; once the runtime is heard again (Inspect: running) the quiet time counts anew."""
+    run_id, observed = await _running(transitions)
+    scan = LeaseReconciler(
+        transitions, clock=lambda: observed + 10_001, no_output_cancel_after_ms=10_000
+    )
+    await transitions.execute(c.DispatchUnknown(run_id, SCHEDULER, reason="lease_expired"))
+    assert (await scan.run_once())["cancelled"] == 0
+    loaded = await transitions.store.load(run_id)
+    assert loaded is not None and loaded.attempt is not None
+    assert loaded.attempt.sync_state is SyncState.STALE
+    assert loaded.run.cancel_requested_at_ms is None
+
+    answer = c.InspectAnswer(
+        run_id,
+        RUNTIME,
+        attempt_id=loaded.attempt.id,
+        runtime_task_id=loaded.attempt.runtime_task_id,
+        state=c.InspectState.RUNNING,
+        turn_active=True,
+    )
+    heard = (await transitions.execute(answer)).attempt
+    assert heard is not None and heard.sync_state is SyncState.IN_SYNC
+    assert heard.observed_at_ms is not None
+    again = heard.observed_at_ms
+    quiet = LeaseReconciler(
+        transitions, clock=lambda: again + 9_000, no_output_cancel_after_ms=10_000
+    )
+    assert (await quiet.run_once())["cancelled"] == 0
+    quiet = LeaseReconciler(
+        transitions, clock=lambda: again + 10_001, no_output_cancel_after_ms=10_000
+    )
+    assert (await quiet.run_once())["cancelled"] == 1
 
 
 async def test_recent_output_is_left_alone(transitions: Transitions) -> None:
