@@ -20,7 +20,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from coordinator.dispatch.capacity_port import ClaimedStart, Claims
 from coordinator.dispatch.ingest import EventIngest
-from coordinator.dispatch.sessions import CancelResend, Session, Sessions
+from coordinator.dispatch.sessions import Resend, Session, Sessions
 from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
@@ -36,8 +36,13 @@ log = logging.getLogger(__name__)
 IDLE_POLL_SECONDS = 1.0
 CLAIMS_PER_ROUND = 32  # a round claims at most the observed free slots anyway
 CANCEL_RESEND_FIRST_S = 1.0  # an unconfirmed Cancel goes again after 1 s, 2 s, 4 s, ...
-CANCEL_RESEND_MAX_S = 60.0  # ... at most 60 s apart
-CANCEL_SCAN_IDLE_S = 5.0  # no cancel pending here: look for one (another replica's) this often
+# An unanswered Inspect (or one whose answer proved nothing) goes again after 5 s, 10 s, ...:
+# the runtime may take a moment to answer (a command that just ended).
+INSPECT_RESEND_FIRST_S = 5.0
+RESEND_MAX_S = 60.0  # ... at most 60 s apart
+# Nothing due here: look this often for cancels and unknown attempts that another process
+# (a replica, the reconciler) recorded for this runtime.
+RESEND_SCAN_IDLE_S = 5.0
 
 
 class Dispatcher:
@@ -70,8 +75,8 @@ class Dispatcher:
 
     async def serve(self, session: Session) -> None:
         actor = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
-        await self.resend_cancels(session)
-        resender = asyncio.create_task(self._resend_cancels_loop(session))
+        await self.resend_on_connect(session)
+        resender = asyncio.create_task(self._resend_loop(session))
         try:
             await self._claim_loop(session, actor)
         finally:
@@ -201,7 +206,7 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*self._starts, return_exceptions=True)
 
-    # -- cancels ------------------------------------------------------------------------------
+    # -- cancels and inspects ----------------------------------------------------------------
 
     def on_commit(self, result: Result) -> None:
         """Listens to every commit in this process: wakes dispatch and signals cancels."""
@@ -236,60 +241,68 @@ class Dispatcher:
                 )
             )
         )
-        now = asyncio.get_running_loop().time()
-        previous = session.cancels.get(attempt.id)
-        gap = CANCEL_RESEND_FIRST_S
-        if previous is not None:
-            gap = min(previous.gap_s * 2, CANCEL_RESEND_MAX_S)
-        session.cancels[attempt.id] = CancelResend(now, gap)
-        session.cancel_sent.set()
-
-    async def _resend_cancels_loop(self, session: Session) -> None:
-        """While a cancel is requested and the attempt has not ended, its Cancel goes again
-        on this stream, 1 s after the last one, then 2 s, 4 s, ... at most 60 s apart; an
-        attempt that ended (the cancel confirmed) loses its backoff. Looks for cancels to
-        send every few seconds also when none is known here (requested on another replica)."""
-        loop = asyncio.get_running_loop()
-        while not session.closed:
-            wait = CANCEL_SCAN_IDLE_S
-            if session.cancels:
-                due = min(s.sent_at + s.gap_s for s in session.cancels.values())
-                wait = min(max(due - loop.time(), 0.0), CANCEL_SCAN_IDLE_S)
-            session.cancel_sent.clear()
-            try:
-                await asyncio.wait_for(session.cancel_sent.wait(), wait)
-                continue  # a Cancel just went out: recompute the next wake-up
-            except TimeoutError:
-                pass
-            try:
-                await self._resend_due_cancels(session)
-            except Exception:  # a database hiccup: the next round tries again
-                log.exception("cancel re-send for %s failed", session.runtime_instance_id)
-
-    async def _resend_due_cancels(self, session: Session) -> None:
-        store = self._transitions.store
-        started = await store.started_attempts(session.owner_id, session.runtime_instance_id)
-        pending = {a.id: a for a in started if a.cancel_requested_at_ms is not None}
-        for attempt_id in [a for a in session.cancels if a not in pending]:
-            del session.cancels[attempt_id]  # ended (confirmed), or not a cancel to repeat
-        now = asyncio.get_running_loop().time()
-        for attempt in pending.values():
-            last = session.cancels.get(attempt.id)
-            if last is None or now >= last.sent_at + last.gap_s:
-                self._send_cancel_on(session, attempt)
+        _backoff(session, session.cancels, attempt.id, CANCEL_RESEND_FIRST_S)
 
     def send_inspect(self, attempt: Attempt) -> None:
         session = self._sessions.get(attempt.runtime_instance_id or "")
         if session is not None:
-            session.send(
-                pb.ConnectResponse(
-                    inspect=pb.Inspect(
-                        attempt_id=attempt.id, runtime_task_id=attempt.runtime_task_id
-                    )
-                )
-            )
+            self._send_inspect_on(session, attempt)
 
-    async def resend_cancels(self, session: Session) -> None:
+    def _send_inspect_on(self, session: Session, attempt: Attempt) -> None:
+        session.send(
+            pb.ConnectResponse(
+                inspect=pb.Inspect(attempt_id=attempt.id, runtime_task_id=attempt.runtime_task_id)
+            )
+        )
+        _backoff(session, session.inspects, attempt.id, INSPECT_RESEND_FIRST_S)
+
+    async def _resend_loop(self, session: Session) -> None:
+        """While a cancel is requested and the attempt has not ended, its Cancel goes again
+        on this stream, 1 s after the last one, then 2 s, 4 s, ... at most 60 s apart; while
+        an attempt is unknown (no cancel requested), its Inspect goes again 5 s, 10 s, ...
+        after the last. An attempt that ended, or is in sync again, loses its backoff. Looks
+        every few seconds also when nothing is known here: a cancel requested on another
+        replica, an attempt the reconciler process found unknown."""
+        loop = asyncio.get_running_loop()
+        while not session.closed:
+            wait = RESEND_SCAN_IDLE_S
+            pending = [*session.cancels.values(), *session.inspects.values()]
+            if pending:
+                due = min(s.sent_at + s.gap_s for s in pending)
+                wait = min(max(due - loop.time(), 0.0), RESEND_SCAN_IDLE_S)
+            session.resent.clear()
+            try:
+                await asyncio.wait_for(session.resent.wait(), wait)
+                continue  # one just went out: recompute the next wake-up
+            except TimeoutError:
+                pass
+            try:
+                await self._resend_due(session)
+            except Exception:  # a database hiccup: the next round tries again
+                log.exception("re-send for %s failed", session.runtime_instance_id)
+
+    async def _resend_due(self, session: Session) -> None:
+        store = self._transitions.store
+        started = await store.started_attempts(session.owner_id, session.runtime_instance_id)
+        cancels = {a.id: a for a in started if a.cancel_requested_at_ms is not None}
+        unknown = {
+            a.id: a
+            for a in started
+            if a.sync_state is SyncState.STALE and a.cancel_requested_at_ms is None
+        }
+        now = asyncio.get_running_loop().time()
+        for sent, wanted, send in (
+            (session.cancels, cancels, self._send_cancel_on),
+            (session.inspects, unknown, self._send_inspect_on),
+        ):
+            for attempt_id in [a for a in sent if a not in wanted]:
+                del sent[attempt_id]  # ended (confirmed), in sync again, or nothing to repeat
+            for attempt in wanted.values():
+                last = sent.get(attempt.id)
+                if last is None or now >= last.sent_at + last.gap_s:
+                    send(session, attempt)
+
+    async def resend_on_connect(self, session: Session) -> None:
         """On (re)connect: every cancel not yet confirmed goes again, and every attempt whose
         state is unknown, or whose Start the runtime never confirmed, is inspected."""
         store = self._transitions.store
@@ -302,6 +315,16 @@ class Dispatcher:
             unconfirmed = attempt.observed_state is ObservedState.UNCONFIRMED
             if unconfirmed or (attempt.sync_state is SyncState.STALE and not cancel):
                 self.send_inspect(attempt)
+
+
+def _backoff(session: Session, sent: dict[str, Resend], attempt_id: str, first_s: float) -> None:
+    """Record a send: the next one for the attempt is due after ``first_s``, then twice the
+    last gap, at most RESEND_MAX_S."""
+    now = asyncio.get_running_loop().time()
+    previous = sent.get(attempt_id)
+    gap = first_s if previous is None else min(previous.gap_s * 2, RESEND_MAX_S)
+    sent[attempt_id] = Resend(now, gap)
+    session.resent.set()
 
 
 def _self_fence_after_ms(spec: struct_pb2.Struct) -> int:

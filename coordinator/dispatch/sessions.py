@@ -9,8 +9,9 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 
 @dataclass
-class CancelResend:
-    """When this stream last sent one attempt's Cancel, and how long until the next."""
+class Resend:
+    """When this stream last sent one attempt's Cancel (or Inspect), and how long until the
+    next."""
 
     sent_at: float  # the event loop's clock
     gap_s: float
@@ -32,9 +33,11 @@ class Session:
     #: Orphan tasks already recorded on this stream (the Cancel is re-sent every heartbeat).
     reported_orphans: set[str] = field(default_factory=set)
     #: Cancels sent on this stream and not yet confirmed, by attempt id (their backoff).
-    cancels: dict[str, CancelResend] = field(default_factory=dict)
-    #: Set when a Cancel is sent: the re-send loop recomputes its next wake-up.
-    cancel_sent: asyncio.Event = field(default_factory=asyncio.Event)
+    cancels: dict[str, Resend] = field(default_factory=dict)
+    #: Inspects sent on this stream for attempts still unknown, by attempt id (their backoff).
+    inspects: dict[str, Resend] = field(default_factory=dict)
+    #: Set when a Cancel or Inspect is sent: the re-send loop recomputes its next wake-up.
+    resent: asyncio.Event = field(default_factory=asyncio.Event)
 
     def send(self, message: pb.ConnectResponse) -> None:
         if not self.closed:

@@ -13,9 +13,17 @@ from truerun.v1 import common_pb2
 from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import runtime_service_pb2 as pb
 
+from coordinator.dispatch import dispatcher
 from coordinator.dispatch.retries import RetryScheduler
+from coordinator.domain import commands as c
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
+from coordinator.service.transitions import Transitions
+from services.bootstrap import open_store
 from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime
+
+RECONCILER = Actor(ActorType.RECONCILER, "leases")
 
 
 @pytest.fixture
@@ -292,6 +300,53 @@ async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
         await runtime.acked(start.attempt_id, 1)
         assert await _display(stack, run_id) == "SUCCEEDED"
+
+
+async def test_an_attempt_another_process_found_unknown_is_inspected_until_answered(
+    stack: Stack, migrated_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A split deployment: the reconciler process marks the attempt unknown, and the
+    coordinator holding the runtime's stream never sees that commit. Its re-send scan still
+    asks, again (growing gaps) while nothing is proven, and stops once the answer is in."""
+    monkeypatch.setattr(dispatcher, "RESEND_SCAN_IDLE_S", 1.0)
+    monkeypatch.setattr(dispatcher, "INSPECT_RESEND_FIRST_S", 1.0)
+    run_id = await _submit(stack)
+    async with _connected(stack) as runtime:
+        start = await _accepted(runtime, 2)
+        elsewhere = await open_store(migrated_database_url)
+        try:
+            unknown = c.DispatchUnknown(run_id, RECONCILER, reason="lease_expired_after_start")
+            await Transitions(elsewhere).execute(unknown)
+        finally:
+            await elsewhere.close()
+        assert await _display(stack, run_id) == "UNKNOWN"
+        clock = asyncio.get_running_loop().time
+        arrivals = []
+        for _ in range(3):  # the runtime answers nothing at first
+            inspect = (await runtime.expect("inspect", timeout=4.0)).inspect
+            assert (inspect.attempt_id, inspect.runtime_task_id) == (
+                start.attempt_id,
+                start.runtime_task_id,
+            )
+            arrivals.append(clock())
+        first_gap, second_gap = arrivals[1] - arrivals[0], arrivals[2] - arrivals[1]
+        assert 0.8 <= first_gap < 2.5 and 1.8 <= second_gap < 3.5, (first_gap, second_gap)
+        await runtime.send_inspect_result(
+            pb.InspectResult(
+                attempt_id=start.attempt_id,
+                runtime_task_id=start.runtime_task_id,
+                state=pb.INSPECT_STATE_RUNNING,
+                turn_status=pb.TURN_STATUS_ACTIVE,
+            )
+        )
+        for _ in range(100):  # bounded: the answer is applied off the event path
+            if await _display(stack, run_id) == "RUNNING":
+                break
+            await asyncio.sleep(0.05)
+        assert await _display(stack, run_id) == "RUNNING"
+        runtime.seen.clear()
+        with pytest.raises(TimeoutError):  # the next one would have come 4 s after the last
+            await runtime.expect("inspect", timeout=5.0)
 
 
 async def test_a_finished_task_still_running_on_the_runtime_is_an_orphan(stack: Stack) -> None:
