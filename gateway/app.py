@@ -353,17 +353,31 @@ def create_app(config: GatewayConfig) -> Starlette:
         who = principal(request, query_token=True)
         project = request.path_params["project"]
         cursor = _last_event_id(request)
+        start = request.query_params.get("from", "")
+        if start not in ("", "now"):
+            raise Problem(400, "INVALID_ARGUMENT", "from must be 'now' (or absent)")
         if not who.sees(project):
             return _sse(event_stream(None, _cursor_of, config.heartbeat_s))
-        # A malformed cursor fails here, as a 400, rather than as an ended stream.
-        await up().runs.ListProjectEvents(
-            R.ListProjectEventsRequest(project_id=project, after_cursor=cursor, page_size=1),
-            timeout=CALL_TIMEOUT_S,
-        )
+        first_id = ""
+        if start == "now" and not _has_last_event_id(request):
+            # No replay of the history: the stream starts at the position now, which is sent
+            # first as a bare id so a reconnect resumes from it even before any event.
+            position = await up().runs.GetEventCursor(
+                R.GetEventCursorRequest(project_id=project), timeout=CALL_TIMEOUT_S
+            )
+            cursor = first_id = position.cursor
+        else:
+            # A malformed cursor fails here, as a 400, rather than as an ended stream.
+            await up().runs.ListProjectEvents(
+                R.ListProjectEventsRequest(project_id=project, after_cursor=cursor, page_size=1),
+                timeout=CALL_TIMEOUT_S,
+            )
         call = up().runs.WatchRunEvents(
             R.WatchRunEventsRequest(project_id=project, after_cursor=cursor)
         )
-        return _sse(event_stream(_aiter(call), _cursor_of, config.heartbeat_s, call.cancel))
+        return _sse(
+            event_stream(_aiter(call), _cursor_of, config.heartbeat_s, call.cancel, first_id)
+        )
 
     @endpoint
     async def stream_run_events(request: Request) -> Response:
@@ -503,6 +517,10 @@ def _enum_params(raw: list[str], enum: Any, prefix: str) -> list[Any]:
         except ValueError:
             raise Problem(400, "INVALID_ARGUMENT", f"unknown {prefix.lower()}: {item}") from None
     return values
+
+
+def _has_last_event_id(request: Request) -> bool:
+    return "last-event-id" in request.headers or "last_event_id" in request.query_params
 
 
 def _last_event_id(request: Request) -> str:

@@ -459,8 +459,17 @@ def document() -> Schema:
         "/v1/projects/{project}/events:stream": _stream(
             "stream project events",
             "Every committed event of the project, in cursor order, from after "
-            "Last-Event-ID (a cursor), then new ones. Message ids are the events' cursors.",
-            [],
+            "Last-Event-ID (a cursor), then new ones. Message ids are the events' cursors. "
+            "With from=now and no Last-Event-ID: no history, only later commits; the first "
+            "message is a bare id (the position now) to resume from.",
+            [
+                _param(
+                    "from",
+                    "query",
+                    "now: start at the current position (ignored with a Last-Event-ID)",
+                    {"type": "string", "enum": ["now"]},
+                )
+            ],
         ),
         "/v1/capacity/owners/{owner}/instances/{instance}": {
             "get": {

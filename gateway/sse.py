@@ -34,8 +34,11 @@ async def event_stream(
     resume_id: Callable[[common_pb2.RunEvent], str],
     heartbeat_s: float,
     cancel: Callable[[], object] = lambda: None,
+    first_id: str = "",
 ) -> AsyncIterator[str]:
-    """SSE text for ``watch`` (None = an empty stream that only sends heartbeats)."""
+    """SSE text for ``watch`` (None = an empty stream that only sends heartbeats);
+    ``first_id``: the resume id to set before any event (a message with an id and no data
+    sets the client's last event id and dispatches nothing)."""
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=256)
 
     async def pump() -> None:
@@ -54,6 +57,8 @@ async def event_stream(
     reader = asyncio.create_task(pump())
     try:
         yield f"retry: {RETRY_MS}\n: connected\n\n"
+        if first_id:
+            yield f"id: {first_id}\n\n"
         while True:
             try:
                 item = await asyncio.wait_for(queue.get(), heartbeat_s)

@@ -270,6 +270,14 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
             events=[convert.event_to_proto(e) for e in events], next_cursor=next_cursor
         )
 
+    @unary
+    async def GetEventCursor(
+        self, request: run_service_pb2.GetEventCursorRequest, context: Ctx
+    ) -> run_service_pb2.GetEventCursorResponse:
+        # The stream's cursors are global positions: one cursor is right for every project.
+        validation.name(request.project_id, "project_id")
+        return run_service_pb2.GetEventCursorResponse(cursor=await self._queries.event_cursor())
+
     @stream
     async def WatchRunEvents(
         self, request: run_service_pb2.WatchRunEventsRequest, context: Ctx

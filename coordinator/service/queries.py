@@ -160,6 +160,12 @@ class RunQueries:
         events = await self._store.list_project_events(project_id, after, size)
         return events, _cursor_of(events[-1]) if events else after_cursor
 
+    async def event_cursor(self) -> str:
+        """The stream's position now (docs/events.md): every stable event is at or before it,
+        and every later commit sorts after it; '' when there is none yet."""
+        cursor = await self._store.last_event_cursor()
+        return cursor.encode() if cursor is not None else ""
+
     async def attempts(self, run_id: str) -> Sequence[Attempt]:
         attempts = await self._store.list_attempts(run_id)
         # A run always has its first attempt, so none means no such run; confirm before saying so.

@@ -98,6 +98,47 @@ async def test_kill_and_reconnect_20_times_gets_every_committed_event_once(
     assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in per_run.values())
 
 
+async def test_from_now_skips_the_history_and_its_first_id_resumes_without_loss(
+    http: httpx.AsyncClient, stack: GatewayStack
+) -> None:
+    """A dashboard that just read its runs asks for what happens from now: no history; the
+    stream's first message is a bare id (the position), so a client that drops before any
+    event resumes from it and loses nothing committed in between."""
+    runs = f"/v1/projects/{PROJECT}/runs"
+    url = f"/v1/projects/{PROJECT}/events:stream"
+    for i in range(3):
+        made = await http.post(runs, json={"owner_id": "o", "task_id": f"h{i}"}, headers=AUTH)
+        assert made.status_code == 201, made.text
+    history = await all_project_events(http, PROJECT)
+    async with open_stream(http, url, AUTH, params={"from": "now"}) as stream:
+        position = await stream.next_id()
+    assert position >= history[-1]["cursor"]  # cursors sort as strings: no history follows
+
+    # Dropped before any event; a run is created meanwhile. The resume (from=now is ignored
+    # next to a Last-Event-ID: a browser's reconnect repeats the URL) starts right after the
+    # position, so the run's events come.
+    missed = (await http.post(runs, json={"owner_id": "o", "task_id": "m"}, headers=AUTH)).json()
+    after = [e for e in await all_project_events(http, PROJECT) if e["cursor"] > position]
+    assert any(e["run_id"] == missed["id"] and e["type"] == "run.created" for e in after)
+    headers = {**AUTH, "Last-Event-ID": position}
+    async with open_stream(http, url, headers, params={"from": "now"}) as stream:
+        received = [(await stream.next_message()).json() for _ in after]
+    assert received == after
+
+    # A fresh from=now connection: nothing read before it comes, a later commit does.
+    before = await all_project_events(http, PROJECT)
+    async with open_stream(http, url, AUTH, params={"from": "now"}) as stream:
+        position = await stream.next_id()
+        assert position >= before[-1]["cursor"]
+        later = (await http.post(runs, json={"owner_id": "o", "task_id": "l"}, headers=AUTH)).json()
+        while (message := (await stream.next_message()).json())["run_id"] != later["id"]:
+            assert message["cursor"] > position  # committed after the read, never before
+        assert message["type"] == "run.created" and message["cursor"] > position
+
+    bad = await http.get(url, headers=AUTH, params={"from": "start"})
+    assert bad.status_code == 400 and bad.json()["reason"] == "INVALID_ARGUMENT"
+
+
 async def test_a_project_the_token_does_not_see_streams_nothing(
     http: httpx.AsyncClient,
 ) -> None:

@@ -30,16 +30,25 @@ class Stream:
         self.response = response
         self._lines = response.aiter_lines()
         self.comments: list[str] = []
+        #: What a browser would send as Last-Event-ID now: the last id field read (a message
+        #: with an id and no data sets it too).
+        self.last_id = ""
 
     async def next_message(self, timeout: float = 20.0) -> Message:
         """The next message with data (comments seen on the way are kept in ``comments``)."""
         return await asyncio.wait_for(self._next(), timeout)
 
-    async def _next(self) -> Message:
+    async def next_id(self, timeout: float = 20.0) -> str:
+        """Read up to the next message with an id (data or not); that id."""
+        return (await asyncio.wait_for(self._next(any_id=True), timeout)).id
+
+    async def _next(self, any_id: bool = False) -> Message:
         message = Message()
         async for line in self._lines:
             if line == "":
-                if message.data:
+                if message.id:
+                    self.last_id = message.id
+                if message.data or (any_id and message.id):
                     return message
                 message = Message()
                 continue

@@ -57,12 +57,7 @@ export function coalesced(read) {
 // view: { upsert(run) -> previous run or null, has(runId), accept(run) -> bool, queued() -> bool }
 // load(): the runs the page shows, read fresh.
 export function liveRuns(ctx, view, load) {
-  // The newest creation time (server clock) of any run read so far. A project stream opened
-  // without an event id replays the project's history first; a replayed run.created of a
-  // run older than this is not a new run, and is not read again.
-  let newest = 0;
   const show = (run) => {
-    newest = Math.max(newest, Date.parse(run.create_time || '') || 0);
     if (!view.accept(run)) return;
     const before = view.upsert(run);
     if (before && stateOf(before) !== stateOf(run)) {
@@ -96,15 +91,16 @@ export function liveRuns(ctx, view, load) {
 
   const fallback = fallbackPoller(reload);
   fallback.set(false);
-  const stream = openStream(paths.projectStream(ctx.project), {
+  // from=now: no replay of the project's history; the first message is the position to
+  // resume from, so a reconnect (Last-Event-ID) misses nothing.
+  const stream = openStream(`${paths.projectStream(ctx.project)}?from=now`, {
     onStatus: (connected) => fallback.set(connected),
     // Whatever changed before this (re)connection is read again: the stream only carries
     // what happens from here on (or from the last event id).
     onConnect: () => reload(),
     onEvent: (event) => {
       if (!event || !event.run_id) return;
-      const created = event.type === 'run.created' && (Date.parse(event.create_time || '') || 0) >= newest;
-      if (view.has(event.run_id) || created) refetch(event.run_id);
+      if (view.has(event.run_id) || event.type === 'run.created') refetch(event.run_id);
       if (view.queued() && QUEUE_MOVES.test(event.type || '')) positions('all');
     },
   });

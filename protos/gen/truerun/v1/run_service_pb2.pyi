@@ -648,6 +648,50 @@ class ListProjectEventsResponse(_message.Message):
 Global___ListProjectEventsResponse: _TypeAlias = ListProjectEventsResponse  # noqa: Y015
 
 @_typing.final
+class GetEventCursorRequest(_message.Message):
+    """Request for RunService.GetEventCursor."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project whose stream the cursor is for."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEventCursorRequest: _TypeAlias = GetEventCursorRequest  # noqa: Y015
+
+@_typing.final
+class GetEventCursorResponse(_message.Message):
+    """Response of RunService.GetEventCursor."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """Pass as after_cursor to read only later commits; empty = nothing yet."""
+    def __init__(
+        self,
+        *,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetEventCursorResponse: _TypeAlias = GetEventCursorResponse  # noqa: Y015
+
+@_typing.final
 class ListAttemptsRequest(_message.Message):
     """Request for RunService.ListAttempts."""
 

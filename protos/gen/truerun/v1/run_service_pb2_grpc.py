@@ -106,6 +106,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.FromString,
                 _registered_method=True)
+        self.GetEventCursor = channel.unary_unary(
+                '/truerun.v1.RunService/GetEventCursor',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.GetEventCursorRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.GetEventCursorResponse.FromString,
+                _registered_method=True)
         self.ListAttempts = channel.unary_unary(
                 '/truerun.v1.RunService/ListAttempts',
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.SerializeToString,
@@ -253,6 +258,18 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetEventCursor(self, request, context):
+        """The project stream's position now: every event a read returned so far is
+        at or before this cursor, every later commit after it. WatchRunEvents or
+        ListProjectEvents with it as after_cursor carries only what happens from
+        now on, without replaying the project's history (a dashboard that has
+        just read the runs it shows). Empty when nothing was committed yet. Never
+        writes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListAttempts(self, request, context):
         """Lists every attempt of one run, oldest first (attempt_no ascending), with
         control status, observed state, sync state, fences and timestamps. Never
@@ -334,6 +351,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.ListProjectEvents,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.SerializeToString,
+            ),
+            'GetEventCursor': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEventCursor,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.GetEventCursorRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.GetEventCursorResponse.SerializeToString,
             ),
             'ListAttempts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAttempts,
@@ -720,6 +742,33 @@ class RunService:
             '/truerun.v1.RunService/ListProjectEvents',
             truerun_dot_v1_dot_run__service__pb2.ListProjectEventsRequest.SerializeToString,
             truerun_dot_v1_dot_run__service__pb2.ListProjectEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEventCursor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/GetEventCursor',
+            truerun_dot_v1_dot_run__service__pb2.GetEventCursorRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.GetEventCursorResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -119,6 +119,14 @@ class RunServiceStub:
     with next_cursor yields every committed event exactly once. Never writes.
     A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
     """
+    GetEventCursor: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.GetEventCursorRequest, _run_service_pb2.GetEventCursorResponse]
+    """The project stream's position now: every event a read returned so far is
+    at or before this cursor, every later commit after it. WatchRunEvents or
+    ListProjectEvents with it as after_cursor carries only what happens from
+    now on, without replaying the project's history (a dashboard that has
+    just read the runs it shows). Empty when nothing was committed yet. Never
+    writes.
+    """
     ListAttempts: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ListAttemptsRequest, _run_service_pb2.ListAttemptsResponse]
     """Lists every attempt of one run, oldest first (attempt_no ascending), with
     control status, observed state, sync state, fences and timestamps. Never
@@ -203,6 +211,14 @@ class RunServiceAsyncStub(RunServiceStub):
     returned, so no event can later appear before a returned cursor: paging
     with next_cursor yields every committed event exactly once. Never writes.
     A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
+    """
+    GetEventCursor: _aio.UnaryUnaryMultiCallable[_run_service_pb2.GetEventCursorRequest, _run_service_pb2.GetEventCursorResponse]  # type: ignore[assignment]
+    """The project stream's position now: every event a read returned so far is
+    at or before this cursor, every later commit after it. WatchRunEvents or
+    ListProjectEvents with it as after_cursor carries only what happens from
+    now on, without replaying the project's history (a dashboard that has
+    just read the runs it shows). Empty when nothing was committed yet. Never
+    writes.
     """
     ListAttempts: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ListAttemptsRequest, _run_service_pb2.ListAttemptsResponse]  # type: ignore[assignment]
     """Lists every attempt of one run, oldest first (attempt_no ascending), with
@@ -369,6 +385,20 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         returned, so no event can later appear before a returned cursor: paging
         with next_cursor yields every committed event exactly once. Never writes.
         A malformed after_cursor fails with INVALID_ARGUMENT / INVALID_CURSOR.
+        """
+
+    @_abc_1.abstractmethod
+    def GetEventCursor(
+        self,
+        request: _run_service_pb2.GetEventCursorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_run_service_pb2.GetEventCursorResponse, _abc.Awaitable[_run_service_pb2.GetEventCursorResponse]]:
+        """The project stream's position now: every event a read returned so far is
+        at or before this cursor, every later commit after it. WatchRunEvents or
+        ListProjectEvents with it as after_cursor carries only what happens from
+        now on, without replaying the project's history (a dashboard that has
+        just read the runs it shows). Empty when nothing was committed yet. Never
+        writes.
         """
 
     @_abc_1.abstractmethod
