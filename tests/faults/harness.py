@@ -61,6 +61,7 @@ from tests.support.processes import (
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 OWNER = "faults"
 PROJECT = "faults"
+OPERATOR = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="ops@example")
 POLL_S = 0.05
 CALL_TIMEOUT_S = 10.0
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -276,6 +277,15 @@ class Api:
         return self.runs.CancelRun(
             run_service_pb2.CancelRunRequest(id=run_id, reason=reason), timeout=self.timeout_s
         )
+
+    def resolve(
+        self, run_id: str, resolution: run_service_pb2.Resolution.ValueType, reason: str
+    ) -> common_pb2.Run:
+        """An operator's audited ResolveRun (actor ``ops@example``)."""
+        request = run_service_pb2.ResolveRunRequest(
+            id=run_id, actor=OPERATOR, reason=reason, resolution=resolution
+        )
+        return self.runs.ResolveRun(request, timeout=self.timeout_s)
 
     def occupancy(self, instance_id: str, owner_id: str = OWNER) -> capacity_service_pb2.Occupancy:
         return self.capacity.GetOccupancy(
@@ -687,6 +697,11 @@ class Cluster:
 
     def cancel(self, run_id: str, reason: str = "faults") -> run_service_pb2.CancelRunResponse:
         return self.api.cancel(run_id, reason)
+
+    def resolve(
+        self, run_id: str, resolution: run_service_pb2.Resolution.ValueType, reason: str
+    ) -> common_pb2.Run:
+        return self.api.resolve(run_id, resolution, reason)
 
     def occupancy(self, agent: Service | str) -> capacity_service_pb2.Occupancy:
         instance = agent.instance_id if isinstance(agent, Service) else agent

@@ -150,17 +150,8 @@ def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_aft
                 assert run.attempt_count == 1
             time.sleep(0.2)
         assert cluster.occupancy(agent).durable_rows == 2
-        operator = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="ops@example")
         for run_id in (retried, waiting):  # the runtime had reported them running
-            cluster.api.runs.ResolveRun(
-                run_service_pb2.ResolveRunRequest(
-                    id=run_id,
-                    actor=operator,
-                    reason="host gone for good",
-                    resolution=run_service_pb2.RESOLUTION_FAILED,
-                ),
-                timeout=10,
-            )
+            cluster.resolve(run_id, run_service_pb2.RESOLUTION_FAILED, "host gone for good")
             assert display(cluster.get(run_id)) == "failed"
             resolved = [e for e in cluster.events(run_id) if e.type == "run.resolved"]
             assert len(resolved) == 1 and resolved[0].actor.id == "ops@example"

@@ -65,16 +65,8 @@ def test_kill_dispatcher_after_fence_before_start(
 
     # Not idempotent, so a person decides: the runtime's log proves it never ran, "not
     # started" queues it on a new attempt, which runs once.
-    operator = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="ops@example")
-    cluster.api.runs.ResolveRun(
-        run_service_pb2.ResolveRunRequest(
-            id=run_id,
-            actor=operator,
-            reason="the host's log has no start of it",
-            resolution=run_service_pb2.RESOLUTION_NOT_STARTED,
-        ),
-        timeout=10,
-    )
+    not_started = run_service_pb2.RESOLUTION_NOT_STARTED
+    cluster.resolve(run_id, not_started, "the host's log has no start of it")
     run = cluster.wait_for(run_id, ("succeeded", "failed"), 30)
     assert display(run) == "succeeded" and run.attempt_count == 2
     assert [s.run_id for s in cluster.spans()] == [waiting, run_id]

@@ -273,6 +273,25 @@ async def test_failed_attempt_is_kept_and_a_new_one_is_queued(stack: Stack) -> N
         ]
 
 
+async def _answer_running(
+    stack: Stack, runtime: ScriptedRuntime, start: pb.Start, run_id: str
+) -> None:
+    """Inspect answered "running, active turn"; the run then shows running."""
+    await runtime.send_inspect_result(
+        pb.InspectResult(
+            attempt_id=start.attempt_id,
+            runtime_task_id=start.runtime_task_id,
+            state=pb.INSPECT_STATE_RUNNING,
+            turn_status=pb.TURN_STATUS_ACTIVE,
+        )
+    )
+    for _ in range(100):  # bounded: the answer is applied off the event path
+        if await _display(stack, run_id) == "RUNNING":
+            break
+        await asyncio.sleep(0.05)
+    assert await _display(stack, run_id) == "RUNNING"
+
+
 async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
     stack: Stack,
 ) -> None:
@@ -283,19 +302,7 @@ async def test_unknown_attempt_is_inspected_and_the_answer_restores_the_truth(
         inspect = (await runtime.expect("inspect")).inspect
         assert inspect.attempt_id == start.attempt_id
         assert await _display(stack, run_id) == "UNKNOWN"
-        await runtime.send_inspect_result(
-            pb.InspectResult(
-                attempt_id=start.attempt_id,
-                runtime_task_id=start.runtime_task_id,
-                state=pb.INSPECT_STATE_RUNNING,
-                turn_status=pb.TURN_STATUS_ACTIVE,
-            )
-        )
-        for _ in range(100):  # bounded: the answer is applied off the event path
-            if await _display(stack, run_id) == "RUNNING":
-                break
-            await asyncio.sleep(0.05)
-        assert await _display(stack, run_id) == "RUNNING"
+        await _answer_running(stack, runtime, start, run_id)
         # the runtime's own events still apply from seq 1: the answer used up no seq
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
         await runtime.acked(start.attempt_id, 1)
@@ -331,19 +338,7 @@ async def test_an_attempt_another_process_found_unknown_is_inspected_until_answe
             arrivals.append(clock())
         first_gap, second_gap = arrivals[1] - arrivals[0], arrivals[2] - arrivals[1]
         assert 0.8 <= first_gap < 2.5 and 1.8 <= second_gap < 3.5, (first_gap, second_gap)
-        await runtime.send_inspect_result(
-            pb.InspectResult(
-                attempt_id=start.attempt_id,
-                runtime_task_id=start.runtime_task_id,
-                state=pb.INSPECT_STATE_RUNNING,
-                turn_status=pb.TURN_STATUS_ACTIVE,
-            )
-        )
-        for _ in range(100):  # bounded: the answer is applied off the event path
-            if await _display(stack, run_id) == "RUNNING":
-                break
-            await asyncio.sleep(0.05)
-        assert await _display(stack, run_id) == "RUNNING"
+        await _answer_running(stack, runtime, start, run_id)
         runtime.seen.clear()
         with pytest.raises(TimeoutError):  # the next one would have come 4 s after the last
             await runtime.expect("inspect", timeout=5.0)
