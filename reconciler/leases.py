@@ -6,9 +6,9 @@
   `unknown` (sync stale) and keeps its capacity; never failed, never re-sent.
 
 With ``no_output_cancel_after_ms`` it also asks a running attempt in sync whose last runtime
-event is older than that to cancel (an unknown attempt's silence is its runtime's): the same durable cancel request a user's CancelRun makes
-(the dispatcher then sends the runtime Cancel); the run shows cancelling until the runtime
-confirms, it is never marked failed here.
+event is older than that to cancel (an unknown attempt's silence is its runtime's): the same
+durable cancel request a user's CancelRun makes (the dispatcher then sends the runtime
+Cancel); the run shows cancelling until the runtime confirms, it is never marked failed here.
 
 Several reconciler replicas split the work: each candidate is taken in its own transaction
 that locks its rows (PostgreSQL: FOR UPDATE SKIP LOCKED, so a replica skips what another is
