@@ -55,6 +55,7 @@ def observation_to_proto(o: Observation) -> pb.Observation:
         active_task_ids=list(o.active_task_ids),
         queued=o.queued,
         labels=list(o.labels),
+        queued_task_ids=list(o.queued_task_ids),
     )
     if o.observed_at_ms is not None:
         message.observe_time.FromMilliseconds(o.observed_at_ms)

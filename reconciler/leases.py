@@ -24,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from coordinator.domain import commands as c
+from coordinator.domain import staleness
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.states import ActorType
@@ -124,7 +125,11 @@ class LeaseReconciler:
     async def _settle(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
         if attempt.fenced:
             command: c.RunCommand = c.DispatchUnknown(
-                attempt.run_id, ACTOR, reason="lease_expired_after_start"
+                attempt.run_id,
+                ACTOR,
+                reason=staleness.LEASE_LAPSED,
+                explanation=staleness.lease_lapsed(attempt),
+                attempt_id=attempt.id,
             )
             outcome = "unknown"
         else:

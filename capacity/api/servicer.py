@@ -67,6 +67,7 @@ def observation_from_proto(o: pb.Observation) -> Observation:
         labels=tuple(o.labels),
         observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
         received_at_ms=0,
+        queued_task_ids=tuple(o.queued_task_ids),
     )
 
 

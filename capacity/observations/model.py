@@ -53,6 +53,9 @@ class Observation:
     observed_at_ms: int | None
     #: The server's clock when the observation arrived; freshness counts from here.
     received_at_ms: int
+    #: The tasks waiting in the runtime's own queue (accepted, not yet running); empty
+    #: when the runtime does not list them (then it vouches for none of them).
+    queued_task_ids: tuple[str, ...] = ()
 
 
 def _blank(value: str) -> bool:
@@ -68,8 +71,9 @@ def validate(obs: Observation) -> None:
 
     Rules: owner_id and runtime_instance_id are non-blank; limit, active and queued are
     >= 0; every active task id is non-blank and appears once; active equals the number of
-    active task ids; there is at least one route, every route has a non-blank device_id
-    and no device_id appears twice.
+    active task ids; queued task ids, when listed, are non-blank, each once, none of them
+    active, and as many as queued; there is at least one route, every route has a non-blank
+    device_id and no device_id appears twice.
     """
     if _blank(obs.owner_id):
         raise _reject("owner_id", "observation has no owner_id")
@@ -88,6 +92,17 @@ def validate(obs: Observation) -> None:
             "active",
             f"observation active={obs.active} but lists {len(unique)} active task id(s)",
         )
+    if obs.queued_task_ids:
+        if any(_blank(task_id) for task_id in obs.queued_task_ids):
+            raise _reject("queued_task_ids", "observation has an empty queued task id")
+        queued = set(obs.queued_task_ids)
+        if len(queued) != len(obs.queued_task_ids) or queued & unique:
+            raise _reject("queued_task_ids", "observation lists a queued task id twice")
+        if obs.queued != len(queued):
+            raise _reject(
+                "queued",
+                f"observation queued={obs.queued} but lists {len(queued)} queued task id(s)",
+            )
     if not obs.routes:
         raise _reject("routes", "observation has no routes")
     if any(_blank(route.device_id) for route in obs.routes):
@@ -116,6 +131,7 @@ def encode(obs: Observation, ttl_ms: int) -> str:
         "active": obs.active,
         "active_task_ids": list(obs.active_task_ids),
         "queued": obs.queued,
+        "queued_task_ids": list(obs.queued_task_ids),
         "labels": list(obs.labels),
         "observed_at_ms": obs.observed_at_ms,
         "received_at_ms": obs.received_at_ms,
@@ -190,6 +206,8 @@ def decode(raw: str | bytes) -> tuple[Observation, int]:
         labels=_strs(document, "labels"),
         observed_at_ms=observed,
         received_at_ms=_int(document, "received_at_ms"),
+        # absent in values stored before the field existed: none listed
+        queued_task_ids=_strs(document, "queued_task_ids") if "queued_task_ids" in document else (),
     )
     ttl_ms = _int(document, "ttl_ms")
     if ttl_ms <= 0:

@@ -14,6 +14,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 from truerun.v1 import runtime_service_pb2_grpc
 
 from capacity.api.servicer import observation_from_proto
+from capacity.observations.model import Observation
 from coordinator.api import validation
 from coordinator.api.errors import abort, unary
 from coordinator.dispatch.capacity_port import ObservationReporter
@@ -22,6 +23,7 @@ from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
+from coordinator.domain import staleness
 from coordinator.domain.errors import DomainError, InvalidArgument, StoreBusy, Unauthenticated
 from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
 from coordinator.domain.states import ActorType, AttemptStatus
@@ -56,6 +58,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         self._dispatcher = dispatcher
         self._observations = observations
         self._streams: dict[int, _Stream] = {}
+        # several heartbeats per lease, so one lost heartbeat never expires a lease
+        self._heartbeat_interval_ms = min(HEARTBEAT_INTERVAL_MS, dispatcher.lease_ttl_ms // 3)
+        # a task accepted just after a heartbeat was composed is listed by the next one
+        self._listing_grace_ms = 2 * self._heartbeat_interval_ms
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.ConnectRequest], context: Ctx
@@ -73,10 +79,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             self._sessions.close(previous)
         yield pb.ConnectResponse(
             welcome=pb.Welcome(
-                # several heartbeats per lease, so one lost heartbeat never expires a lease
-                heartbeat_interval_ms=min(
-                    HEARTBEAT_INTERVAL_MS, self._dispatcher.lease_ttl_ms // 3
-                ),
+                heartbeat_interval_ms=self._heartbeat_interval_ms,
                 observation_ttl_ms=self._observations.ttl_ms,
             )
         )
@@ -206,7 +209,16 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             log.info("runtime %s: %s", session.runtime_instance_id, message)
 
     async def _inspected(self, session: Session, answer: pb.InspectResult) -> None:
-        """A trusted answer from the attempt's own runtime, on its own authenticated stream."""
+        """A trusted answer from the attempt's own runtime, on its own authenticated stream,
+        to an Inspect sent on that stream and not answered yet (an unsolicited answer is
+        evidence of nothing)."""
+        if not session.answered(answer.attempt_id):
+            log.warning(
+                "inspect answer for %s from %s was not asked for; ignored",
+                answer.attempt_id,
+                session.runtime_instance_id,
+            )
+            return
         state = _INSPECT_STATES.get(answer.state)
         loaded = (await self._store.load_attempts([answer.attempt_id])).get(answer.attempt_id)
         if state is None or loaded is None or loaded.attempt is None:
@@ -250,18 +262,43 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         except grpc.aio.AioRpcError as error:  # the capacity service refused it, or is away
             log.warning("observation of %s not stored: %s", session.runtime_instance_id, error)
             return
-        # Heartbeats renew leases only: they never change what a run shows.
         try:
-            await self._store.renew_leases(
-                session.owner_id,
-                session.runtime_instance_id,
-                stored.received_at_ms,
-                stored.received_at_ms + self._dispatcher.lease_ttl_ms,
-            )
+            await self._vouch(session, stored)
         except Exception:  # the next heartbeat renews again; the stream must go on
             log.exception("lease renewal for %s failed", session.runtime_instance_id)
         await self._orphans(session, stored.active_task_ids)
         session.wake.set()
+
+    async def _vouch(self, session: Session, observation: Observation) -> None:
+        """A heartbeat renews the leases of the tasks it lists, and nothing else shows on a
+        run; a started attempt it should list and does not turns unknown with that reason,
+        and the runtime is asked about it (coordinator/domain/staleness.py)."""
+        owner, instance = session.owner_id, session.runtime_instance_id
+        now = observation.received_at_ms
+        vouched = staleness.vouch(
+            await self._store.started_attempts(owner, instance),
+            {*observation.active_task_ids, *observation.queued_task_ids},
+            lists_queue=observation.queued == len(observation.queued_task_ids),
+            now_ms=now,
+            start_timeout_ms=self._dispatcher.start_timeout_ms,
+            grace_ms=self._listing_grace_ms,
+        )
+        await self._store.renew_leases(
+            owner, instance, vouched.renew, now, now + self._dispatcher.lease_ttl_ms
+        )
+        actor = Actor(ActorType.RUNTIME, instance)
+        for attempt in vouched.missing:
+            command = c.DispatchUnknown(
+                attempt.run_id,
+                actor,
+                reason=staleness.NOT_LISTED,
+                explanation=staleness.not_listed(instance, now),
+                attempt_id=attempt.id,
+            )
+            try:  # committed, the dispatcher sends the Inspect (on_commit: sync_stale)
+                await self._transitions.execute(command)
+            except DomainError as error:  # it moved on meanwhile (finished, retried)
+                log.info("attempt %s not marked unknown: %s", attempt.id, error.message)
 
     async def _orphans(self, session: Session, active_task_ids: tuple[str, ...]) -> None:
         """Seed A §10: a runtime running a task truerun holds finished, unstarted or on
@@ -376,6 +413,7 @@ _INSPECT_STATES = {
     pb.INSPECT_STATE_ACCEPTED: c.InspectState.ACCEPTED,
     pb.INSPECT_STATE_FINISHED: c.InspectState.FINISHED,
     pb.INSPECT_STATE_NOT_FOUND: c.InspectState.NOT_FOUND,
+    pb.INSPECT_STATE_LOST: c.InspectState.LOST,
 }
 _TURNS = {pb.TURN_STATUS_ACTIVE: True, pb.TURN_STATUS_IDLE: False}
 _OUTCOMES = {

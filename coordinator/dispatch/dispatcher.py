@@ -25,7 +25,8 @@ from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
-from coordinator.domain.states import ActorType, ObservedState, SyncState
+from coordinator.domain.staleness import START_UNANSWERED, start_unanswered
+from coordinator.domain.states import ActorType, SyncState
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from services.ids import new_token
@@ -65,6 +66,7 @@ class Dispatcher:
         self._ingest = ingest
         self._sessions = sessions
         self._start_timeout_s = start_timeout_s
+        self.start_timeout_ms = int(start_timeout_s * 1000)
         self.lease_ttl_ms = lease_ttl_ms
         self._cancel_grace_ms = cancel_grace_ms
         self._starts: set[asyncio.Task[None]] = set()
@@ -163,8 +165,13 @@ class Dispatcher:
         )
         try:
             result = await asyncio.wait_for(answer, self._start_timeout_s)
-        except (TimeoutError, ConnectionError):
-            await self._unknown(item.run_id, actor, "start_unanswered")
+        except (TimeoutError, ConnectionError) as error:
+            why = (
+                start_unanswered(self.start_timeout_ms)
+                if isinstance(error, TimeoutError)
+                else "the runtime's stream closed before it answered the start"
+            )
+            await self._unknown(item.run_id, item.attempt_id, actor, why)
             return
         finally:
             session.pending_starts.pop(item.attempt_id, None)
@@ -185,9 +192,12 @@ class Dispatcher:
                     "start rejection for %s not applied: %s", item.attempt_id, error.message
                 )
 
-    async def _unknown(self, run_id: str, actor: Actor, reason: str) -> None:
+    async def _unknown(self, run_id: str, attempt_id: str, actor: Actor, why: str) -> None:
+        command = c.DispatchUnknown(
+            run_id, actor, reason=START_UNANSWERED, explanation=why, attempt_id=attempt_id
+        )
         try:
-            await self._transitions.execute(c.DispatchUnknown(run_id, actor, reason=reason))
+            await self._transitions.execute(command)
         except DomainError as error:  # it moved on (e.g. an event arrived meanwhile)
             log.info("dispatch of run %s not marked unknown: %s", run_id, error.message)
 
@@ -249,6 +259,7 @@ class Dispatcher:
             self._send_inspect_on(session, attempt)
 
     def _send_inspect_on(self, session: Session, attempt: Attempt) -> None:
+        session.ask(attempt.id)
         session.send(
             pb.ConnectResponse(
                 inspect=pb.Inspect(attempt_id=attempt.id, runtime_task_id=attempt.runtime_task_id)
@@ -303,18 +314,16 @@ class Dispatcher:
                     send(session, attempt)
 
     async def resend_on_connect(self, session: Session) -> None:
-        """On (re)connect: every cancel not yet confirmed goes again, and every attempt whose
-        state is unknown, or whose Start the runtime never confirmed, is inspected."""
+        """On (re)connect: every cancel not yet confirmed goes again, and every started
+        attempt of the instance is inspected. A stream being back proves nothing about the
+        tasks: the runtime may have restarted without them (a whole worker died: it answers
+        LOST), or a Start may have died with an earlier coordinator (NOT_FOUND, or
+        ACCEPTED if it arrived). Its answers, not the reconnect, bring each back in sync."""
         store = self._transitions.store
         for attempt in await store.started_attempts(session.owner_id, session.runtime_instance_id):
-            cancel = attempt.cancel_requested_at_ms is not None
-            if cancel:
+            if attempt.cancel_requested_at_ms is not None:
                 self.send_cancel(attempt)
-            # A Start the runtime never confirmed may have died with an earlier coordinator
-            # while the runtime's heartbeats kept its lease alive: ask, or it waits for ever.
-            unconfirmed = attempt.observed_state is ObservedState.UNCONFIRMED
-            if unconfirmed or (attempt.sync_state is SyncState.STALE and not cancel):
-                self.send_inspect(attempt)
+            self.send_inspect(attempt)
 
 
 def _backoff(session: Session, sent: dict[str, Resend], attempt_id: str, first_s: float) -> None:

@@ -38,10 +38,27 @@ class Session:
     inspects: dict[str, Resend] = field(default_factory=dict)
     #: Set when a Cancel or Inspect is sent: the re-send loop recomputes its next wake-up.
     resent: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Inspects sent on this stream and not answered yet, by attempt id (how many).
+    asked: dict[str, int] = field(default_factory=dict)
 
     def send(self, message: pb.ConnectResponse) -> None:
         if not self.closed:
             self.outbox.put_nowait(message)
+
+    def ask(self, attempt_id: str) -> None:
+        """An Inspect for the attempt goes out on this stream now."""
+        self.asked[attempt_id] = self.asked.get(attempt_id, 0) + 1
+
+    def answered(self, attempt_id: str) -> bool:
+        """Takes one open Inspect of the attempt; False when none is open (not asked)."""
+        open_ = self.asked.get(attempt_id, 0)
+        if open_ <= 0:
+            return False
+        if open_ == 1:
+            del self.asked[attempt_id]
+        else:
+            self.asked[attempt_id] = open_ - 1
+        return True
 
 
 class Sessions:

@@ -87,9 +87,14 @@ class StartFence(RunCommand):
 
 @dataclass(frozen=True, slots=True)
 class DispatchUnknown(RunCommand):
-    """The start outcome (or later runtime state) cannot be known: sync goes stale."""
+    """The start outcome (or later runtime state) cannot be known: sync goes stale.
+    ``reason`` is the code recorded in the event; ``explanation`` the sentence a person
+    reads as the reason of ``unknown`` (the code when empty). With ``attempt_id`` the
+    command applies only while that attempt is the run's current one."""
 
     reason: str = "dispatch_unknown"
+    explanation: str = ""
+    attempt_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,13 +185,17 @@ class InspectState(StrEnum):
     ACCEPTED = "accepted"
     FINISHED = "finished"
     NOT_FOUND = "not_found"
+    #: The runtime had the task and can no longer account for it (process and supervisor
+    #: gone, no exit status recorded): gone, with an unknown outcome.
+    LOST = "lost"
 
 
 @dataclass(frozen=True, slots=True)
 class InspectAnswer(RunCommand):
     """What the runtime holding an attempt answered when asked (trusted inspect, seed A §10).
     ``turn_active`` None means the runtime did not say; RUNNING with an idle turn is not
-    proof of running. NOT_FOUND must come from the attempt's own, live runtime instance."""
+    proof of running. NOT_FOUND and LOST must come from the attempt's own, live runtime
+    instance."""
 
     attempt_id: str = ""
     runtime_task_id: str = ""

@@ -519,12 +519,25 @@ def _dispatch_unknown(
         attempt,
     )
     assert attempt is not None
+    _require(
+        not cmd.attempt_id or cmd.attempt_id == attempt.id,
+        f"mark attempt {cmd.attempt_id} unknown (it is no longer the run's current attempt)",
+        run,
+        attempt,
+    )
     if attempt.sync_state is SyncState.STALE:
         return Decision(
             outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE, attempt=attempt
         )
-    stale = _attempt_change(attempt, ctx, sync_state=SyncState.STALE)
-    events = [_event("attempt.sync_stale", cmd.actor, attempt.id, reason=cmd.reason)]
+    explanation = summary(cmd.explanation) or cmd.reason
+    stale = _attempt_change(
+        attempt, ctx, sync_state=SyncState.STALE, sync_reason=explanation[:SYNC_REASON_MAX]
+    )
+    events = [
+        _event(
+            "attempt.sync_stale", cmd.actor, attempt.id, reason=cmd.reason, explanation=explanation
+        )
+    ]
     return _run_update(run, ctx, events, stale, AttemptWrite.UPDATE, attempt)
 
 
@@ -677,10 +690,8 @@ def _inspect_answer(
             attempt_id=attempt.id,
         )
     state = cmd.state
-    if state is c.InspectState.NOT_FOUND:
-        return _mark_lost(
-            c.MarkLost(run.id, cmd.actor, reason="runtime_says_not_found"), run, attempt, ctx
-        )
+    if state in _GONE:
+        return _mark_lost(c.MarkLost(run.id, cmd.actor, reason=_GONE[state]), run, attempt, ctx)
     # An answer is not a runtime event: it must not use up a seq the runtime may still send,
     # so the decisions below run with the next seq and the attempt keeps its last one.
     synthetic_seq = attempt.last_event_seq + 1
@@ -709,6 +720,7 @@ def _inspect_answer(
         attempt,
         ctx,
         sync_state=SyncState.IN_SYNC,
+        sync_reason=None,
         observed_state=observed,
         observed_at_ms=ctx.now_ms,
     )
@@ -723,6 +735,15 @@ def _inspect_answer(
         )
     ]
     return _run_update(run, ctx, events, synced, AttemptWrite.UPDATE, attempt)
+
+
+#: Inspect answers that prove the task gone from its runtime, and the loss reason each gives.
+_GONE = {
+    c.InspectState.NOT_FOUND: "runtime_says_not_found",
+    c.InspectState.LOST: "runtime_reports_lost: the runtime had the task, its process and "
+    "supervisor are gone and no exit status was recorded; the outcome is unknown",
+}
+SYNC_REASON_MAX = 512
 
 
 def _orphan_reported(
@@ -1056,6 +1077,7 @@ def _evidence(attempt: Attempt, cmd: c.RuntimeCommand, ctx: Context, **changes: 
         last_event_seq=cmd.seq,
         observed_at_ms=ctx.now_ms,
         sync_state=SyncState.IN_SYNC,
+        sync_reason=None,
         **changes,
     )
 

@@ -76,9 +76,10 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
             run.cancel_requested_at_ms,
         )
     if live is not None and fenced and live.sync_state is SyncState.STALE:
+        why = live.sync_reason or "no evidence from the runtime since the start was sent"
         return Display(
             DisplayState.UNKNOWN,
-            "no evidence from the runtime since the start was sent; capacity is held",
+            f"{why}; capacity is held",
             live.observed_at_ms or live.start_requested_at_ms,
         )
     if live is not None and fenced and live.observed_state is ObservedState.RUNNING:

@@ -103,6 +103,8 @@ class Attempt:
     error_summary: str | None = None
     started_at_ms: int | None = None
     finished_at_ms: int | None = None
+    #: Why sync went stale, in words a person can check; cleared by evidence.
+    sync_reason: str | None = None
 
     @property
     def fenced(self) -> bool:

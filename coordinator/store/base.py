@@ -174,10 +174,18 @@ class RunStore(Protocol):
         """Several decisions (on different runs) in one transaction, all or nothing."""
 
     async def renew_leases(
-        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+        self,
+        owner_id: str,
+        runtime_instance_id: str,
+        attempt_ids: Sequence[str],
+        now_ms: int,
+        until_ms: int,
     ) -> int:
-        """A heartbeat from the runtime holding them: extend the leases of its started
-        (fenced) attempts and stamp heartbeat_at. A claim not yet fenced is the dispatcher's,
+        """A heartbeat from the runtime holding them: extend the leases of those of
+        ``attempt_ids`` that are its started (fenced) attempts and stamp heartbeat_at. The
+        caller names only what the heartbeat vouches for (coordinator/domain/staleness.py):
+        a task the runtime no longer lists must not be kept alive by its heartbeats.
+        A claim not yet fenced is the dispatcher's,
         not the runtime's: a heartbeat says nothing about it, and renewing it would keep a
         claim whose dispatcher died out of the reconciler's reach for as long as the runtime
         lives. Touches no state column; returns how many were renewed."""

@@ -222,7 +222,8 @@ _RENEW_LEASES = """
 UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
 WHERE id IN (
     SELECT id FROM attempts
-    WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')
+    WHERE id = ANY($5::text[]) AND owner_id = $1 AND runtime_instance_id = $2
+        AND status IN ('starting', 'running')
     ORDER BY id FOR UPDATE)"""
 _STARTED_ATTEMPTS = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
@@ -387,10 +388,17 @@ class PostgresStore:
         return [applied[i] for i in range(len(decisions))]
 
     async def renew_leases(
-        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+        self,
+        owner_id: str,
+        runtime_instance_id: str,
+        attempt_ids: Sequence[str],
+        now_ms: int,
+        until_ms: int,
     ) -> int:
+        if not attempt_ids:
+            return 0
         status = await self._pool.execute(
-            _RENEW_LEASES, owner_id, runtime_instance_id, now_ms, until_ms
+            _RENEW_LEASES, owner_id, runtime_instance_id, now_ms, until_ms, list(attempt_ids)
         )
         return int(status.split()[-1])
 

@@ -405,16 +405,26 @@ class SqliteStore:
             return await self._write(run)
 
     async def renew_leases(
-        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+        self,
+        owner_id: str,
+        runtime_instance_id: str,
+        attempt_ids: Sequence[str],
+        now_ms: int,
+        until_ms: int,
     ) -> int:
+        if not attempt_ids:
+            return 0
+        marks = ", ".join("?" for _ in attempt_ids)
+
         def run(conn: sqlite3.Connection) -> int:
             self._begin_immediate(conn)
             try:
                 cursor = conn.execute(
                     "UPDATE attempts SET heartbeat_at_ms = ?, lease_expires_at_ms = "
                     "max(coalesce(lease_expires_at_ms, 0), ?) WHERE owner_id = ? AND "
-                    "runtime_instance_id = ? AND status IN ('starting', 'running')",
-                    (now_ms, until_ms, owner_id, runtime_instance_id),
+                    "runtime_instance_id = ? AND status IN ('starting', 'running') AND "
+                    f"id IN ({marks})",
+                    (now_ms, until_ms, owner_id, runtime_instance_id, *attempt_ids),
                 )
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -220,12 +220,15 @@ class Agent:
         return result
 
     def observe(self) -> cpb.Observation:
+        """Every task holding a slot and every task in the local queue, by runtime task id:
+        truerun renews the lease only of a task a heartbeat lists."""
         active = sorted({r.record.task_id for r in self.runners.values() if r.phase in OCCUPYING})
         return cpb.Observation(
             limit=self.config.limit,
             active=len(active),
             active_task_ids=active,
             queued=len(self.queue),
+            queued_task_ids=[r.record.task_id for r in self.queue],
             labels=list(self.config.labels),
         )
 

@@ -119,7 +119,10 @@ class TaskRunner:
             self._settle((meta.get("terminal", 0), meta.get("exit_code")))
         elif self.paths.launch.exists():
             self.phase = Phase.LAUNCHING
-            self._start_monitor()
+            if self._unaccounted():
+                self._lost()  # before the first heartbeat could list it as active
+            else:
+                self._start_monitor()
         elif self.last_seq == 0 and not self.record.manual:
             self.accept()  # the agent stopped between task.json and its ACCEPTED event
         return self.phase
@@ -187,7 +190,7 @@ class TaskRunner:
         if self.phase is Phase.FINISHED and self.result is not None:
             return pb.INSPECT_STATE_FINISHED, self.result[0], self.result[1]
         if self.phase is Phase.LOST:
-            return pb.INSPECT_STATE_NOT_FOUND, none, None
+            return pb.INSPECT_STATE_LOST, none, None
         if (finished := self._recorded_finish()) is not None:
             return finished
         handle = read_json(self.paths.handle)
@@ -201,7 +204,8 @@ class TaskRunner:
             # Ours and ended, or reaped by its supervisor: the status comes next.
             return None
         # The supervisor is gone too: the status it wrote just before exiting, or nothing.
-        return self._recorded_finish() or (pb.INSPECT_STATE_NOT_FOUND, none, None)
+        # The task was ours and nothing accounts for it: lost, not "never had it".
+        return self._recorded_finish() or (pb.INSPECT_STATE_LOST, none, None)
 
     def _recorded_finish(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
         status = read_json(self.paths.status)
@@ -339,6 +343,16 @@ class TaskRunner:
     def _abandon(self) -> bool:
         """Claim the handle slot so the supervisor can never start the command."""
         return create_json_exclusive(self.paths.handle, {"abandoned": True, "at": time.time()})
+
+    def _unaccounted(self) -> bool:
+        """Launched, and nothing accounts for it any more: the handle proves no process,
+        the supervisor is gone and wrote no exit status (the whole worker died)."""
+        handle = read_json(self.paths.handle)
+        if handle is None or handle.get("abandoned") or self.paths.status.exists():
+            return False  # never launched, or provably never ran, or it has its status
+        if prove(handle) is Proof.ALIVE or self._supervisor_may_live():
+            return False
+        return not self.paths.status.exists()  # written just before the supervisor exited?
 
     def _lost(self) -> None:
         log.warning("task %s: neither alive nor finished by any evidence; lost", self.record.key)

@@ -152,6 +152,8 @@ attempts = Table(
     Column("updated_at_ms", BigInteger, nullable=False),
     Column("started_at_ms", BigInteger),
     Column("finished_at_ms", BigInteger),
+    # Why sync went stale, for a person (set with sync_state stale, cleared by evidence).
+    Column("sync_reason", String(512)),
     UniqueConstraint("run_id", "attempt_no", name="uq_attempts_run_attempt_no"),
     CheckConstraint("attempt_no >= 1", name="attempt_no_positive"),
     CheckConstraint("last_event_seq >= 0", name="last_event_seq_nonnegative"),

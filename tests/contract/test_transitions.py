@@ -361,7 +361,7 @@ async def test_heartbeats_never_keep_an_unfenced_claim_alive(transitions: Transi
     assert claimed.attempt is not None and claimed.attempt.lease_expires_at_ms is not None
     expiry = claimed.attempt.lease_expires_at_ms
     renewed = await transitions.store.renew_leases(
-        claimed.attempt.owner_id, "i", expiry - 1, expiry + 60_000
+        claimed.attempt.owner_id, "i", [claimed.attempt.id], expiry - 1, expiry + 60_000
     )
     assert renewed == 0
     after = LeaseReconciler(transitions, clock=lambda: expiry + 1)
@@ -390,7 +390,7 @@ async def test_a_transition_keeps_a_lease_renewed_meanwhile(transitions: Transit
     assert loaded is not None
     renewed_until = attempt.lease_expires_at_ms + 60_000
     await transitions.store.renew_leases(
-        attempt.owner_id, "inst-1", attempt.lease_expires_at_ms, renewed_until
+        attempt.owner_id, "inst-1", [attempt.id], attempt.lease_expires_at_ms, renewed_until
     )
     decision = decide(  # decided on the state read before the renewal
         evidence(c.RuntimeRunning, attempt, 1),

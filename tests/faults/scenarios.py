@@ -236,6 +236,14 @@ class Monitor:
     def ever(self, run_id: str, state: str) -> bool:
         return any(s.display == state for s in self.history.get(run_id, []))
 
+    def seen_at(self, run_id: str, state: str, attempt_id: str = "") -> list[float]:
+        """When the run was shown in ``state`` (for ``attempt_id`` only, if given)."""
+        return [
+            s.at
+            for s in self.history.get(run_id, [])
+            if s.display == state and (not attempt_id or s.attempt_id == attempt_id)
+        ]
+
 
 # -- helpers the scenarios share --------------------------------------------------------------
 

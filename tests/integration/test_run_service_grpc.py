@@ -711,9 +711,16 @@ class GatedStore:
         return await self._inner.apply_all(decisions)
 
     async def renew_leases(
-        self, owner_id: str, runtime_instance_id: str, now_ms: int, until_ms: int
+        self,
+        owner_id: str,
+        runtime_instance_id: str,
+        attempt_ids: Sequence[str],
+        now_ms: int,
+        until_ms: int,
     ) -> int:
-        return await self._inner.renew_leases(owner_id, runtime_instance_id, now_ms, until_ms)
+        return await self._inner.renew_leases(
+            owner_id, runtime_instance_id, attempt_ids, now_ms, until_ms
+        )
 
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         return await self._inner.due_retries(updated_before_ms, limit)

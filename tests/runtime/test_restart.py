@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from truerun.v1 import capacity_service_pb2 as cpb
 from truerun.v1 import runtime_service_pb2 as pb
 
 from runtime.agent.procfs import read_json
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import AgentProcess, eventually, handle_of, process_alive
 from tests.support.fake_runtime_server import FakeRuntimeServer, task_id
+from tests.support.processes import kill_tasks
 
 RUNNING = pb.RUNTIME_EVENT_TYPE_RUNNING
 ACCEPTED = pb.RUNTIME_EVENT_TYPE_ACCEPTED
@@ -151,3 +153,66 @@ async def test_finished_acknowledged_tasks_are_pruned_after_the_retention(
     assert not (second.agent.tasks_dir / "a1").exists()
     assert second.agent.outbox.attempts() == []
     assert (await server.inspect("a1")).state == pb.INSPECT_STATE_NOT_FOUND
+
+
+async def test_a_whole_worker_death_is_reported_lost_never_not_found(
+    server: FakeRuntimeServer, agent: AgentProcess, root: Path
+) -> None:
+    """Issue #18: the agent, the supervisor and the command die together (a container
+    death); the agent restarts on its state dir. It had the task and nothing accounts for
+    it: Inspect answers LOST (not NOT_FOUND, which means "never had it"), its heartbeats no
+    longer list it, its slot is free, and it sends no event it has no evidence for."""
+    state = agent.state_dir
+    await server.connected(1)
+    assert (await server.start("a1", {"command": command(root)})).accepted
+    await server.wait_for(lambda: "out1" in server.output("a1"), what="out1")
+    handle = handle_of(state, "a1")
+    events_before = len(server.events("a1"))
+
+    agent.kill()
+    kill_tasks(state)
+    await eventually(lambda: not process_alive(int(handle["pid"])), what="the command gone")
+
+    agent.start()
+    session = await server.connected(2)
+    answer = await server.inspect("a1")
+    assert answer.state == pb.INSPECT_STATE_LOST, answer
+    assert answer.last_seq == events_before
+    heartbeat = await server.wait_for(
+        lambda: next((m.heartbeat for m in session.received if m.HasField("heartbeat")), None),
+        what="a heartbeat of the restarted agent",
+    )
+    assert list(heartbeat.observation.active_task_ids) == []
+    assert list(heartbeat.observation.queued_task_ids) == []
+    assert heartbeat.observation.active == 0
+    assert server.terminal("a1") is None
+    assert len(server.events("a1")) == events_before, "no event without evidence"
+    # The freed slot takes the next task.
+    assert (await server.start("a2", {"command": "echo again"})).accepted
+    done = await server.wait_for(lambda: server.terminal("a2"), what="a2 ran")
+    assert done.type == pb.RUNTIME_EVENT_TYPE_SUCCEEDED
+
+
+async def test_heartbeats_list_the_local_queue_by_task_id(
+    server: FakeRuntimeServer, start_agent: StartAgent, root: Path
+) -> None:
+    """A heartbeat vouches only for what it lists: the queued tasks are named, not only
+    counted, so truerun can tell a waiting task from a lost one."""
+    await start_agent(limit=1)
+    session = await server.connected(1)
+    assert (await server.start("a1", {"command": command(root)})).accepted
+    assert (await server.start("a2", {"command": "true"})).accepted
+
+    def listing() -> cpb.Observation | None:
+        for message in reversed(session.received):
+            if message.HasField("heartbeat"):
+                o = message.heartbeat.observation
+                if list(o.queued_task_ids) == [task_id("a2")]:
+                    return o
+        return None
+
+    observation = await server.wait_for(listing, what="a heartbeat naming the queued task")
+    assert list(observation.active_task_ids) == [task_id("a1")]
+    assert observation.queued == 1
+    (root / "go").touch()
+    await server.wait_for(lambda: server.terminal("a2"), what="a2 done")

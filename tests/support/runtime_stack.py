@@ -48,13 +48,15 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def runtime_stack(database_url: str, start_timeout_s: float = 10.0) -> AsyncIterator[Stack]:
+async def runtime_stack(
+    database_url: str, start_timeout_s: float = 10.0, lease_ttl_ms: int = 30_000
+) -> AsyncIterator[Stack]:
     await upgrade(database_url)
     store = await open_store(database_url)
     app = coordinator(store)
     caps = capacity(app, MemoryObservationStore(), 15_000)
     tokens = RuntimeTokens({token_hash(RUNTIME_TOKEN): ANY_OWNER})
-    side = runtimes(app, caps, tokens, start_timeout_s)
+    side = runtimes(app, caps, tokens, start_timeout_s, lease_ttl_ms=lease_ttl_ms)
     server, port = await create_server(app, "127.0.0.1:0", caps, side)
     address = f"127.0.0.1:{port}"
     channel = grpc.aio.insecure_channel(address)

@@ -70,7 +70,11 @@ class ScriptedRuntime:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
 
-    async def heartbeat(self, limit: int, active: Sequence[str] = ()) -> None:
+    async def heartbeat(
+        self, limit: int, active: Sequence[str] = (), queued: Sequence[str] = ()
+    ) -> None:
+        """An observation as the reference agent sends it: the tasks holding a slot and the
+        tasks in the local queue, each by runtime task id."""
         observation = cap.Observation(
             owner_id=self.owner,
             runtime_instance_id=self.instance,
@@ -78,6 +82,8 @@ class ScriptedRuntime:
             limit=limit,
             active=len(active),
             active_task_ids=list(active),
+            queued=len(queued),
+            queued_task_ids=list(queued),
         )
         await self._outgoing.put(pb.ConnectRequest(heartbeat=pb.Heartbeat(observation=observation)))
 

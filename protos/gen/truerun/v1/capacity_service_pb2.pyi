@@ -157,6 +157,7 @@ class Observation(_message.Message):
     QUEUED_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     OBSERVE_TIME_FIELD_NUMBER: _builtins.int
+    QUEUED_TASK_IDS_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The owner whose work the runtime executes."""
     runtime_instance_id: _builtins.str
@@ -187,6 +188,16 @@ class Observation(_message.Message):
         freshness is judged by the server's receive time.
         """
 
+    @_builtins.property
+    def queued_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The runtime task ids of the tasks waiting in the runtime's own queue, each
+        once, none empty. When given, their number must equal queued. A heartbeat
+        vouches only for the tasks it lists (active or queued): a started attempt
+        of this runtime that it does not list loses its lease renewal and is
+        inspected. A runtime that leaves this empty while queued > 0 vouches for
+        none of its accepted, not yet running tasks.
+        """
+
     def __init__(
         self,
         *,
@@ -199,10 +210,11 @@ class Observation(_message.Message):
         queued: _builtins.int = ...,
         labels: _abc.Iterable[_builtins.str] | None = ...,
         observe_time: _timestamp_pb2.Timestamp | None = ...,
+        queued_task_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_task_ids", b"active_task_ids", "labels", b"labels", "limit", b"limit", "observe_time", b"observe_time", "owner_id", b"owner_id", "queued", b"queued", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_task_ids", b"active_task_ids", "labels", b"labels", "limit", b"limit", "observe_time", b"observe_time", "owner_id", b"owner_id", "queued", b"queued", "queued_task_ids", b"queued_task_ids", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -129,12 +129,20 @@ class _InspectStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InspectS
     INSPECT_STATE_FINISHED: _InspectState.ValueType  # 2
     """The task ended; exit_code and the terminal event type say how."""
     INSPECT_STATE_NOT_FOUND: _InspectState.ValueType  # 3
-    """This runtime instance has no such task (it never had it, or proves it is
-    gone).
+    """This runtime instance has no such task (it never had it, refused it, or
+    forgot it after its retention period). A runtime that had the task and
+    lost it answers LOST.
     """
     INSPECT_STATE_ACCEPTED: _InspectState.ValueType  # 4
     """The runtime accepted the task and it waits for a local slot (or is being
     launched): not running yet, not lost.
+    """
+    INSPECT_STATE_LOST: _InspectState.ValueType  # 5
+    """The runtime had the task and can no longer account for it: its process
+    and supervisor are gone and no exit status was recorded (e.g. the whole
+    worker died and the runtime restarted on its state). The outcome is
+    unknown; truerun makes the attempt lost and applies the retry policy.
+    Distinct from NOT_FOUND (the runtime has no such task).
     """
 
 class InspectState(_InspectState, metaclass=_InspectStateEnumTypeWrapper):
@@ -147,12 +155,20 @@ INSPECT_STATE_RUNNING: InspectState.ValueType  # 1
 INSPECT_STATE_FINISHED: InspectState.ValueType  # 2
 """The task ended; exit_code and the terminal event type say how."""
 INSPECT_STATE_NOT_FOUND: InspectState.ValueType  # 3
-"""This runtime instance has no such task (it never had it, or proves it is
-gone).
+"""This runtime instance has no such task (it never had it, refused it, or
+forgot it after its retention period). A runtime that had the task and
+lost it answers LOST.
 """
 INSPECT_STATE_ACCEPTED: InspectState.ValueType  # 4
 """The runtime accepted the task and it waits for a local slot (or is being
 launched): not running yet, not lost.
+"""
+INSPECT_STATE_LOST: InspectState.ValueType  # 5
+"""The runtime had the task and can no longer account for it: its process
+and supervisor are gone and no exit status was recorded (e.g. the whole
+worker died and the runtime restarted on its state). The outcome is
+unknown; truerun makes the attempt lost and applies the retry policy.
+Distinct from NOT_FOUND (the runtime has no such task).
 """
 Global___InspectState: _TypeAlias = InspectState  # noqa: Y015
 
