@@ -292,6 +292,17 @@ def freeze_worker(cluster: Cluster, agent: Service) -> None:
     signal_tasks(agent, signal.SIGSTOP)
 
 
+def kill_worker(cluster: Cluster, agent: Service) -> float:
+    """A container death: freeze the agent, its supervisors and its commands (so none of it
+    acts between the first kill and the last), then SIGKILL all of them; the wall time of
+    the kill. ``cluster.spans()`` ends the killed commands' spans there."""
+    freeze_worker(cluster, agent)
+    killed_at = time.time()
+    cluster.kill(agent)
+    cluster.kill_commands(agent)
+    return killed_at
+
+
 def thaw_worker(cluster: Cluster, agent: Service) -> None:
     signal_tasks(agent, signal.SIGCONT)
     cluster.thaw(agent)

@@ -22,6 +22,7 @@ from tests.faults.harness import (
     starts_per_attempt,
     types,
 )
+from tests.faults.scenarios import kill_worker
 
 LEASE_MS = 2500
 
@@ -123,16 +124,28 @@ def _retried_once_and_the_other_waits(cluster: Cluster, runs: TwoRuns) -> None:
         assert gapless(cluster.events(run_id))
 
 
-@pytest.mark.parametrize("lost_after_ms", [0, 3000], ids=["no-policy", "lost-after"])
-def test_kill_agent_never_restart(make_cluster: Callable[..., Cluster], lost_after_ms: int) -> None:
-    """The agent and its commands die with their machine and never come back."""
-    cluster = make_cluster(lease_ttl_ms=LEASE_MS, lost_after_ms=lost_after_ms)
+@pytest.mark.parametrize(
+    ("lost_after_ms", "database", "topology"),
+    [
+        pytest.param(0, "postgres", "dev", id="no-policy-postgres-dev"),
+        pytest.param(0, "sqlite", "split", id="no-policy-sqlite-split"),
+        pytest.param(3000, "sqlite", "dev", id="lost-after-sqlite-dev"),
+        pytest.param(3000, "postgres", "split", id="lost-after-postgres-split"),
+    ],
+)
+def test_kill_agent_never_restart(
+    make_cluster: Callable[..., Cluster], lost_after_ms: int, database: str, topology: str
+) -> None:
+    """The whole worker (agent, supervisors, commands) dies with its machine and never comes
+    back (issue #18: on both databases, embedded and split)."""
+    cluster = make_cluster(
+        database=database, topology=topology, lease_ttl_ms=LEASE_MS, lost_after_ms=lost_after_ms
+    )
     agent = cluster.start_agent("a1", limit=2)
     runs = _two_runs_running(cluster)
     retried, waiting = runs.retried, runs.waiting
-    cluster.kill(agent)
+    kill_worker(cluster, agent)
     killed_at = time.monotonic()
-    cluster.kill_commands(agent)
 
     for run_id in (retried, waiting):
         cluster.wait_for(run_id, "unknown", 30)

@@ -1,11 +1,12 @@
 """Issue #18: a worker that dies whole (a container death: the agent, every supervisor and
 every command at once) must never stay `running`.
 
-The kill freezes the whole worker first (SIGSTOP to the agent's group and to every
-supervisor's and command's group, found through their durable handles and proven against
-/proc), then SIGKILLs all of them, so nothing of it acts between the first kill and the
-last; the same agent then restarts on its state dir (same instance id), as an orchestrator
-restarts a pod with its volume. No hook in service code: only signals and the public API.
+The kill (``scenarios.kill_worker``) freezes the whole worker first (SIGSTOP to the agent's
+group and to every supervisor's and command's group, found through their durable handles and
+proven against /proc), then SIGKILLs all of them, so nothing of it acts between the first
+kill and the last; the same agent then restarts on its state dir (same instance id), as an
+orchestrator restarts a pod with its volume. No hook in service code: only signals and the
+public API.
 
 Each layout runs on SQLite and PostgreSQL, embedded (`truerun dev`) and split (`truerun
 capacity`, `truerun coordinator`, `truerun reconciler`). A monitor samples the API against
@@ -15,15 +16,13 @@ longer than a lease and a heartbeat after its process died (tests/faults/scenari
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Callable
 
 import pytest
 from truerun.v1 import common_pb2
 
-from tests.faults.harness import TERMINAL, Cluster, Service, display, payload, starts_per_attempt
-from tests.faults.scenarios import Monitor, signal_tasks, status_written
+from tests.faults.harness import TERMINAL, Cluster, display, payload, starts_per_attempt
+from tests.faults.scenarios import Monitor, kill_worker, status_written
 from tests.faults.test_agent_kills import (
     TwoRuns,
     _retried_once_and_the_other_waits,
@@ -42,16 +41,6 @@ LAYOUTS = [
     pytest.param("sqlite", "split", id="sqlite-split"),
 ]
 LOST = "runtime_reports_lost"
-
-
-def kill_worker(cluster: Cluster, agent: Service) -> float:
-    """Freeze, then SIGKILL, the agent and all it started; returns the kill's wall time."""
-    cluster.freeze(agent)
-    signal_tasks(agent, signal.SIGSTOP)
-    killed_at = time.time()
-    cluster.kill(agent)
-    cluster.kill_commands(agent)
-    return killed_at
 
 
 def _cluster(make_cluster: Callable[..., Cluster], database: str, topology: str) -> Cluster:
