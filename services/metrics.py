@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -14,12 +15,30 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from coordinator.service.transitions import Result
 from coordinator.store.base import RunStore
 from services.ids import now_ms
 
 log = logging.getLogger(__name__)
+
+
+class _Refusals(Collector):
+    def __init__(self, refused: Mapping[str, int]) -> None:
+        self._refused = refused
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "runtime_message_refused",
+            "Runtime messages refused as evidence of nothing (another owner's instance or "
+            "task, an Inspect answer nobody asked for)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self._refused.items()):
+            family.add_metric([reason], count)
+        yield family
 
 
 class Metrics:
@@ -62,6 +81,11 @@ class Metrics:
         if result.events and result.outcome != "ignored":
             to = result.run.status.value
             self.transitions.labels(result.from_status or "new", to, result.outcome).inc()
+
+    def count_refusals(self, refused: Mapping[str, int]) -> None:
+        """Expose ``refused`` (runtime messages refused as evidence of nothing, by reason;
+        kept by the runtime sessions) as ``runtime_message_refused_total``."""
+        self.registry.register(_Refusals(refused))
 
     def conflict(self, command: str) -> None:
         self.conflicts.labels(command).inc()

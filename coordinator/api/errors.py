@@ -34,6 +34,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.AGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorReason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     ErrorReason.INVALID_CURSOR: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.RUNTIME_INSTANCE_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -24,7 +25,13 @@ from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
 from coordinator.domain import staleness
-from coordinator.domain.errors import DomainError, InvalidArgument, StoreBusy, Unauthenticated
+from coordinator.domain.errors import (
+    DomainError,
+    InstanceOfAnotherOwner,
+    InvalidArgument,
+    StoreBusy,
+    Unauthenticated,
+)
 from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
 from coordinator.domain.states import ActorType, AttemptStatus
 from coordinator.service.recovery import lose
@@ -69,6 +76,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         try:
             first = await anext(request_iterator)
             session = self._hello(first)
+            await self._bind(session)
             await self._replace_earlier(session)
         except StopAsyncIteration:
             return
@@ -140,6 +148,29 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         lineage = validation.name(hello.lineage, "lineage", required=False) or ""
         return Session(owner, instance, devices, lineage)
 
+    async def _bind(self, session: Session) -> None:
+        """A runtime instance id belongs to the owner of the first Hello that named it: a
+        Hello of another owner is refused before anything (it would take over that owner's
+        stream, its Starts, Cancels and Inspects, and answer them)."""
+        try:
+            bound = await self._store.bind_instance(
+                session.owner_id, session.runtime_instance_id, now_ms()
+            )
+        except Exception as error:
+            log.exception("runtime instance %s not bound", session.runtime_instance_id)
+            raise StoreBusy(f"the runtime instance could not be recorded: {error}") from error
+        if bound != session.owner_id:
+            log.warning(
+                "Hello of owner %s naming runtime instance %s of another owner refused",
+                session.owner_id,
+                session.runtime_instance_id,
+            )
+            self._sessions.refused["hello_instance_of_another_owner"] += 1
+            raise InstanceOfAnotherOwner(
+                f"runtime instance {session.runtime_instance_id} belongs to another owner",
+                runtime_instance_id=session.runtime_instance_id,
+            )
+
     async def _replace_earlier(self, session: Session) -> None:
         """A Hello with a lineage replaces the lineage's earlier instances (the runtime
         promised one instance at a time, and tasks that end with their instance): their
@@ -196,6 +227,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         kind = message.WhichOneof("kind")
         if kind == "event":
             stream.buffered.append(message.event)
+            stream.read += 1
             stream.arrived.set()
         elif kind == "heartbeat":
             await self._heartbeat(session, message.heartbeat)
@@ -204,6 +236,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             if future is not None and not future.done():
                 future.set_result(message.start_result)
         elif kind == "inspect_result":
+            # The events the runtime sent before its answer are applied first: the runtime
+            # re-sends its unacknowledged events right after Welcome, and an answer must not
+            # overtake them (a FINISHED would make the rest after-terminal, dropped).
+            await stream.caught_up()
             await self._inspected(session, message.inspect_result)
         elif kind == "cancel_result":
             log.info("runtime %s: %s", session.runtime_instance_id, message)
@@ -213,6 +249,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         to an Inspect sent on that stream and not answered yet (an unsolicited answer is
         evidence of nothing)."""
         if not session.answered(answer.attempt_id):
+            self._sessions.refused["inspect_answer_not_asked"] += 1
             log.warning(
                 "inspect answer for %s from %s was not asked for; ignored",
                 answer.attempt_id,
@@ -223,7 +260,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         loaded = (await self._store.load_attempts([answer.attempt_id])).get(answer.attempt_id)
         if state is None or loaded is None or loaded.attempt is None:
             return
-        if loaded.attempt.runtime_instance_id != session.runtime_instance_id:
+        if (loaded.attempt.runtime_instance_id, loaded.attempt.owner_id) != (
+            session.runtime_instance_id,
+            session.owner_id,
+        ):
             log.warning("inspect answer for %s from another runtime ignored", answer.attempt_id)
             return
         command = c.InspectAnswer(
@@ -235,6 +275,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             turn_active=_TURNS.get(answer.turn_status),
             outcome=_OUTCOMES.get(answer.terminal_type),
             exit_code=answer.exit_code if answer.HasField("exit_code") else None,
+            last_seq=answer.last_seq,
         )
         # "not found" from the same live instance: the attempt is lost, and the retry policy
         # answers in the same transaction
@@ -314,6 +355,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         loaded = await self._store.load_attempts(attempt_ids)
         for attempt_id, item in loaded.items():
             attempt = item.attempt
+            if attempt is not None and attempt.owner_id != session.owner_id:
+                # another owner's task: evidence of nothing, never written to its run
+                self._sessions.refused["heartbeat_task_of_another_owner"] += 1
+                continue
             if attempt is None or (
                 attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
                 and attempt.runtime_instance_id == session.runtime_instance_id
@@ -359,6 +404,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 log.exception("events of %s not applied", session.runtime_instance_id)
                 session.outbox.put_nowait(_CLOSE)
                 return
+            stream.applied(len(batch))
             acks = [pb.Ack(attempt_id=a, seq=seq) for a, seq in ingested.acks.items()]
             session.send(pb.ConnectResponse(acks=pb.Acks(acks=acks)))
             _trace(batch, began)
@@ -405,6 +451,26 @@ class _Stream:
         self.handling: asyncio.Future[None] | None = None
         self.reader: asyncio.Task[None]
         self.applier: asyncio.Task[None]
+        self.read = 0  # events read from the stream so far
+        self._done = 0  # of those, applied (or refused) and acknowledged
+        self._progress = asyncio.Event()
+
+    def applied(self, count: int) -> None:
+        self._done += count
+        self._progress.set()
+
+    async def caught_up(self, timeout_s: float = 30.0) -> None:
+        """Until every event read so far is applied (bounded: a failed batch closes the
+        stream, and the answer that waits is then moot)."""
+        target = self.read
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while self._done < target and not self.applier.done():
+            self._progress.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), remaining)
 
 
 _CLOSE: Any = object()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 
 from truerun.v1 import runtime_service_pb2 as pb
@@ -64,6 +65,8 @@ class Session:
 class Sessions:
     def __init__(self) -> None:
         self._by_instance: dict[str, Session] = {}
+        #: Runtime messages refused as evidence of nothing, by reason (a metric's source).
+        self.refused: Counter[str] = Counter()
 
     def open(self, session: Session) -> Session | None:
         """Register a session; returns the one it replaces (a reconnect), if any."""

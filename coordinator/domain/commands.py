@@ -203,6 +203,9 @@ class InspectAnswer(RunCommand):
     turn_active: bool | None = None
     outcome: RuntimeOutcome | None = None
     exit_code: int | None = None
+    #: The last seq the runtime wrote for the attempt (0: not said). A FINISHED answer from a
+    #: runtime that wrote events truerun has not applied yet waits for those events.
+    last_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)

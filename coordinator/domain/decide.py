@@ -695,6 +695,10 @@ def _inspect_answer(
     # An answer is not a runtime event: it must not use up a seq the runtime may still send,
     # so the decisions below run with the next seq and the attempt keeps its last one.
     synthetic_seq = attempt.last_event_seq + 1
+    if state is c.InspectState.FINISHED and cmd.last_seq > attempt.last_event_seq:
+        # The runtime wrote events truerun has not applied (output, the terminal event):
+        # they are on their way and say more than this answer; finishing now would drop them.
+        return Decision(outcome=Outcome.IGNORED, run=run, run_write=RunWrite.NONE, attempt=attempt)
     if state is c.InspectState.FINISHED:
         result = c.RuntimeResult(
             run.id,

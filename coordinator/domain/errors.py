@@ -22,6 +22,7 @@ class ErrorReason(StrEnum):
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     INVALID_CURSOR = "INVALID_CURSOR"
+    RUNTIME_INSTANCE_OF_ANOTHER_OWNER = "RUNTIME_INSTANCE_OF_ANOTHER_OWNER"
 
 
 class DomainError(Exception):
@@ -89,3 +90,9 @@ class Unauthenticated(DomainError):
 
 class InvalidCursor(DomainError):
     reason = ErrorReason.INVALID_CURSOR
+
+
+class InstanceOfAnotherOwner(DomainError):
+    """A Hello names a runtime instance bound to another owner (PERMISSION_DENIED)."""
+
+    reason = ErrorReason.RUNTIME_INSTANCE_OF_ANOTHER_OWNER

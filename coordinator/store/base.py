@@ -216,5 +216,9 @@ class RunStore(Protocol):
         the instances it replaces, those of the lineage first seen before it and not yet
         marked replaced, oldest first."""
 
+    async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:
+        """Bind the instance id to ``owner_id`` unless it is bound already; the owner it is
+        bound to (another owner's: the caller refuses the Hello)."""
+
     async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
         """Every started attempt of this replaced instance is settled: not returned again."""

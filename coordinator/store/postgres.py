@@ -228,6 +228,13 @@ WHERE id IN (
 _STARTED_ATTEMPTS = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE owner_id = $1 AND runtime_instance_id = $2 AND status IN ('starting', 'running')"""
+_BIND_INSTANCE = """
+WITH bound AS (
+    INSERT INTO runtime_bindings (runtime_instance_id, owner_id, bound_at_ms)
+    VALUES ($1, $2, $3) ON CONFLICT (runtime_instance_id) DO NOTHING RETURNING owner_id)
+SELECT owner_id FROM bound
+UNION ALL SELECT owner_id FROM runtime_bindings WHERE runtime_instance_id = $1
+LIMIT 1"""
 _RECORD_LINEAGE = """
 INSERT INTO runtime_instances
     (owner_id, runtime_instance_id, lineage, first_hello_at_ms, last_hello_at_ms)
@@ -433,6 +440,9 @@ class PostgresStore:
                 _EARLIER_IN_LINEAGE, owner_id, lineage, first, runtime_instance_id
             )
         return [row[0] for row in rows]
+
+    async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:
+        return str(await self._pool.fetchval(_BIND_INSTANCE, runtime_instance_id, owner_id, now_ms))
 
     async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
         await self._pool.execute(_MARK_REPLACED, owner_id, runtime_instance_id, now_ms)

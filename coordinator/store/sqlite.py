@@ -134,6 +134,11 @@ SELECT runtime_instance_id FROM runtime_instances
 WHERE owner_id = ?1 AND lineage = ?2 AND replaced_at_ms IS NULL
   AND (first_hello_at_ms, runtime_instance_id) < (?3, ?4)
 ORDER BY first_hello_at_ms, runtime_instance_id"""
+_BIND_INSTANCE = (
+    "INSERT INTO runtime_bindings (runtime_instance_id, owner_id, bound_at_ms)"
+    " VALUES (?1, ?2, ?3) ON CONFLICT (runtime_instance_id) DO NOTHING"
+)
+_BOUND_OWNER = "SELECT owner_id FROM runtime_bindings WHERE runtime_instance_id = ?1"
 _MARK_REPLACED = (
     "UPDATE runtime_instances SET replaced_at_ms = ?1"
     " WHERE owner_id = ?2 AND runtime_instance_id = ?3 AND replaced_at_ms IS NULL"
@@ -500,6 +505,11 @@ class SqliteStore:
 
         async with self._write_lock:
             return await self._write(run)
+
+    async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:
+        await self.write(_BIND_INSTANCE, runtime_instance_id, owner_id, now_ms)
+        rows = await self.read(_BOUND_OWNER, runtime_instance_id)
+        return str(rows[0][0])
 
     async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
         await self.write(_MARK_REPLACED, now_ms, owner_id, runtime_instance_id)

@@ -46,6 +46,7 @@ async def run_coordinator(settings: Settings) -> None:
             lease_ttl_ms=settings.lease_ttl_ms,
             max_recoveries=settings.max_recoveries,
         )
+        metrics.count_refusals(side.sessions.refused)
         serving = await start_serving(
             app, settings.grpc_addr, runtimes=side, interceptors=server_interceptors()
         )

@@ -38,6 +38,7 @@ async def run_dev(settings: Settings) -> None:
             lease_ttl_ms=settings.lease_ttl_ms,
             max_recoveries=settings.max_recoveries,
         )
+        metrics.count_refusals(runtime_side.sessions.refused)
         serving = await start_serving(app, settings.grpc_addr, caps, runtime_side)
         lease_scan = LeaseReconciler(
             app.transitions,

@@ -258,6 +258,17 @@ runtime_instances = Table(
     Index("ix_runtime_instances_lineage", "owner_id", "lineage"),
 )
 
+# Which owner a runtime instance id belongs to: the owner of the first Hello that named it.
+# A Hello naming an instance bound to another owner is refused, so a runtime can never take
+# over another owner's stream, commands or evidence (seed B §17).
+runtime_bindings = Table(
+    "runtime_bindings",
+    metadata,
+    Column("runtime_instance_id", String(128), primary_key=True),
+    Column("owner_id", String(128), nullable=False),
+    Column("bound_at_ms", BigInteger, nullable=False),
+)
+
 # AIP-155: the answer to a mutating request, kept so that a repeated request_id gets the
 # original answer and a reused one with another payload is refused.
 request_log = Table(

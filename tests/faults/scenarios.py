@@ -4,8 +4,9 @@ truerun), and the end-of-test figures (starts per attempt, overlaps, concurrency
 
 The display must be truthful at every poll:
 - ``succeeded`` only once the command's end line (exit 0) is in the log;
-- ``running`` never for a command whose end line is older than a lease plus a margin (a dead
-  process is never shown running for long);
+- ``running`` never for a command whose end line (or, without one, its disappearance from
+  the process table) is older than a lease plus a margin (a dead process is never shown
+  running for long);
 - ``queued`` never for an attempt whose command already started (a started attempt is never
   put back in the queue);
 - an ``unknown`` attempt still holds its slot: its runtime task id is in its instance's
@@ -39,6 +40,7 @@ from tests.faults.harness import (
     overlaps,
     starts_per_attempt,
 )
+from tests.support.processes import live_process
 
 FINAL = (*TERMINAL, "lost")
 _RUNTIME_ONLY = {"attempt.accepted", "attempt.output", "attempt.signalled"}
@@ -105,6 +107,8 @@ class Monitor:
         self.polls = 0
         #: The longest a run was shown running after its command's end line (seconds).
         self.max_dead_running_s = 0.0
+        #: (attempt, pid) of a command found gone from the process table -> when.
+        self._dead_since: dict[tuple[str, int], float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="truth-monitor", daemon=True)
 
@@ -183,14 +187,23 @@ class Monitor:
             )
         if seen.display == "running":
             for span in spans:
-                if span.end is None:
+                end = span.end if span.end is not None else self._died_at(span, seen.at)
+                if end is None:
                     continue
-                self.max_dead_running_s = max(self.max_dead_running_s, seen.at - span.end)
-                if seen.at - span.end > self.dead_running_after_s:
+                self.max_dead_running_s = max(self.max_dead_running_s, seen.at - end)
+                if seen.at - end > self.dead_running_after_s:
                     self.violations.append(
-                        f"run {run_id}: shown running {seen.at - span.end:.1f}s after its "
+                        f"run {run_id}: shown running {seen.at - end:.1f}s after its "
                         f"command ended ({span})"
                     )
+
+    def _died_at(self, span: Span, now: float) -> float | None:
+        """A span without an end line whose process the process table no longer has: when
+        this monitor first saw it gone (None while it lives)."""
+        key = (span.attempt_id, span.pid)
+        if key not in self._dead_since and not live_process(span.pid):
+            self._dead_since[key] = now
+        return self._dead_since.get(key)
 
     def _check_capacity(self, unknown: dict[str, str]) -> None:
         """Every unknown attempt is in its instance's occupancy while it stays unknown;

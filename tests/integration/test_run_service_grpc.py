@@ -722,6 +722,9 @@ class GatedStore:
             owner_id, runtime_instance_id, attempt_ids, now_ms, until_ms
         )
 
+    async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:
+        return await self._inner.bind_instance(owner_id, runtime_instance_id, now_ms)
+
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         return await self._inner.due_retries(updated_before_ms, limit)
 

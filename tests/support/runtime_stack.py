@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,13 +49,19 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def runtime_stack(
-    database_url: str, start_timeout_s: float = 10.0, lease_ttl_ms: int = 30_000
+    database_url: str,
+    start_timeout_s: float = 10.0,
+    lease_ttl_ms: int = 30_000,
+    owners_by_token: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Stack]:
+    """``owners_by_token``: runtime tokens and the owner each acts for (default: one
+    any-owner token, RUNTIME_TOKEN, as `truerun dev` has)."""
     await upgrade(database_url)
     store = await open_store(database_url)
     app = coordinator(store)
     caps = capacity(app, MemoryObservationStore(), 15_000)
-    tokens = RuntimeTokens({token_hash(RUNTIME_TOKEN): ANY_OWNER})
+    owners = owners_by_token or {RUNTIME_TOKEN: ANY_OWNER}
+    tokens = RuntimeTokens({token_hash(token): owner for token, owner in owners.items()})
     side = runtimes(app, caps, tokens, start_timeout_s, lease_ttl_ms=lease_ttl_ms)
     server, port = await create_server(app, "127.0.0.1:0", caps, side)
     address = f"127.0.0.1:{port}"

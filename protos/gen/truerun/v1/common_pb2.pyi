@@ -478,6 +478,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: an event cursor (after_cursor) is malformed; pass back
     only cursors the server returned.
     """
+    ERROR_REASON_RUNTIME_INSTANCE_OF_ANOTHER_OWNER: _ErrorReason.ValueType  # 17
+    """PERMISSION_DENIED: a runtime's Hello names a runtime instance that is bound
+    to another owner (the owner of the first Hello that named it).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -537,6 +541,10 @@ ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 15
 ERROR_REASON_INVALID_CURSOR: ErrorReason.ValueType  # 16
 """INVALID_ARGUMENT: an event cursor (after_cursor) is malformed; pass back
 only cursors the server returned.
+"""
+ERROR_REASON_RUNTIME_INSTANCE_OF_ANOTHER_OWNER: ErrorReason.ValueType  # 17
+"""PERMISSION_DENIED: a runtime's Hello names a runtime instance that is bound
+to another owner (the owner of the first Hello that named it).
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
