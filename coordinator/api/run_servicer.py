@@ -121,6 +121,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         )
         spec = convert.struct_to_dict(request.spec)
         validation.self_fence_after_ms(spec)
+        validation.command_spec(spec)
         return c.RunSpec(
             project_id=project_id,
             owner_id=owner_id,

@@ -226,6 +226,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
     async def _handle(self, session: Session, stream: _Stream, message: pb.ConnectRequest) -> None:
         kind = message.WhichOneof("kind")
         if kind == "event":
+            session.evidence(message.event.attempt_id)
             stream.buffered.append(message.event)
             stream.read += 1
             stream.arrived.set()

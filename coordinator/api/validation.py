@@ -65,6 +65,40 @@ def in_range(value: int, field: str, low: int, high: int) -> int:
     return value
 
 
+def command_spec(spec: dict[str, object]) -> None:
+    """The keys of the reference agent's spec schema (docs/runtime-protocol.md "Start"),
+    where a run gives them, checked as the agent would check them, so the common mistake is
+    refused here rather than by a runtime: ``command`` (a non-empty string) or ``argv`` (a
+    non-empty list of strings), never both; ``timeout_s`` > 0; ``grace_ms`` >= 0; ``env``
+    strings. A spec with neither command nor argv is left to its runtime (another kind of
+    runtime reads other keys; the reference agent refuses it as an invalid spec, and the run
+    fails with that reason)."""
+    command, argv = spec.get("command"), spec.get("argv")
+    if command is not None and argv is not None:
+        raise InvalidArgument("spec has both command and argv; give one")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise InvalidArgument("spec.command must be a non-empty string")
+    if argv is not None and (
+        not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv)
+    ):
+        raise InvalidArgument("spec.argv must be a non-empty list of strings")
+    timeout = spec.get("timeout_s")
+    if timeout is not None and (not _number(timeout) or float(timeout) <= 0):  # type: ignore[arg-type]
+        raise InvalidArgument("spec.timeout_s must be a positive number")
+    grace = spec.get("grace_ms")
+    if grace is not None and (not _number(grace) or float(grace) < 0):  # type: ignore[arg-type]
+        raise InvalidArgument("spec.grace_ms must be a number >= 0")
+    env = spec.get("env")
+    if env is not None and (
+        not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values())
+    ):
+        raise InvalidArgument("spec.env must map names to strings")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 #: The run spec key that opts a run into self-fencing (sent as Start.self_fence_after_ms).
 SELF_FENCE_KEY = "self_fence_after_ms"
 

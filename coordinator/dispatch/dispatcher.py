@@ -44,6 +44,12 @@ RESEND_MAX_S = 60.0  # ... at most 60 s apart
 # Nothing due here: look this often for cancels and unknown attempts that another process
 # (a replica, the reconciler) recorded for this runtime.
 RESEND_SCAN_IDLE_S = 5.0
+# An accepted Start whose first event has not arrived this long after the answer: the answer
+# alone is recorded as the evidence of acceptance (waiting_runtime, not starting).
+ACCEPTED_EVENT_GRACE_S = 1.0
+# A transient refusal (full, draining) pauses claims for that runtime 1 s, 2 s, ... 30 s.
+REFUSAL_PAUSE_FIRST_S = 1.0
+REFUSAL_PAUSE_MAX_S = 30.0
 
 
 class Dispatcher:
@@ -86,7 +92,11 @@ class Dispatcher:
             await asyncio.gather(resender, return_exceptions=True)
 
     async def _claim_loop(self, session: Session, actor: Actor) -> None:
+        loop = asyncio.get_running_loop()
         while not session.closed and not self.draining:
+            if (pause := session.claims_paused_until - loop.time()) > 0:
+                await asyncio.sleep(pause)  # the runtime refused for now: give it a moment
+                continue
             session.wake.clear()
             claim = asyncio.ensure_future(self._claim(session, actor))
             self._claiming.add(claim)
@@ -148,6 +158,21 @@ class Dispatcher:
             return
         answer: asyncio.Future[pb.StartResult] = asyncio.get_running_loop().create_future()
         session.pending_starts[item.attempt_id] = answer
+        first_event = session.awaiting_evidence[item.attempt_id] = asyncio.Event()
+        try:
+            await self._send_start(session, item, actor, token, answer, first_event)
+        finally:
+            session.awaiting_evidence.pop(item.attempt_id, None)
+
+    async def _send_start(
+        self,
+        session: Session,
+        item: ClaimedStart,
+        actor: Actor,
+        token: str,
+        answer: asyncio.Future[pb.StartResult],
+        first_event: asyncio.Event,
+    ) -> None:
         session.send(
             pb.ConnectResponse(
                 start=pb.Start(
@@ -175,22 +200,45 @@ class Dispatcher:
             return
         finally:
             session.pending_starts.pop(item.attempt_id, None)
-        if not result.accepted:
-            runtime = Actor(ActorType.RUNTIME, session.runtime_instance_id)
-            rejected = c.DispatchRejected(
-                item.run_id,
-                item.attempt_id,
-                item.runtime_task_id,
-                result.seq,
-                runtime,
-                reason=result.reason or "rejected",
-            )
-            try:
-                await self._transitions.execute(rejected)
-            except DomainError as error:
-                log.warning(
-                    "start rejection for %s not applied: %s", item.attempt_id, error.message
-                )
+        runtime = Actor(ActorType.RUNTIME, session.runtime_instance_id)
+        if result.accepted:
+            session.refusal_gap_s = 0.0
+            await self._accepted(item, runtime, first_event)
+            return
+        permanent = result.refusal == pb.START_REFUSAL_INVALID_SPEC
+        if not permanent:
+            loop_time = asyncio.get_running_loop().time()
+            session.refused(loop_time, REFUSAL_PAUSE_FIRST_S, REFUSAL_PAUSE_MAX_S)
+        rejected = c.DispatchRejected(
+            item.run_id,
+            item.attempt_id,
+            item.runtime_task_id,
+            result.seq,
+            runtime,
+            reason=result.reason or "refused without a reason",
+            permanent=permanent,
+            max_refusals=self.max_recoveries,
+        )
+        try:
+            await self._transitions.execute(rejected)
+        except DomainError as error:  # a late accept committed first: it stands
+            log.warning("start rejection for %s not applied: %s", item.attempt_id, error.message)
+
+    async def _accepted(
+        self, item: ClaimedStart, runtime: Actor, first_event: asyncio.Event
+    ) -> None:
+        """An accepted Start is evidence of acceptance, event or not: when no event of the
+        attempt follows the answer within a moment, the answer itself is recorded."""
+        try:
+            await asyncio.wait_for(first_event.wait(), ACCEPTED_EVENT_GRACE_S)
+            return
+        except TimeoutError:
+            pass
+        command = c.StartAccepted(item.run_id, runtime, attempt_id=item.attempt_id)
+        try:
+            await self._transitions.execute(command)
+        except DomainError as error:  # it moved on meanwhile
+            log.info("acceptance of %s not recorded: %s", item.attempt_id, error.message)
 
     async def _unknown(self, run_id: str, attempt_id: str, actor: Actor, why: str) -> None:
         command = c.DispatchUnknown(

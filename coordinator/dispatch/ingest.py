@@ -40,6 +40,8 @@ _NOTES = {
     pb.RUNTIME_EVENT_TYPE_SIGNALLED: c.NoteKind.SIGNALLED,
 }
 TERMINAL_TYPES = frozenset(_OUTCOMES)
+#: RUNNING with an idle turn is not proof of running; unspecified: the runtime did not say.
+_TURNS = {pb.TURN_STATUS_ACTIVE: True, pb.TURN_STATUS_IDLE: False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,7 @@ def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeC
     if kind == pb.RUNTIME_EVENT_TYPE_ACCEPTED:
         return c.RuntimeAccepted(*base)
     if kind == pb.RUNTIME_EVENT_TYPE_RUNNING:
-        return c.RuntimeRunning(*base)
+        return c.RuntimeRunning(*base, turn_active=_TURNS.get(event.turn_status))
     if kind in _NOTES:
         details = struct_to_dict(event.payload)
         if event.turn_status:

@@ -41,10 +41,26 @@ class Session:
     resent: asyncio.Event = field(default_factory=asyncio.Event)
     #: Inspects sent on this stream and not answered yet, by attempt id (how many).
     asked: dict[str, int] = field(default_factory=dict)
+    #: Accepted Starts whose first event is awaited, by attempt id (set when one is read).
+    awaiting_evidence: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: After a transient refusal (the runtime is full or draining) no claim for this
+    #: runtime before this time of the event loop's clock; the gap doubles per refusal.
+    claims_paused_until: float = 0.0
+    refusal_gap_s: float = 0.0
 
     def send(self, message: pb.ConnectResponse) -> None:
         if not self.closed:
             self.outbox.put_nowait(message)
+
+    def evidence(self, attempt_id: str) -> None:
+        """An event of the attempt was read on this stream."""
+        if (arrived := self.awaiting_evidence.get(attempt_id)) is not None:
+            arrived.set()
+
+    def refused(self, loop_time: float, first_s: float, max_s: float) -> None:
+        """A transient refusal: pause claims for this runtime, longer each time."""
+        self.refusal_gap_s = min(max(first_s, self.refusal_gap_s * 2), max_s)
+        self.claims_paused_until = loop_time + self.refusal_gap_s
 
     def ask(self, attempt_id: str) -> None:
         """An Inspect for the attempt goes out on this stream now."""

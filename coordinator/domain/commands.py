@@ -169,6 +169,15 @@ class Requeue(OperatorCommand):
 
 
 @dataclass(frozen=True, slots=True)
+class StartAccepted(RunCommand):
+    """The runtime answered the Start accepted (StartResult), and no event of the attempt
+    followed: the answer itself is evidence of acceptance (waiting_runtime). No seq is used
+    up; a later ACCEPTED event is applied as usual."""
+
+    attempt_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ManualRetry(RunCommand):
     """A person's retry: a new run that points at this one; this one never changes."""
 
@@ -221,9 +230,15 @@ class RuntimeCommand:
 
 @dataclass(frozen=True, slots=True)
 class DispatchRejected(RuntimeCommand):
-    """The runtime refused the Start before starting anything."""
+    """The runtime refused the Start before starting anything: evidence that no process
+    exists, whatever ``seq`` it carries (a refusal is an answer, not an event). ``permanent``:
+    the spec can never run there, so the run fails with the reason; otherwise the same
+    attempt goes back to the queue, and past ``max_refusals`` (0: no limit) refusals the
+    run waits for a person (dead letter)."""
 
     reason: str = "rejected"
+    permanent: bool = False
+    max_refusals: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +248,10 @@ class RuntimeAccepted(RuntimeCommand):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeRunning(RuntimeCommand):
-    pass
+    """``turn_active`` False: the task exists but its turn is idle; that is not proof of
+    running (seed A §10), only of acceptance."""
+
+    turn_active: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +290,7 @@ Command = (
     | ReleaseBeforeFence
     | StartFence
     | DispatchUnknown
+    | StartAccepted
     | RequestCancel
     | MarkLost
     | RetryAttempt

@@ -541,6 +541,35 @@ def _dispatch_unknown(
     return _run_update(run, ctx, events, stale, AttemptWrite.UPDATE, attempt)
 
 
+def _start_accepted(
+    cmd: c.StartAccepted, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    _require(
+        _live_after_fence(attempt)
+        and not run.status.terminal
+        and attempt is not None
+        and attempt.id == cmd.attempt_id,
+        "record the runtime's acceptance (only for the run's started attempt)",
+        run,
+        attempt,
+    )
+    assert attempt is not None
+    if attempt.observed_state is not ObservedState.UNCONFIRMED:
+        return Decision(
+            outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE, attempt=attempt
+        )
+    accepted = _attempt_change(
+        attempt,
+        ctx,
+        observed_state=ObservedState.ACCEPTED,
+        observed_at_ms=ctx.now_ms,
+        sync_state=SyncState.IN_SYNC,
+        sync_reason=None,
+    )
+    events = [_event("attempt.accepted", cmd.actor, attempt.id, source="start_result")]
+    return _run_update(run, ctx, events, accepted, AttemptWrite.UPDATE, attempt)
+
+
 def _request_cancel(
     cmd: c.RequestCancel, run: Run, attempt: Attempt | None, ctx: Context
 ) -> Decision:
@@ -909,6 +938,17 @@ def _unknown(run: Run, attempt: Attempt | None) -> bool:
     )
 
 
+def _stuck(run: Run, attempt: Attempt | None) -> bool:
+    """Started and unfinished with no evidence that it runs (starting: the Start was never
+    answered; waiting_runtime: accepted, never reported running): a person may settle it."""
+    return (
+        _live_after_fence(attempt)
+        and attempt is not None
+        and attempt.observed_state in (ObservedState.UNCONFIRMED, ObservedState.ACCEPTED)
+        and not run.status.terminal
+    )
+
+
 _RESOLVED_ATTEMPT = {
     c.ResolveAs.SUCCEEDED: AttemptStatus.SUCCEEDED,
     c.ResolveAs.FAILED: AttemptStatus.FAILED,
@@ -930,8 +970,8 @@ def _resolve(cmd: c.Resolve, run: Run, attempt: Attempt | None, ctx: Context) ->
         and run.cancel_requested_at_ms is None
     )
     _require(
-        lost or _unknown(run, attempt),
-        "resolve (only an unknown or lost attempt)",
+        lost or _unknown(run, attempt) or _stuck(run, attempt),
+        "resolve (only an unknown, lost or stuck attempt)",
         run,
         attempt,
     )
@@ -1011,6 +1051,7 @@ _RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision
     c.ReleaseBeforeFence: _release,
     c.StartFence: _start_fence,
     c.DispatchUnknown: _dispatch_unknown,
+    c.StartAccepted: _start_accepted,
     c.RequestCancel: _request_cancel,
     c.MarkLost: _mark_lost,
     c.RetryAttempt: _retry_attempt,
@@ -1050,13 +1091,16 @@ def _runtime(cmd: c.RuntimeCommand, run: Run, attempt: Attempt | None, ctx: Cont
 
 
 def _why_ignored(cmd: c.RuntimeCommand, run: Run, attempt: Attempt) -> str | None:
-    if cmd.seq <= 0:
+    # A refusal is the answer to one Start, not an event of the attempt's sequence: its seq
+    # (0 as the protocol says, or whatever a runtime sends) neither gates it nor moves.
+    sequenced = not isinstance(cmd, c.DispatchRejected)
+    if sequenced and cmd.seq <= 0:
         return "missing_seq"
     if attempt.status.terminal or run.status.terminal:
         return "after_terminal"
     if run.current_attempt_id != attempt.id:
         return "not_current_attempt"
-    if cmd.seq <= attempt.last_event_seq:
+    if sequenced and cmd.seq <= attempt.last_event_seq:
         return "duplicate_or_out_of_order"
     return None
 
@@ -1096,31 +1140,115 @@ def _dispatch_rejected(
         run,
         attempt,
     )
-    requeued = replace(_back_to_queue(attempt, ctx), last_event_seq=cmd.seq)
+    runtime = attempt.runtime_instance_id or cmd.actor.id
+    reason = summary(cmd.reason) or "refused"
     events = [
-        _event("attempt.start_rejected", cmd.actor, attempt.id, reason=cmd.reason, seq=cmd.seq),
+        _event(
+            "attempt.start_rejected",
+            cmd.actor,
+            attempt.id,
+            reason=reason,
+            seq=cmd.seq,
+            permanent=cmd.permanent,
+            runtime_instance_id=runtime,
+        ),
     ]
     if run.cancel_requested_at_ms is not None:
-        cancelled = _attempt_change(
-            attempt,
+        return _refused_and_cancelled(cmd, run, attempt, ctx, events)
+    if cmd.permanent:
+        return _refused_for_good(cmd, run, attempt, ctx, events, f"refused by {runtime}: {reason}")
+    requeued = _back_to_queue(attempt, ctx)
+    refusals = run.recovery_count + 1
+    if cmd.max_refusals > 0 and refusals > cmd.max_refusals:
+        events.append(
+            _event(
+                "run.dead_lettered",
+                cmd.actor,
+                attempt.id,
+                reason="refused_too_often",
+                refusals=refusals,
+                max_refusals=cmd.max_refusals,
+            )
+        )
+        return _run_update(
+            run,
             ctx,
-            status=AttemptStatus.CANCELLED,
-            last_event_seq=cmd.seq,
-            lease_token=None,
-            lease_expires_at_ms=None,
-            finished_at_ms=ctx.now_ms,
-            termination_reason="cancelled_before_start",
+            events,
+            requeued,
+            AttemptWrite.UPDATE,
+            attempt,
+            status=RunStatus.DEAD_LETTER,
+            error_code="refused_too_often",
+            # recovery_count counts refusals and other recoveries (an expired claim requeued)
+            error_summary=f"refused by {runtime}: {reason}; refused or recovered {refusals} "
+            f"times (limit {cmd.max_refusals}); an operator must requeue or fail it",
         )
-        events.append(
-            _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
-        )
-        events.append(
-            _event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
-        )
-        return _cancelled(run, ctx, events, cancelled, attempt)
     events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
     return _run_update(
-        run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, status=RunStatus.QUEUED
+        run,
+        ctx,
+        events,
+        requeued,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.QUEUED,
+        recovery_count=refusals,
+    )
+
+
+def _refused_and_cancelled(
+    cmd: c.DispatchRejected, run: Run, attempt: Attempt, ctx: Context, events: list[NewEvent]
+) -> Decision:
+    cancelled = _attempt_change(
+        attempt,
+        ctx,
+        status=AttemptStatus.CANCELLED,
+        lease_token=None,
+        lease_expires_at_ms=None,
+        finished_at_ms=ctx.now_ms,
+        termination_reason="cancelled_before_start",
+    )
+    events.append(
+        _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
+    )
+    events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start"))
+    return _cancelled(run, ctx, events, cancelled, attempt)
+
+
+def _refused_for_good(
+    cmd: c.DispatchRejected,
+    run: Run,
+    attempt: Attempt,
+    ctx: Context,
+    events: list[NewEvent],
+    why: str,
+) -> Decision:
+    """The spec can never run there: the run fails with the runtime's reason (nothing ran,
+    so no retry policy applies: retrying the same spec would be refused again)."""
+    failed = _attempt_change(
+        attempt,
+        ctx,
+        status=AttemptStatus.FAILED,
+        lease_token=None,
+        lease_expires_at_ms=None,
+        finished_at_ms=ctx.now_ms,
+        termination_reason="start_refused",
+        error_code="start_refused",
+        error_summary=why,
+    )
+    events.append(_event("attempt.failed", cmd.actor, attempt.id, reason="start_refused"))
+    events.append(_event("run.failed", cmd.actor, attempt.id, reason=why))
+    return _run_update(
+        run,
+        ctx,
+        events,
+        failed,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.FAILED,
+        finished_at_ms=ctx.now_ms,
+        error_code="start_refused",
+        error_summary=why,
     )
 
 
@@ -1134,6 +1262,12 @@ def _runtime_accepted(cmd: c.RuntimeAccepted, run: Run, attempt: Attempt, ctx: C
 
 
 def _runtime_running(cmd: c.RuntimeRunning, run: Run, attempt: Attempt, ctx: Context) -> Decision:
+    if cmd.turn_active is False:
+        # The task exists, its turn is idle: evidence of acceptance, not of running.
+        accepted = c.RuntimeAccepted(
+            cmd.run_id, cmd.attempt_id, cmd.runtime_task_id, cmd.seq, cmd.actor
+        )
+        return _runtime_accepted(accepted, run, attempt, ctx)
     running = _evidence(
         attempt,
         cmd,

@@ -100,6 +100,11 @@ PAYLOAD_KEYS = frozenset(
         "resolved_as",
         "recoveries",
         "max_recoveries",
+        "explanation",
+        "permanent",
+        "refusals",
+        "max_refusals",
+        "source",
     }
 )
 #: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).

@@ -151,17 +151,23 @@ class Agent:
                 seq=seq,
             )
 
+        def never(reason: str) -> pb.StartResult:
+            """A refusal the same Start would get again: the spec can never run here."""
+            refused = answer(False, reason)
+            refused.refusal = pb.START_REFUSAL_INVALID_SPEC
+            return refused
+
         known = self.runners.get(start.attempt_id)
         if known is not None:  # truerun never sends a Start twice; answer as before
             same = known.record.task_id == start.runtime_task_id
             return answer(same, "" if same else "attempt known with another runtime task id", 1)
         if not start.attempt_id or not start.runtime_task_id or not start.callback_token:
-            return answer(False, "Start needs attempt_id, runtime_task_id and callback_token")
+            return never("Start needs attempt_id, runtime_task_id and callback_token")
         try:
             spec = parse_spec(spec_dict(start))
             cwd = await prepare_worktree(start.workspace_path) if start.workspace_path else None
         except (SpecError, WorkspaceError) as error:
-            return answer(False, str(error))
+            return never(str(error))
         paths = TaskPaths.for_key(self.tasks_dir, start.attempt_id)
         record = TaskRecord(
             task_id=start.runtime_task_id,

@@ -449,7 +449,8 @@ def _result_rows(outcome: c.RuntimeOutcome) -> list[Row]:
 
 
 def _resolve_rows(as_: c.ResolveAs) -> list[Row]:
-    """An unknown attempt (started, stale) or a lost one; never anything with evidence."""
+    """An unknown attempt (started, stale), a stuck one (started, never reported running)
+    or a lost one; never anything with evidence of running."""
     run_to, att_to = {
         c.ResolveAs.SUCCEEDED: (R.SUCCEEDED, A.SUCCEEDED),
         c.ResolveAs.FAILED: (R.FAILED, A.FAILED),
@@ -458,22 +459,25 @@ def _resolve_rows(as_: c.ResolveAs) -> list[Row]:
     # not started: only an attempt the runtime never reported running (still starting)
     sources = LIVE_AFTER_FENCE[:1] if as_ is c.ResolveAs.NOT_STARTED else LIVE_AFTER_FENCE
     rows = []
+    # unknown (stale), or stuck: started and never reported running (issue #11)
     for run, att in sources:
-        head = ("run.resolved", f"attempt.{att_to.value}")
-        rows.append(
-            Row(run, att, R.CANCELLED, att_to, (*head, "run.cancelled"), _when("stale", "cancel"))
-        )
-        if run is not R.WAITING_APPROVAL:  # waiting_approval ends only cancelled/timed out/lost
+        # (an attempt in status running was always seen running: only "stale" reaches it)
+        for why in ("stale", "never_seen_running") if att is A.STARTING else ("stale",):
+            head = ("run.resolved", f"attempt.{att_to.value}")
             rows.append(
-                Row(
-                    run,
-                    att,
-                    run_to,
-                    att_to,
-                    (*head, f"run.{run_to.value}"),
-                    _when("stale", "no_cancel"),
-                )
+                Row(run, att, R.CANCELLED, att_to, (*head, "run.cancelled"), _when(why, "cancel"))
             )
+            if run is not R.WAITING_APPROVAL:  # it ends only cancelled, timed out or lost
+                rows.append(
+                    Row(
+                        run,
+                        att,
+                        run_to,
+                        att_to,
+                        (*head, f"run.{run_to.value}"),
+                        _when(why, "no_cancel"),
+                    )
+                )
     if as_ is c.ResolveAs.NOT_STARTED:
         rows.append(
             Row(
@@ -644,14 +648,16 @@ def expected_row(command: str, shape: Shape) -> Row | None:
     return None
 
 
-def expected_ignore(shape: Shape, seq: int, last_seq: int) -> str | None:
-    """The documented ignore rules, in their order (docs/state-model.md)."""
+def expected_ignore(shape: Shape, seq: int, last_seq: int, command: str = "") -> str | None:
+    """The documented ignore rules, in their order (docs/state-model.md). A refusal is an
+    answer to a Start, not an event: its seq is never checked."""
     assert shape.attempt is not None
-    if seq <= 0:
+    sequenced = command != "dispatch_rejected"
+    if sequenced and seq <= 0:
         return "missing_seq"
     if shape.attempt.terminal or shape.run.terminal:
         return "after_terminal"
-    if seq <= last_seq:
+    if sequenced and seq <= last_seq:
         return "duplicate_or_out_of_order"
     return None
 
@@ -750,7 +756,7 @@ def test_runtime_command(shape: Shape, command: str, seq_variant: str) -> None:
     assert attempt is not None
     seq = SEQ_VARIANTS[seq_variant](attempt.last_event_seq)
     cmd = RUNTIME_COMMANDS[command](seq)
-    why = expected_ignore(shape, seq, attempt.last_event_seq)
+    why = expected_ignore(shape, seq, attempt.last_event_seq, command)
     row = None if why else expected_row(command, shape)
     if why is None and row is None:
         with pytest.raises(InvalidTransition) as info:
@@ -770,7 +776,9 @@ def test_runtime_command(shape: Shape, command: str, seq_variant: str) -> None:
     assert row is not None
     check_row(decision, row, run, attempt)
     after = decision.attempt
-    assert after is not None and after.last_event_seq == seq
+    # a refusal leaves the attempt's seq where it was (the next Start's ACCEPTED is seq 1)
+    moved = attempt.last_event_seq if command == "dispatch_rejected" else seq
+    assert after is not None and after.last_event_seq == moved
     if command != "dispatch_rejected":
         assert after.sync_state is S.IN_SYNC and after.observed_at_ms == NOW
 

@@ -172,6 +172,34 @@ Distinct from NOT_FOUND (the runtime has no such task).
 """
 Global___InspectState: _TypeAlias = InspectState  # noqa: Y015
 
+class _StartRefusal:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StartRefusalEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StartRefusal.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    START_REFUSAL_UNSPECIFIED: _StartRefusal.ValueType  # 0
+    """Not said: treated as transient."""
+    START_REFUSAL_INVALID_SPEC: _StartRefusal.ValueType  # 1
+    """The run's spec can never run on this runtime (malformed, missing fields, a
+    workspace it cannot isolate): the run fails with the runtime's reason.
+    """
+    START_REFUSAL_BUSY: _StartRefusal.ValueType  # 2
+    """The runtime cannot take it now (full, draining): transient."""
+
+class StartRefusal(_StartRefusal, metaclass=_StartRefusalEnumTypeWrapper):
+    """Why a runtime refused a Start before anything started."""
+
+START_REFUSAL_UNSPECIFIED: StartRefusal.ValueType  # 0
+"""Not said: treated as transient."""
+START_REFUSAL_INVALID_SPEC: StartRefusal.ValueType  # 1
+"""The run's spec can never run on this runtime (malformed, missing fields, a
+workspace it cannot isolate): the run fails with the runtime's reason.
+"""
+START_REFUSAL_BUSY: StartRefusal.ValueType  # 2
+"""The runtime cannot take it now (full, draining): transient."""
+Global___StartRefusal: _TypeAlias = StartRefusal  # noqa: Y015
+
 @_typing.final
 class ConnectRequest(_message.Message):
     """A message from the runtime."""
@@ -469,6 +497,7 @@ class StartResult(_message.Message):
     ACCEPTED_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     SEQ_FIELD_NUMBER: _builtins.int
+    REFUSAL_FIELD_NUMBER: _builtins.int
     attempt_id: _builtins.str
     """The attempt of the Start."""
     runtime_task_id: _builtins.str
@@ -478,7 +507,14 @@ class StartResult(_message.Message):
     reason: _builtins.str
     """Why it was refused before anything started, when not accepted."""
     seq: _builtins.int
-    """The seq of this answer in the attempt's event sequence."""
+    """The seq of this answer in the attempt's event sequence (a refusal: 0, or
+    any value; a refusal is honoured whatever its seq).
+    """
+    refusal: Global___StartRefusal.ValueType
+    """What kind of refusal, when not accepted. INVALID_SPEC fails the run with
+    the reason; any other refusal puts the same attempt back in the queue
+    (bounded: past the limit the run waits for a person).
+    """
     def __init__(
         self,
         *,
@@ -487,10 +523,11 @@ class StartResult(_message.Message):
         accepted: _builtins.bool = ...,
         reason: _builtins.str = ...,
         seq: _builtins.int = ...,
+        refusal: Global___StartRefusal.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "attempt_id", b"attempt_id", "reason", b"reason", "runtime_task_id", b"runtime_task_id", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "attempt_id", b"attempt_id", "reason", b"reason", "refusal", b"refusal", "runtime_task_id", b"runtime_task_id", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
