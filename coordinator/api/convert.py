@@ -114,6 +114,7 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
         status=enum_to_proto(run.status, "RUN_STATUS"),  # type: ignore[arg-type]
         display_state=enum_to_proto(v.display.state, "DISPLAY_STATE"),  # type: ignore[arg-type]
         display_reason=v.display.reason,
+        display_since_time=_ts(v.display.since_ms),
         version=run.version,
         etag=etag_of(run.version),
         event_sequence=run.event_sequence,

@@ -95,6 +95,10 @@ class EventIngest:
             if item is None or not _sent_by_its_runtime(item, instance_id, owner_id):
                 log.warning("events for attempt %s from %s refused", attempt_id, instance_id)
                 continue
+            assert item.attempt is not None
+            # a re-sent or otherwise ignored event is acknowledged with the attempt's highest
+            # processed seq (docs/runtime-protocol.md), so nothing before it is sent again
+            acks[attempt_id] = max(acks[attempt_id], item.attempt.last_event_seq)
             if (decision := self._fold(item, batch, actor)) is not None:
                 decisions.append(decision)
                 statuses.append(item.run.status.value)

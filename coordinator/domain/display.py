@@ -87,7 +87,9 @@ def explain(run: Run, attempt: Attempt | None) -> Display:
     if live is not None and fenced and live.observed_state is ObservedState.ACCEPTED:
         return Display(
             DisplayState.WAITING_RUNTIME,
-            "the runtime accepted it and waits for a free slot",
+            # what is known: accepted, not running; whether it waits for a slot is the
+            # runtime's observation, not this attempt's
+            "accepted by the runtime, not yet running",
             live.observed_at_ms,
         )
     if live is not None and live.status in (AttemptStatus.CLAIMED, AttemptStatus.STARTING):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -22,6 +24,29 @@ def display(run: common_pb2.Run) -> str:
     return _enum_name(common_pb2.DisplayState, run.display_state, "DISPLAY_STATE_")
 
 
+def since(run: common_pb2.Run, now_s: float | None = None) -> str:
+    """``since 14:32:05 (3 min)``: when the display state began (local time) and how long
+    it holds; '' when the server did not say."""
+    if not run.HasField("display_since_time"):
+        return ""
+    at = run.display_since_time.ToMilliseconds() / 1000
+    held = max(0.0, (time.time() if now_s is None else now_s) - at)
+    clock = datetime.fromtimestamp(at).strftime("%H:%M:%S")
+    return f"since {clock} ({duration(held)})"
+
+
+def duration(seconds: float) -> str:
+    """42 s, 3 min, 2 h 5 min, 3 d 4 h: two units at most, rounded down."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
 def run_line(run: common_pb2.Run) -> str:
     state = display(run)
     extra = ""
@@ -29,14 +54,15 @@ def run_line(run: common_pb2.Run) -> str:
         extra = f" (position {run.queue_position})"
     elif state in ("unknown", "cancelling", "waiting_runtime", "starting"):
         extra = f" ({run.display_reason})"
-    return f"{run.id}  {run.task_id:<20}  {state}{extra}"
+    held = since(run)
+    return f"{run.id}  {run.task_id:<20}  {state}{extra}" + (f"  {held}" if held else "")
 
 
 def show_run(run: common_pb2.Run, events: Sequence[common_pb2.RunEvent]) -> str:
     lines = [
         f"run        {run.id}",
         f"task       {run.task_id}   project {run.project_id}   owner {run.owner_id}",
-        f"state      {display(run)}   ({run.display_reason})",
+        f"state      {display(run)} {since(run)}   ({run.display_reason})",
         f"status     {_enum_name(common_pb2.RunStatus, run.status, 'RUN_STATUS_')}"
         f"   version {run.version}   attempts {run.attempt_count}",
     ]

@@ -50,6 +50,7 @@ async def test_create_with_idempotency_key_is_201_then_200_with_the_same_run(
     assert again.json()["id"] == run["id"]
     assert run["project_id"] == "proj-p" and run["idempotency_key"] == "nightly-2026-11-29"
     assert run["display_state"] == "DISPLAY_STATE_QUEUED" and run["spec"] == {"command": "make"}
+    assert run["display_since_time"] == run["update_time"]  # queued since it was created
     assert run["created_by"]  # the token's actor, never the body's
     assert first.headers["location"] == f"{RUNS}/{run['id']}"
     assert first.headers["etag"] == run["etag"]

@@ -111,6 +111,8 @@ async def _missing(stack: Stack, runtime: ScriptedRuntime, start: pb.Start) -> c
 
     run = await _until(beat, lambda r: _display(r) == "UNKNOWN", "unknown", timeout=10.0)
     assert "runtime inst-1 is up but does not list this task since" in run.display_reason
+    # unknown since the last evidence (the RUNNING event), not since the heartbeat
+    assert run.display_since_time == run.current_attempt.observe_time
     assert run.current_attempt.status == common_pb2.ATTEMPT_STATUS_RUNNING  # the slot is held
     return run
 

@@ -37,8 +37,10 @@ export function stateLabel(state) {
   return LABELS[state] || state.replaceAll('_', ' ');
 }
 
-// The time the state holds since, by the same rule as explain() on the server.
+// The time the state holds since: the server's display_since_time (explain()); a server that
+// does not send it yet gets the same rule computed here.
 function since(run) {
+  if (run.display_since_time) return run.display_since_time;
   const attempt = run.current_attempt || {};
   switch (stateOf(run)) {
     case 'cancelling':

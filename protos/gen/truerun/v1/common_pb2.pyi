@@ -624,6 +624,7 @@ class Run(_message.Message):
     CURRENT_ATTEMPT_FIELD_NUMBER: _builtins.int
     QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     DISPLAY_REASON_FIELD_NUMBER: _builtins.int
+    DISPLAY_SINCE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned run id (UUIDv7)."""
     project_id: _builtins.str
@@ -722,6 +723,14 @@ class Run(_message.Message):
     def current_attempt(self) -> Global___Attempt:
         """The current attempt; unset when there is none."""
 
+    @_builtins.property
+    def display_since_time(self) -> _timestamp_pb2.Timestamp:
+        """Since when the display state holds (docs/state-model.md section 7): the
+        last evidence for running, waiting_runtime and unknown, the cancel request
+        for cancelling, the fence or the claim for starting, the finish for a
+        terminal run, otherwise the run's last change.
+        """
+
     def __init__(
         self,
         *,
@@ -764,10 +773,11 @@ class Run(_message.Message):
         current_attempt: Global___Attempt | None = ...,
         queue_position: _builtins.int = ...,
         display_reason: _builtins.str = ...,
+        display_since_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "display_since_time", b"display_since_time", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_since_time", b"display_since_time", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
