@@ -1039,9 +1039,20 @@ def _resolve(cmd: c.Resolve, run: Run, attempt: Attempt | None, ctx: Context) ->
 
 
 def _keep_seq(decision: Decision, before: Attempt) -> Decision:
+    """A decision an Inspect answer made through a runtime command: the attempt keeps its
+    last seq, and its events say where the evidence came from instead of naming a seq the
+    runtime never sent (the runtime's own event with that seq may still come)."""
     assert decision.attempt is not None
+    events = tuple(
+        replace(
+            e, payload={**{k: v for k, v in e.payload.items() if k != "seq"}, "source": "inspect"}
+        )
+        for e in decision.events
+    )
     return replace(
-        decision, attempt=replace(decision.attempt, last_event_seq=before.last_event_seq)
+        decision,
+        attempt=replace(decision.attempt, last_event_seq=before.last_event_seq),
+        events=events,
     )
 
 
