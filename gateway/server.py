@@ -90,7 +90,7 @@ def api_tokens(settings: Settings, *, dev: bool) -> tuple[ApiTokens, str | None]
     path: Path = settings.data_dir / "api.token"
     if not path.exists():
         path.touch(mode=0o600)
-        path.write_text(new_token())
+        path.write_text(new_token("api"))
     token = path.read_text().strip()
     return ApiTokens.parse(f"{token}:{ALL_PROJECTS}"), token
 

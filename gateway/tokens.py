@@ -6,6 +6,8 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
+from coordinator.domain.redaction import register_secret
+
 ALL_PROJECTS = "*"
 
 
@@ -46,6 +48,7 @@ class ApiTokens:
                     "(project * = all projects)"
                 )
             projects[_digest(token.strip())] = scope
+            register_secret(token.strip())  # redacted by value wherever it would be logged
         return cls(projects)
 
     def __len__(self) -> int:

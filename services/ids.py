@@ -33,9 +33,11 @@ def uuid7() -> str:
     return str(uuid.UUID(int=value))
 
 
-def new_token() -> str:
-    """An unpredictable token (lease tokens, callback tokens)."""
-    return secrets.token_urlsafe(24)
+def new_token(kind: str = "cb") -> str:
+    """An unpredictable token: ``cb`` callback, ``rt`` runtime, ``api`` API, ``ls`` lease.
+    Its prefix (``trtcb_...``) makes every token truerun issued recognisable, so the
+    redactor removes it from anything stored or logged (coordinator/domain/redaction.py)."""
+    return f"trt{kind}_{secrets.token_urlsafe(24)}"
 
 
 def now_ms() -> int:

@@ -9,6 +9,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from truerun.v1 import common_pb2
 
 from coordinator.domain.model import Actor, Attempt, RunEvent
+from coordinator.domain.redaction import redact_strings
 from coordinator.service.queries import RunView
 
 E = TypeVar("E", bound=StrEnum)
@@ -110,7 +111,8 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
         run_now=run.run_now,
         pinned_runtime_instance_id=run.pinned_runtime_instance_id or "",
         required_labels=list(run.required_labels),
-        spec=struct(run.spec),
+        # every read shows a spec redacted (CreateRun refuses secrets; rows from before that)
+        spec=struct(redact_strings(run.spec)),
         status=enum_to_proto(run.status, "RUN_STATUS"),  # type: ignore[arg-type]
         display_state=enum_to_proto(v.display.state, "DISPLAY_STATE"),  # type: ignore[arg-type]
         display_reason=v.display.reason,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 
 from coordinator.domain.errors import InvalidArgument
+from coordinator.domain.redaction import secret_values
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
 MAX_TEXT = 512
@@ -90,9 +92,70 @@ def command_spec(spec: dict[str, object]) -> None:
         raise InvalidArgument("spec.grace_ms must be a number >= 0")
     env = spec.get("env")
     if env is not None and (
-        not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values())
+        not isinstance(env, dict) or not all(_env_value(v) for v in env.values())
     ):
-        raise InvalidArgument("spec.env must map names to strings")
+        raise InvalidArgument('spec.env must map names to strings or {"secret_ref": NAME}')
+    no_secrets(spec)
+
+
+def _env_value(value: object) -> bool:
+    if isinstance(value, str):
+        return True
+    return (
+        isinstance(value, dict)
+        and set(value) == {SECRET_REF}
+        and isinstance(value[SECRET_REF], str)
+        and bool(SECRET_NAME.fullmatch(value[SECRET_REF]))
+    )
+
+
+#: An env value the runtime resolves from its own secrets: truerun stores only the name.
+SECRET_REF = "secret_ref"
+SECRET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_SHELL_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+_SECRET_ENV_NAME = re.compile(
+    r"(?i)(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
+    r"credential)"
+)
+
+
+def no_secrets(spec: dict[str, object]) -> None:
+    """truerun never stores a secret in clear (seed B §17): a spec string that looks like one
+    (a key of a known format, a password in a URL, ``token=...``), or a literal env value
+    under a secret's name, is refused; the caller passes a reference the runtime resolves
+    instead (``{"secret_ref": NAME}``, docs/runtime-protocol.md "Secrets")."""
+    env = spec.get("env")
+    if isinstance(env, dict):
+        for name, value in env.items():
+            if isinstance(value, str) and value and _SECRET_ENV_NAME.search(str(name)):
+                raise InvalidArgument(
+                    f"spec.env.{name} looks like a secret; truerun does not store secrets: pass "
+                    f'{{"{SECRET_REF}": "NAME"}} and give the runtime the secret NAME'
+                )
+    for path, text in _strings(spec, "spec"):
+        if any(_literal(value) for value in secret_values(text)):
+            raise InvalidArgument(
+                f"{path} contains what looks like a secret; truerun does not store secrets: "
+                f'put it in the runtime\'s secrets and pass {{"{SECRET_REF}": "NAME"}} in env'
+            )
+
+
+def _literal(value: str) -> bool:
+    """A secret's value written out: not "$TOKEN" / "${API_KEY}" (a reference to the
+    environment is how a secret should be passed) and not a bare auth scheme word."""
+    bare = value.strip("\"'")
+    return not _SHELL_VARIABLE.fullmatch(bare) and bare.lower() not in ("bearer", "basic", "")
+
+
+def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")
 
 
 def _number(value: object) -> bool:

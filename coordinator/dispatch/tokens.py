@@ -6,6 +6,8 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
+from coordinator.domain.redaction import register_secret
+
 ANY_OWNER = "*"
 
 
@@ -38,6 +40,7 @@ class RuntimeTokens:
             if not owner or not token:
                 raise ValueError("runtime tokens are owner:token pairs separated by ';'")
             owners[token_hash(token)] = owner
+            register_secret(token)  # redacted by value wherever it would be stored or logged
         return cls(owners)
 
     def owner_of(self, token: str) -> str | None:

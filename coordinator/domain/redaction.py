@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import traceback
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -25,11 +26,37 @@ _SECRET_PATTERNS = [
         r"(\"[^\"]*\"|'[^']*'|\S+)"
     ),
 ]
+#: Every token truerun issues starts with this (services/ids.new_token), so any of them is
+#: recognised wherever it turns up, in clear or not, without truerun keeping its value.
+ISSUED_PREFIX = "trt"
 _SECRET_TOKENS = [
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(rf"\b{ISSUED_PREFIX}(?:cb|rt|api|ls)_[A-Za-z0-9_-]{{20,}}"),
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}\b"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}\b"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
+    re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}\b"),  # OpenAI, Anthropic (sk-ant-...), DeepSeek
+    re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b"),  # Stripe
+    re.compile(r"\bwhsec_[A-Za-z0-9]{16,}\b"),  # Stripe webhook secrets
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
+    re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),  # Google API keys
+    re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"),  # Google OAuth access tokens
+    re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWT
+    re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),  # SendGrid
+    re.compile(r"\bSK[0-9a-f]{32}\b"),  # Twilio API keys
+    re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"),
+    re.compile(r"\bpypi-[A-Za-z0-9_-]{50,}"),
+    re.compile(r"\bhf_[A-Za-z]{30,}\b"),  # Hugging Face
+    re.compile(r"\bdop_v1_[a-f0-9]{64}\b"),  # DigitalOcean
+    re.compile(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"),  # Shopify
+    re.compile(r"\bhv[sb]\.[A-Za-z0-9_-]{24,}"),  # HashiCorp Vault
+    re.compile(r"\bdckr_pat_[A-Za-z0-9_-]{20,}"),  # Docker Hub
+    re.compile(r"\bdapi[0-9a-f]{32}\b"),  # Databricks
+    re.compile(r"\blin_api_[A-Za-z0-9]{32,}\b"),  # Linear
+    re.compile(r"\bsq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),  # Square
+    re.compile(r"\bATATT3[A-Za-z0-9_=-]{20,}"),  # Atlassian
+    re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}\b"),  # Telegram bots
+    re.compile(r"(?i)\bAccountKey=[A-Za-z0-9+/=]{40,}"),  # Azure storage
     re.compile(
         r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
     ),
@@ -37,8 +64,31 @@ _SECRET_TOKENS = [
 ]
 
 
+_known: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """A secret this process holds in clear (a configured runtime or API token): redacted by
+    value wherever text is stored or logged, whatever its shape."""
+    if len(value) >= 8:
+        _known.add(value)
+
+
+def secret_values(text: str) -> list[str]:
+    """The values in ``text`` that ``redact`` would remove, as found (quotes kept)."""
+    found = [value for value in _known if value in text]
+    for pattern in _SECRET_PATTERNS:
+        found += [m.group(3) for m in pattern.finditer(text)]
+    for token in _SECRET_TOKENS:
+        found += [m.group(1) if token.groups else m.group(0) for m in token.finditer(text)]
+    return found
+
+
 def redact(text: str) -> str:
     """Replace secret-looking values; keeps the surrounding words so a person can still read it."""
+    for value in _known:
+        if value in text:
+            text = text.replace(value, REDACTED)
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     for token in _SECRET_TOKENS:
@@ -47,6 +97,37 @@ def redact(text: str) -> str:
         else:
             text = token.sub(REDACTED, text)
     return text
+
+
+class RedactingFilter:
+    """A logging filter: every record's message is redacted before any handler writes it
+    (a secret in an exception text, a token in a URL, a protobuf dump)."""
+
+    def filter(self, record: Any) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            # the traceback as a formatter would write it, redacted (a formatter uses
+            # exc_text when it is set)
+            record.exc_text = redact(_traceback(record.exc_info))
+        return True
+
+
+def _traceback(exc_info: Any) -> str:
+    return "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+
+
+def redact_strings(value: Any) -> Any:
+    """``value`` (JSON-like) with every string redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: redact_strings(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact_strings(item) for item in value]
+    return value
 
 
 def summary(text: str | None) -> str | None:

@@ -53,7 +53,7 @@ class Transitions:
         store: RunStore,
         clock: Callable[[], int] = now_ms,
         new_id: Callable[[], str] = uuid7,
-        token: Callable[[], str] = new_token,
+        token: Callable[[], str] = lambda: new_token("ls"),
         max_retries: int = 16,
         on_commit: Callable[[Result], None] | None = None,
         on_conflict: Callable[[str], None] | None = None,

@@ -20,6 +20,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from truerun_runtime import Outbox, RuntimeClient
 
+from . import secrets
 from .config import AgentConfig
 from .output import OutputTailer
 from .runner import OCCUPYING, Phase, RunnerContext, TaskRunner
@@ -49,6 +50,7 @@ class Agent:
         self.instance_id = config.resolved_instance_id()
         self.tasks_dir = config.state_dir / "tasks"
         self.tasks_dir.mkdir(exist_ok=True, mode=0o700)
+        self.secrets_dir = config.secrets_dir or config.state_dir / "secrets"
         self.socket_path = config.state_dir / SOCKET
         self.outbox = Outbox(config.state_dir / "outbox", fsync=config.fsync)
         self.client = RuntimeClient(
@@ -168,6 +170,8 @@ class Agent:
             cwd = await prepare_worktree(start.workspace_path) if start.workspace_path else None
         except (SpecError, WorkspaceError) as error:
             return never(str(error))
+        if absent := secrets.missing(spec.secret_env, self.secrets_dir):
+            return never(f"secret {', '.join(absent)} is not available on this runtime")
         paths = TaskPaths.for_key(self.tasks_dir, start.attempt_id)
         record = TaskRecord(
             task_id=start.runtime_task_id,
@@ -184,6 +188,7 @@ class Agent:
             self_fence_after_ms=max(0, start.self_fence_after_ms)
             or self.config.self_fence_after_ms,
             trace_parent=start.trace_parent,
+            secret_env=spec.secret_env,
         )
         runner = self._add(record, paths)
         seq = runner.accept()
@@ -341,8 +346,17 @@ class Agent:
         )
 
     def _child_env(self, record: TaskRecord) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "TRUERUN_TOKEN"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k != "TRUERUN_TOKEN" and not k.startswith(secrets.ENV_PREFIX)
+        }
         env.update(record.env)
+        for name, secret in record.secret_env.items():
+            value = secrets.resolve(secret, self.secrets_dir)
+            if value is None:  # gone since the Start: the launch fails, nothing runs
+                raise OSError(f"secret {secret} is not available on this runtime")
+            env[name] = value
         env["TRUERUN_RUNTIME_TASK_ID"] = record.task_id
         if not record.manual:
             env["TRUERUN_RUN_ID"] = record.run_id

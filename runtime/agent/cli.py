@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         "name no self_fence_after_ms; 0: never",
         "0",
     )
+    _flag(
+        parser,
+        "--secrets-dir",
+        "TRUERUN_SECRETS_DIR",
+        'files of the secrets runs name with {"secret_ref": NAME}; default: STATE_DIR/secrets',
+    )
     _flag(parser, "--log-level", "TRUERUN_LOG_LEVEL", "logging level", "INFO")
     sub = parser.add_subparsers(dest="cmd")
     local = sub.add_parser("run-local", help="run a manual local task through the running agent")
@@ -142,6 +148,7 @@ def _config(args: argparse.Namespace) -> AgentConfig:
         default_grace_ms=int(args.grace_ms),
         keepalive_ms=int(args.keepalive_ms),
         self_fence_after_ms=max(0, int(args.self_fence_after_ms)),
+        secrets_dir=Path(args.secrets_dir).expanduser() if args.secrets_dir else None,
     )
 
 

@@ -55,6 +55,9 @@ class AgentConfig:
     unreachable this long (0: never). Keep truerun's lost_after above it plus a margin."""
     retention_s: float = 7 * 24 * 3600
     """Finished, fully acknowledged tasks older than this are deleted when the agent starts."""
+    secrets_dir: Path | None = None
+    """Where secrets named by ``{"secret_ref": NAME}`` live (one file each); None: the state
+    dir's ``secrets``. ``TRUERUN_SECRET_<NAME>`` in the agent's environment wins."""
 
     def resolved_instance_id(self) -> str:
         """The configured id, else the one stored in the state dir (created once)."""

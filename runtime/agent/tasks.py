@@ -40,6 +40,12 @@ class Spec:
     timeout_s: float | None = None
     grace_ms: int | None = None
     env: dict[str, str] = field(default_factory=dict)
+    #: env name -> the name of a secret this runtime resolves (truerun never had its value)
+    secret_env: dict[str, str] = field(default_factory=dict)
+
+
+SECRET_REF = "secret_ref"
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 def parse_spec(spec: dict[str, Any]) -> Spec:
@@ -61,14 +67,25 @@ def parse_spec(spec: dict[str, Any]) -> Spec:
     if grace is not None and (not isinstance(grace, int | float) or grace < 0):
         raise SpecError("grace_ms must be a number >= 0")
     env = spec.get("env") or {}
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise SpecError("env must map names to strings")
+    if not isinstance(env, dict):
+        raise SpecError('env must map names to strings or {"secret_ref": NAME}')
+    plain = {str(k): v for k, v in env.items() if isinstance(v, str)}
+    refs = {str(k): _secret_ref(v) for k, v in env.items() if not isinstance(v, str)}
     return Spec(
         args,
         float(timeout) if timeout is not None else None,
         int(grace) if grace is not None else None,
-        {str(k): v for k, v in env.items()},
+        plain,
+        refs,
     )
+
+
+def _secret_ref(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {SECRET_REF}:
+        name = value[SECRET_REF]
+        if isinstance(name, str) and _SECRET_NAME.match(name):
+            return name
+    raise SpecError('env must map names to strings or {"secret_ref": NAME}')
 
 
 def spec_dict(spec: pb.Start) -> dict[str, Any]:
@@ -92,6 +109,8 @@ class TaskRecord:
     grace_ms: int | None = None
     self_fence_after_ms: int = 0
     trace_parent: str = ""  # the Start's W3C traceparent, echoed on every event
+    #: env name -> secret name, resolved only when the command starts (never on disk here)
+    secret_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def manual(self) -> bool:

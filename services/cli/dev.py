@@ -78,5 +78,5 @@ def _runtime_tokens(settings: Settings) -> RuntimeTokens:
     path = settings.data_dir / "runtime.token"
     if not path.exists():
         path.touch(mode=0o600)
-        path.write_text(new_token())
+        path.write_text(new_token("rt"))
     return RuntimeTokens({token_hash(path.read_text().strip()): ANY_OWNER})

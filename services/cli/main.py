@@ -15,6 +15,7 @@ import grpc
 from google.protobuf import struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
+from coordinator.domain.redaction import RedactingFilter
 from services.cli import operator
 from services.cli.client import Client, event_line, fail, run_line, show_run
 from services.config import Settings
@@ -116,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return agent_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     if args.cmd == "dev":
         return _dev(args)
     if args.cmd == "migrate":

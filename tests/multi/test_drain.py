@@ -46,7 +46,15 @@ def deployment(pg_url: str, tmp_path: Path) -> Iterator[Deployment]:
 async def _wait(conn: asyncpg.Connection, sql: str, *args: object, want: int) -> None:
     deadline = time.monotonic() + 240
     while (n := int(await conn.fetchval(sql, *args))) < want:
-        assert time.monotonic() < deadline, f"{n} < {want}: {sql}"
+        if time.monotonic() >= deadline:
+            stuck = await conn.fetch(
+                "SELECT r.id, r.status, a.status AS attempt, a.observed_state, a.sync_state, "
+                "a.sync_reason, a.last_event_seq, a.runtime_instance_id FROM runs r "
+                "JOIN attempts a ON a.id = r.current_attempt_id WHERE r.owner_id = $1 AND "
+                "r.status NOT IN ('succeeded', 'failed', 'cancelled', 'timed_out')",
+                args[0],
+            )
+            raise AssertionError(f"{n} < {want}: {sql}; not finished: {[dict(r) for r in stuck]}")
         await asyncio.sleep(0.2)
 
 
