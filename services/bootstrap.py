@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from capacity.local import LocalClaims
@@ -25,6 +26,7 @@ from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
 from coordinator.store.postgres import PostgresStore
 from coordinator.store.sqlite import SqliteStore
+from services.ids import now_ms
 from services.metrics import Metrics
 
 
@@ -44,10 +46,16 @@ class Coordinator:
     queries: RunQueries
 
 
-def coordinator(store: RunStore, metrics: Metrics | None = None) -> Coordinator:
+def coordinator(
+    store: RunStore, metrics: Metrics | None = None, clock: Callable[[], int] = now_ms
+) -> Coordinator:
+    """``clock``: UTC ms for every decision (tests pass a fake one)."""
     hub = EventHub()
     transitions = Transitions(
-        store, on_commit=hub.publish, on_conflict=metrics.conflict if metrics else None
+        store,
+        clock=clock,
+        on_commit=hub.publish,
+        on_conflict=metrics.conflict if metrics else None,
     )
     if metrics is not None:
         hub.listen(metrics.committed)
@@ -136,11 +144,16 @@ async def open_observations(redis_url: str) -> ObservationStore:
     return MemoryObservationStore()
 
 
-def capacity(app: Coordinator, observations: ObservationStore, observation_ttl_ms: int) -> Capacity:
+def capacity(
+    app: Coordinator,
+    observations: ObservationStore,
+    observation_ttl_ms: int,
+    clock: Callable[[], int] = now_ms,
+) -> Capacity:
     sql = capacity_sql(app.store)
     return Capacity(
         observations,
-        ClaimService(app.store, sql, observations, app.transitions),
-        ObservationService(observations, sql, observation_ttl_ms),
+        ClaimService(app.store, sql, observations, app.transitions, clock=clock),
+        ObservationService(observations, sql, observation_ttl_ms, clock=clock),
         AgentService(sql),
     )

@@ -25,6 +25,7 @@ from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
 from coordinator.domain import staleness
+from coordinator.domain.commands import CALLBACK_TOKEN_TTL_MS
 from coordinator.domain.errors import (
     DomainError,
     InstanceOfAnotherOwner,
@@ -326,7 +327,12 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             grace_ms=self._listing_grace_ms,
         )
         await self._store.renew_leases(
-            owner, instance, vouched.renew, now, now + self._dispatcher.lease_ttl_ms
+            owner,
+            instance,
+            vouched.renew,
+            now,
+            now + self._dispatcher.lease_ttl_ms,
+            now + CALLBACK_TOKEN_TTL_MS,  # vouched for: its authority lasts
         )
         actor = Actor(ActorType.RUNTIME, instance)
         for attempt in vouched.missing:
@@ -406,8 +412,11 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 session.outbox.put_nowait(_CLOSE)
                 return
             stream.applied(len(batch))
+            if ingested.refused:
+                self._sessions.refused["event_not_authorized"] += ingested.refused
             acks = [pb.Ack(attempt_id=a, seq=seq) for a, seq in ingested.acks.items()]
-            session.send(pb.ConnectResponse(acks=pb.Acks(acks=acks)))
+            if acks:
+                session.send(pb.ConnectResponse(acks=pb.Acks(acks=acks)))
             _trace(batch, began)
             if any(event.type in TERMINAL_TYPES for event in batch):
                 session.wake.set()

@@ -48,6 +48,8 @@ _TURNS = {pb.TURN_STATUS_ACTIVE: True, pb.TURN_STATUS_IDLE: False}
 class Ingested:
     acks: dict[str, int]  # attempt id -> highest processed seq
     results: list[Result]
+    #: events refused for authority (another runtime, owner or callback token): not acked
+    refused: int = 0
 
 
 def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeCommand | None:
@@ -84,34 +86,45 @@ class EventIngest:
         acks: dict[str, int] = {}
         by_attempt: dict[str, list[pb.RuntimeEvent]] = {}
         for event in events:
-            acks[event.attempt_id] = max(acks.get(event.attempt_id, 0), event.seq)
             by_attempt.setdefault(event.attempt_id, []).append(event)
         actor = Actor(ActorType.RUNTIME, instance_id)
         loaded = await self._transitions.store.load_attempts(list(by_attempt))
         decisions: list[Decision] = []
         statuses: list[str] = []
-        for attempt_id, batch in by_attempt.items():
+        refused = 0
+        authorized: dict[str, list[pb.RuntimeEvent]] = {}
+        now = self._transitions.context().now_ms
+        for attempt_id, sent in by_attempt.items():
             item = loaded.get(attempt_id)
             if item is None or not _sent_by_its_runtime(item, instance_id, owner_id):
                 log.warning("events for attempt %s from %s refused", attempt_id, instance_id)
+                refused += len(sent)
                 continue
             assert item.attempt is not None
+            # An event refused for authority (its callback token) is never acknowledged: the
+            # runtime keeps it and sends it again, it is not dropped as if processed.
+            batch = [event for event in sent if _authorized(event, item.attempt, now)]
+            refused += len(sent) - len(batch)
+            if not batch:
+                continue
+            authorized[attempt_id] = batch
             # a re-sent or otherwise ignored event is acknowledged with the attempt's highest
             # processed seq (docs/runtime-protocol.md), so nothing before it is sent again
-            acks[attempt_id] = max(acks[attempt_id], item.attempt.last_event_seq)
+            acks[attempt_id] = max(max(e.seq for e in batch), item.attempt.last_event_seq)
             if (decision := self._fold(item, batch, actor)) is not None:
                 decisions.append(decision)
                 statuses.append(item.run.status.value)
         try:
             applied = await self._transitions.store.apply_all(decisions)
         except (CasMiss, DedupeKeyTaken):
-            return Ingested(acks, await self._one_by_one(loaded, by_attempt, actor))
+            results = await self._one_by_one(loaded, authorized, actor)
+            return Ingested(acks, results, refused)
         results = [
             Result(d.outcome.value, a.run, a.attempt, a.events, from_status=before)
             for d, a, before in zip(decisions, applied, statuses, strict=True)
         ]
         self._transitions.published(results)
-        return Ingested(acks, results)
+        return Ingested(acks, results, refused)
 
     def _fold(self, item: Loaded, events: list[pb.RuntimeEvent], actor: Actor) -> Decision | None:
         """Decide each event on the state the previous one left; one write for all."""
@@ -170,6 +183,16 @@ def _sent_by_its_runtime(item: Loaded, instance_id: str, owner_id: str) -> bool:
         and attempt.runtime_instance_id == instance_id
         and owner_id in (attempt.owner_id, ANY_OWNER)
     )
+
+
+def _authorized(event: pb.RuntimeEvent, attempt: Attempt, now_ms: int) -> bool:
+    """Its callback token is the attempt's and valid now; for a finished attempt the right
+    token counts whatever its age (nothing can change any more: the event is recorded as
+    late and acknowledged, so a runtime back after days can forget it)."""
+    if _token_ok(event, attempt, now_ms):
+        return True
+    stored = attempt.callback_token_hash
+    return attempt.status.terminal and callback_token_valid(event.callback_token, stored, None, 0)
 
 
 def _token_ok(event: pb.RuntimeEvent, attempt: Attempt, now_ms: int) -> bool:

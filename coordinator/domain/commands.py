@@ -14,6 +14,10 @@ from typing import Any
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ScopePolicy
 
+#: How long a callback token stays valid after the start fence, and after each heartbeat
+#: that vouches for its attempt (so a multi-day attempt keeps its authority).
+CALLBACK_TOKEN_TTL_MS = 86_400_000
+
 
 @dataclass(frozen=True, slots=True)
 class RunSpec:
@@ -82,7 +86,7 @@ class ReleaseBeforeFence(RunCommand):
 class StartFence(RunCommand):
     callback_token_hash: str = ""
     lease_token: str = ""  # when given, it must be the claim's: see decide._check_lease
-    callback_token_ttl_ms: int = 86_400_000
+    callback_token_ttl_ms: int = CALLBACK_TOKEN_TTL_MS
 
 
 @dataclass(frozen=True, slots=True)

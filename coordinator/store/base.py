@@ -180,6 +180,7 @@ class RunStore(Protocol):
         attempt_ids: Sequence[str],
         now_ms: int,
         until_ms: int,
+        token_until_ms: int = 0,
     ) -> int:
         """A heartbeat from the runtime holding them: extend the leases of those of
         ``attempt_ids`` that are its started (fenced) attempts and stamp heartbeat_at. The
@@ -188,7 +189,9 @@ class RunStore(Protocol):
         A claim not yet fenced is the dispatcher's,
         not the runtime's: a heartbeat says nothing about it, and renewing it would keep a
         claim whose dispatcher died out of the reconciler's reach for as long as the runtime
-        lives. Touches no state column; returns how many were renewed."""
+        lives. Touches no state column; returns how many were renewed. The callback token of
+        each renewed attempt stays valid until at least ``token_until_ms``: an attempt whose
+        runtime keeps vouching for it keeps its authority however long it runs."""
 
     async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
         """Live attempts whose lease ran out and that are not already marked stale."""

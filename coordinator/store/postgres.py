@@ -219,7 +219,8 @@ SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < $1
 ORDER BY updated_at_ms, id LIMIT $2"""
 # Rows locked in id order, as apply_all locks them, so a renewal and a batch never deadlock.
 _RENEW_LEASES = """
-UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4)
+UPDATE attempts SET heartbeat_at_ms = $3, lease_expires_at_ms = GREATEST(lease_expires_at_ms, $4),
+    callback_token_expires_at_ms = GREATEST(callback_token_expires_at_ms, $6)
 WHERE id IN (
     SELECT id FROM attempts
     WHERE id = ANY($5::text[]) AND owner_id = $1 AND runtime_instance_id = $2
@@ -401,11 +402,18 @@ class PostgresStore:
         attempt_ids: Sequence[str],
         now_ms: int,
         until_ms: int,
+        token_until_ms: int = 0,
     ) -> int:
         if not attempt_ids:
             return 0
         status = await self._pool.execute(
-            _RENEW_LEASES, owner_id, runtime_instance_id, now_ms, until_ms, list(attempt_ids)
+            _RENEW_LEASES,
+            owner_id,
+            runtime_instance_id,
+            now_ms,
+            until_ms,
+            list(attempt_ids),
+            token_until_ms,
         )
         return int(status.split()[-1])
 

@@ -416,6 +416,7 @@ class SqliteStore:
         attempt_ids: Sequence[str],
         now_ms: int,
         until_ms: int,
+        token_until_ms: int = 0,
     ) -> int:
         if not attempt_ids:
             return 0
@@ -426,10 +427,11 @@ class SqliteStore:
             try:
                 cursor = conn.execute(
                     "UPDATE attempts SET heartbeat_at_ms = ?, lease_expires_at_ms = "
-                    "max(coalesce(lease_expires_at_ms, 0), ?) WHERE owner_id = ? AND "
+                    "max(coalesce(lease_expires_at_ms, 0), ?), callback_token_expires_at_ms = "
+                    "max(callback_token_expires_at_ms, ?) WHERE owner_id = ? AND "
                     "runtime_instance_id = ? AND status IN ('starting', 'running') AND "
                     f"id IN ({marks})",
-                    (now_ms, until_ms, owner_id, runtime_instance_id, *attempt_ids),
+                    (now_ms, until_ms, token_until_ms, owner_id, runtime_instance_id, *attempt_ids),
                 )
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -105,13 +105,19 @@ async def test_another_owners_task_ids_and_unasked_answers_are_evidence_of_nothi
 
 async def test_events_signed_with_another_owners_token_change_nothing(stack: Stack) -> None:
     """Mallory copies Alice's attempt id, task id and even the callback token into events on
-    her own stream: refused (wrong owner and instance), acknowledged so they are not re-sent,
-    never applied."""
+    her own stream: refused (wrong owner and instance), never acknowledged, never applied."""
     alice, start = await _running(stack)
     mallory = ScriptedRuntime(stack.runtime, owner="mallory", instance="m-1", token=MALLORY)
     await mallory.connect()
     await mallory.event(start, 3, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
-    await mallory.acked(start.attempt_id, 0)
+    refused = stack.runtimes.sessions.refused
+    for _ in range(200):  # bounded: the event is handled off this task
+        if refused["event_not_authorized"] >= 1:
+            break
+        await asyncio.sleep(0.02)
+    assert refused["event_not_authorized"] == 1
+    with pytest.raises(TimeoutError):
+        await mallory.acked(start.attempt_id, 3, timeout=1.0)
     run = await _run(stack, start.run_id)
     assert run.display_state == common_pb2.DISPLAY_STATE_RUNNING
     assert run.current_attempt.last_event_seq == 2

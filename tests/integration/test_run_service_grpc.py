@@ -717,9 +717,10 @@ class GatedStore:
         attempt_ids: Sequence[str],
         now_ms: int,
         until_ms: int,
+        token_until_ms: int = 0,
     ) -> int:
         return await self._inner.renew_leases(
-            owner_id, runtime_instance_id, attempt_ids, now_ms, until_ms
+            owner_id, runtime_instance_id, attempt_ids, now_ms, until_ms, token_until_ms
         )
 
     async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:

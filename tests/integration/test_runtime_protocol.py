@@ -181,7 +181,14 @@ async def test_event_with_a_wrong_callback_token_changes_nothing(stack: Stack) -
         start = (await runtime.expect("start")).start
         await runtime.answer_start(start, accepted=True)
         await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0, token="forged")
-        await runtime.acked(start.attempt_id, 1)
+        refused = stack.runtimes.sessions.refused
+        for _ in range(200):  # bounded: the event is handled off this task
+            if refused["event_not_authorized"]:
+                break
+            await asyncio.sleep(0.02)
+        assert refused["event_not_authorized"] == 1
+        with pytest.raises(TimeoutError):  # refused for authority: never acknowledged
+            await runtime.acked(start.attempt_id, 1, timeout=1.0)
         assert await _display(stack, run_id) == "STARTING"
         assert "run.succeeded" not in await _types(stack, run_id)
 

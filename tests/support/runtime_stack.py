@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ from services.bootstrap import (
     runtimes,
 )
 from services.db.migrate import upgrade
+from services.ids import now_ms
 from services.server import create_server
 
 if TYPE_CHECKING:
@@ -53,13 +54,14 @@ async def runtime_stack(
     start_timeout_s: float = 10.0,
     lease_ttl_ms: int = 30_000,
     owners_by_token: Mapping[str, str] | None = None,
+    clock: Callable[[], int] = now_ms,
 ) -> AsyncIterator[Stack]:
     """``owners_by_token``: runtime tokens and the owner each acts for (default: one
     any-owner token, RUNTIME_TOKEN, as `truerun dev` has)."""
     await upgrade(database_url)
     store = await open_store(database_url)
-    app = coordinator(store)
-    caps = capacity(app, MemoryObservationStore(), 15_000)
+    app = coordinator(store, clock=clock)
+    caps = capacity(app, MemoryObservationStore(), 15_000, clock=clock)
     owners = owners_by_token or {RUNTIME_TOKEN: ANY_OWNER}
     tokens = RuntimeTokens({token_hash(token): owner for token, owner in owners.items()})
     side = runtimes(app, caps, tokens, start_timeout_s, lease_ttl_ms=lease_ttl_ms)
