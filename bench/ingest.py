@@ -74,6 +74,7 @@ from bench.transition import (
     run_pgbench,
     seed,
 )
+from coordinator.api.bearer import bearer_interceptors
 from coordinator.domain import commands as c
 from coordinator.domain.decide import AttemptWrite, Context, RunWrite, decide
 from coordinator.domain.model import Actor, Attempt, Run
@@ -88,6 +89,14 @@ STREAMS = WRITERS  # 16 runtime streams; pgbench gets as many clients
 OWNER = "bench-owner"  # the runtimes' owner (the pgbench runs belong to bench.transition's)
 PROJECT = "bench"
 RUNTIME_TOKEN = "bench-runtime-token"
+API_TOKEN = "bench-api-token"  # every RunService call authenticates (coordinator/api/auth.py)
+
+
+def api_channel(address: str) -> grpc.aio.Channel:
+    """A channel whose calls carry the bench's API token."""
+    return grpc.aio.insecure_channel(address, interceptors=bearer_interceptors(API_TOKEN))
+
+
 DEVICE = "device-1"
 #: Every OUTPUT event's payload, shaped like the reference agent's (runtime/agent/output.py).
 PAYLOAD: dict[str, Any] = {"stream": "output", "data": "bench output line\n"}
@@ -129,6 +138,7 @@ async def start_server(url: str, tmp: Path) -> ServerProcess:
         TRUERUN_GRPC_ADDR="127.0.0.1:0",
         TRUERUN_DATA_DIR=str(data_dir),
         TRUERUN_RUNTIME_TOKENS=f"{OWNER}:{RUNTIME_TOKEN}",
+        TRUERUN_API_TOKENS=f"bench={API_TOKEN}:*",
         TRUERUN_GRACE_SECONDS="1",
     )
     with log_path.open("wb") as log:
@@ -551,7 +561,7 @@ def instance_name(i: int) -> str:
 
 async def create_runs(address: str, instances: Sequence[str], per_instance: int) -> int:
     """Queued runs through RunService.CreateRun, each pinned to one of the runtimes."""
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with api_channel(address) as channel:
         stub = run_service_pb2_grpc.RunServiceStub(channel)
         requests = [
             run_service_pb2.CreateRunRequest(

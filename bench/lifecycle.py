@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import grpc
 import uvloop
 from google.protobuf import struct_pb2
 
@@ -59,6 +58,7 @@ from bench.ingest import (
     RuntimeStream,
     ServerProcess,
     Started,
+    api_channel,
     code_version,
     cores,
     start_server,
@@ -114,7 +114,7 @@ async def create_runs(address: str, count: int, producers: int) -> float:
     """``count`` CreateRun calls, ``producers`` in flight; returns time.time() when done."""
     spec = struct_pb2.Struct()
     spec.update(SPEC)
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with api_channel(address) as channel:
         stub = run_service_pb2_grpc.RunServiceStub(channel)
         left = count
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,12 @@ from truerun.v1 import (
     run_service_pb2_grpc,
 )
 
+from coordinator.api.bearer import bearer_interceptors
+from coordinator.api.credentials import bearer
 from gateway import messages
 from gateway.problems import Problem, code_of, from_rpc_error, problem_response
 from gateway.sse import event_stream
-from gateway.tokens import ApiTokens, Principal
+from gateway.tokens import ApiTokens, FailureLimit, Principal
 from gateway.tracing import TracingMiddleware
 from services.telemetry import client_interceptors
 
@@ -64,6 +67,11 @@ class GatewayConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     heartbeat_s: float = 15.0
     static_dir: Path | None = STATIC_DIR
+    failures: FailureLimit | None = None  # failed authentications per client (429 past it)
+
+
+#: The bearer token of the request being served: what the gRPC calls made for it carry.
+_FORWARDED: ContextVar[str] = ContextVar("gateway_forwarded_token", default="")
 
 
 class Upstream:
@@ -71,11 +79,14 @@ class Upstream:
     one for CapacityService when it has its own address."""
 
     def __init__(self, target: str, capacity_target: str = "") -> None:
-        self.channel = grpc.aio.insecure_channel(target, interceptors=client_interceptors())
+        # Every call carries the token of the request it serves: the gateway forwards the
+        # caller's identity and grants none of its own.
+        interceptors = [*bearer_interceptors(_FORWARDED.get), *client_interceptors()]
+        self.channel = grpc.aio.insecure_channel(target, interceptors=interceptors)
         self.capacity_channel = self.channel
         if capacity_target and capacity_target != target:
             self.capacity_channel = grpc.aio.insecure_channel(
-                capacity_target, interceptors=client_interceptors()
+                capacity_target, interceptors=interceptors
             )
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
         self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
@@ -88,6 +99,7 @@ class Upstream:
 
 def create_app(config: GatewayConfig) -> Starlette:
     state: dict[str, Upstream] = {}
+    failures = config.failures or FailureLimit()
     openapi = OPENAPI_PATH.read_bytes()
 
     def up() -> Upstream:
@@ -107,15 +119,19 @@ def create_app(config: GatewayConfig) -> Starlette:
         return wrapped
 
     def principal(request: Request, *, query_token: bool = False) -> Principal:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer":
-            token = ""
+        source = request.client.host if request.client else ""
+        if failures.blocked(source):
+            raise Problem(
+                429, "TOO_MANY_FAILED_AUTHENTICATIONS", "too many failed authentications; wait"
+            )
+        token = bearer(request.headers.get("authorization", ""))
         if not token and query_token:  # EventSource cannot send headers
-            token = request.query_params.get("access_token", "")
-        who = config.tokens.authenticate(token.strip())
+            token = request.query_params.get("access_token", "").strip()
+        who = config.tokens.authenticate(token)
         if who is None:
+            failures.failed(source)
             raise Problem(401, "UNAUTHENTICATED", "a valid bearer token is required")
+        _FORWARDED.set(token)  # the calls made for this request carry it
         return who
 
     async def body_of(request: Request) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import logging
 import signal
 import socket
@@ -81,8 +82,9 @@ class HttpServer:
 
 
 def api_tokens(settings: Settings, *, dev: bool) -> tuple[ApiTokens, str | None]:
-    """The configured tokens; in `truerun dev` without any, one all-projects token kept in
-    DATA_DIR/api.token (mode 0600), which is also returned so the dashboard link can carry it."""
+    """The configured tokens; in `truerun dev` without any, one all-projects operator token
+    kept in DATA_DIR/api.token (mode 0600), which is also returned so the dashboard link can
+    carry it. `truerun dev` serves gRPC with the same tokens."""
     if settings.api_tokens:
         return ApiTokens.parse(settings.api_tokens), None
     if not dev:
@@ -92,7 +94,15 @@ def api_tokens(settings: Settings, *, dev: bool) -> tuple[ApiTokens, str | None]
         path.touch(mode=0o600)
         path.write_text(new_token("api"))
     token = path.read_text().strip()
-    return ApiTokens.parse(f"{token}:{ALL_PROJECTS}"), token
+    # the one user of the embedded mode: every project, the operator commands, their name
+    return ApiTokens.parse(f"{_user()}={token}:{ALL_PROJECTS}:operator"), token
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser() or "dev"
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        return "dev"
 
 
 def dashboard_url(address: str, token: str | None) -> str:

@@ -39,7 +39,7 @@ async def run_reconciler(settings: Settings) -> None:
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
         # gRPC health (and reflection) only: what the chart's probes and load balancers ask.
-        serving = await start_serving(app, settings.grpc_addr, run_service=False)
+        serving = await start_serving(app, settings.grpc_addr, run_service=False, tokens=None)
         print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
         print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
         print("reconciler running", flush=True)

@@ -59,6 +59,9 @@ done
 address="$(sed -n 's/^grpc listening on //p' "$log")"
 [ -n "$address" ] || { echo "truerun dev did not start:"; cat "$log"; exit 1; }
 export TRUERUN_SERVER="$address"
+# the CLI's API token: the one truerun dev wrote for its user (every project, operator)
+TRUERUN_API_TOKEN="$(cat "$data/api.token")"
+export TRUERUN_API_TOKEN
 echo "== truerun dev is serving gRPC on $address (data in $data)"
 for _ in $(seq 100); do
   grep -q '^dashboard ' "$log" && break

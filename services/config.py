@@ -100,8 +100,16 @@ class Settings:
     )
     api_tokens: str = setting(
         "",
-        "gateway bearer tokens as token:projA,projB entries separated by ';' (project * = all); "
-        "empty in `truerun dev` = one all-projects token written to DATA_DIR/api.token",
+        "API bearer tokens of every gRPC service and the gateway: [name=]token:projA,projB"
+        "[:operator] entries separated by ';' (project * = all; :operator allows resolve, "
+        "fail, pause, resume, requeue); empty in `truerun dev` = one all-projects operator "
+        "token written to DATA_DIR/api.token",
+        secret=True,
+    )
+    service_token: str = setting(
+        "",
+        "the API token `truerun coordinator` calls the capacity service with (one of the "
+        "capacity service's TRUERUN_API_TOKENS)",
         secret=True,
     )
     grace_seconds: float = setting(

@@ -19,6 +19,8 @@ from grpc_reflection.v1alpha import reflection
 from truerun.v1 import capacity_service_pb2, run_service_pb2, runtime_service_pb2
 
 from capacity.api.servicer import CapacityServicer
+from coordinator.api.auth import BearerAuth
+from coordinator.api.credentials import ApiTokens, FailureLimit
 from coordinator.api.run_servicer import RunServicer
 from coordinator.api.runtime_servicer import RuntimeServicer
 from services.bootstrap import Capacity, Coordinator, Runtimes
@@ -100,8 +102,10 @@ async def create_server(
     address: str,
     capacity: Capacity | None = None,
     runtimes: Runtimes | None = None,
+    *,
+    tokens: ApiTokens | None,
 ) -> tuple[grpc.aio.Server, int]:
-    serving = await start_serving(app, address, capacity, runtimes)
+    serving = await start_serving(app, address, capacity, runtimes, tokens=tokens)
     return serving.server, serving.port
 
 
@@ -113,10 +117,19 @@ async def start_serving(
     *,
     run_service: bool = True,
     interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
+    tokens: ApiTokens | None,
+    failures: FailureLimit | None = None,
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
-    is given, RuntimeService when ``runtimes`` is, plus health and reflection."""
-    server = grpc.aio.server(options=KEEPALIVE_OPTIONS, interceptors=list(interceptors))
+    is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
+    CapacityService authenticate every call with ``tokens`` (coordinator/api/auth.py): a
+    server that serves either needs them."""
+    if (run_service or capacity is not None) and tokens is None:
+        raise ValueError("RunService and CapacityService need API tokens to authenticate")
+    chain = list(interceptors)
+    if tokens is not None:
+        chain.insert(0, BearerAuth(tokens, failures))
+    server = grpc.aio.server(options=KEEPALIVE_OPTIONS, interceptors=chain)
     served = []
     if run_service:
         descriptor = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]

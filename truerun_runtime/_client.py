@@ -22,6 +22,7 @@ from ._outbox import Outbox
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_MS = 10_000
+_REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 CONTACT_FILE = "contact.json"
 
 
@@ -86,6 +87,9 @@ class RuntimeClient:
         self._contact_path = outbox.directory / CONTACT_FILE
         self._down_since = time.monotonic() - _seconds_since_contact(self._contact_path)
         self.sessions_opened = 0
+        #: Why truerun refused this runtime for good (UNAUTHENTICATED, PERMISSION_DENIED);
+        #: ``run()`` then returns instead of retrying.
+        self.refused = ""
         outbox.subscribe(self._on_event)
 
     # -- public ----------------------------------------------------------------------------
@@ -117,7 +121,16 @@ class RuntimeClient:
         while not self._stopping.is_set():
             try:
                 welcomed = await self._connect_once()
-            except (grpc.aio.AioRpcError, TimeoutError, ConnectionError) as error:
+            except grpc.aio.AioRpcError as error:
+                if error.code() in _REFUSALS:
+                    # a wrong token or another owner's instance: retrying cannot help
+                    self.refused = _describe(error)
+                    log.error("truerun refused this runtime: %s", self.refused)
+                    self._stopping.set()
+                    break
+                welcomed = False
+                log.warning("runtime stream to %s failed: %s", self.address, _describe(error))
+            except (TimeoutError, ConnectionError) as error:
                 welcomed = False
                 log.warning("runtime stream to %s failed: %s", self.address, _describe(error))
             except Exception:  # a bug or a full disk: log it, keep trying (events stay on disk)

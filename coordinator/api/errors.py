@@ -35,6 +35,8 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     ErrorReason.INVALID_CURSOR: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorReason.RUNTIME_INSTANCE_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorReason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorReason.TOO_MANY_FAILED_AUTHENTICATIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.api import convert, validation
+from coordinator.api.auth import operator as operator_caller
 from coordinator.api.errors import unary
 from coordinator.domain import commands as c
 from coordinator.domain.errors import InvalidArgument
@@ -44,15 +45,10 @@ def _run_proto(result: Result | Applied) -> common_pb2.Run:
     return convert.run_to_proto(view(Loaded(result.run, result.attempt)))
 
 
-def audited_actor(message: common_pb2.Actor) -> Actor:
-    """The operator who decides: an id is required (the audit trail names a person)."""
-    try:
-        kind = convert.enum_from_proto(ActorType, "ACTOR_TYPE", message.type)
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
-    actor_id = validation.name(message.id, "actor.id")
-    assert actor_id is not None
-    return Actor(kind or ActorType.OPERATOR, actor_id)
+def audited_actor() -> Actor:
+    """The operator who decides, from the caller's operator token (the audit trail names
+    the token's configured name); a request's ``actor`` field is ignored."""
+    return Actor(ActorType.OPERATOR, operator_caller().name)
 
 
 def audited_reason(value: str) -> str:
@@ -77,10 +73,14 @@ class OperatorCommands:
     ) -> M:
         raise NotImplementedError
 
-    def _fields(self, request: _Request) -> dict[str, Any]:
+    async def _visible(self, raw_id: str, field: str = "id") -> str:
+        raise NotImplementedError
+
+    async def _fields(self, request: _Request) -> dict[str, Any]:
+        actor = audited_actor()  # an operator token first: nothing is read for anyone else
         return {
-            "run_id": validation.run_id(request.id),
-            "actor": audited_actor(request.actor),
+            "run_id": await self._visible(request.id),
+            "actor": actor,
             "expected_version": validation.etag(request.etag),
             "reason": audited_reason(request.reason),
         }
@@ -95,7 +95,7 @@ class OperatorCommands:
     async def ResolveRun(
         self, request: run_service_pb2.ResolveRunRequest, context: Ctx
     ) -> common_pb2.Run:
-        fields = self._fields(request)
+        fields = await self._fields(request)
         if request.resolution not in _RESOLUTIONS:
             raise InvalidArgument("resolution must be SUCCEEDED, FAILED or NOT_STARTED")
         command = c.Resolve(**fields, resolved_as=_RESOLUTIONS[request.resolution])
@@ -110,7 +110,7 @@ class OperatorCommands:
         self, request: run_service_pb2.FailRunRequest, context: Ctx
     ) -> common_pb2.Run:
         result: common_pb2.Run = await self._simple(
-            "FailRun", request, c.FailRun(**self._fields(request))
+            "FailRun", request, c.FailRun(**(await self._fields(request)))
         )
         return result
 
@@ -119,7 +119,7 @@ class OperatorCommands:
         self, request: run_service_pb2.PauseRunRequest, context: Ctx
     ) -> common_pb2.Run:
         result: common_pb2.Run = await self._simple(
-            "PauseRun", request, c.PauseRun(**self._fields(request))
+            "PauseRun", request, c.PauseRun(**(await self._fields(request)))
         )
         return result
 
@@ -128,7 +128,7 @@ class OperatorCommands:
         self, request: run_service_pb2.ResumeRunRequest, context: Ctx
     ) -> common_pb2.Run:
         result: common_pb2.Run = await self._simple(
-            "ResumeRun", request, c.ResumeRun(**self._fields(request))
+            "ResumeRun", request, c.ResumeRun(**(await self._fields(request)))
         )
         return result
 
@@ -137,6 +137,6 @@ class OperatorCommands:
         self, request: run_service_pb2.RequeueRunRequest, context: Ctx
     ) -> common_pb2.Run:
         result: common_pb2.Run = await self._simple(
-            "RequeueRun", request, c.Requeue(**self._fields(request))
+            "RequeueRun", request, c.Requeue(**(await self._fields(request)))
         )
         return result

@@ -12,17 +12,18 @@ from google.protobuf.message import Message
 from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from coordinator.api import convert, validation
+from coordinator.api.auth import caller
 from coordinator.api.errors import stream, unary
 from coordinator.api.operator_commands import OperatorCommands
 from coordinator.api.request_ids import once
 from coordinator.domain import commands as c
 from coordinator.domain.cursor import EventCursor
-from coordinator.domain.errors import InvalidArgument
+from coordinator.domain.errors import InvalidArgument, PermissionDenied, RunNotFound
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.feed import EventFeed
 from coordinator.service.hub import EventHub
-from coordinator.service.queries import RunQueries, view
+from coordinator.service.queries import RunQueries, RunView, view
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Applied, Loaded, RequestRecord, RunFilter
 
@@ -37,13 +38,11 @@ _CANCEL_OUTCOMES = {
 }
 
 
-def _actor(message: common_pb2.Actor, fallback: str) -> Actor:
-    try:
-        kind = convert.enum_from_proto(ActorType, "ACTOR_TYPE", message.type)
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
-    actor_id = validation.name(message.id, "actor.id", required=False) or fallback
-    return Actor(kind or ActorType.USER, actor_id)
+def _actor() -> Actor:
+    """The caller, from its token: never from the request (a request's ``actor`` field is
+    ignored). A token configured with a name is a person; otherwise an API app."""
+    who = caller()
+    return Actor(ActorType.USER if who.named else ActorType.API_APP, who.name)
 
 
 def _run_proto(result: Result | Applied) -> common_pb2.Run:
@@ -104,6 +103,8 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         owner_id = validation.name(request.owner_id, "owner_id")
         task_id = validation.name(request.task_id, "task_id")
         assert project_id and owner_id and task_id
+        if not caller().sees(project_id):
+            raise PermissionDenied(f"this token may not create runs in project {project_id}")
         try:
             scope_policy = convert.enum_from_proto(
                 ScopePolicy, "SCOPE_POLICY", request.scope_policy
@@ -126,7 +127,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
             project_id=project_id,
             owner_id=owner_id,
             task_id=task_id,
-            created_by=_actor(request.actor, owner_id),
+            created_by=_actor(),
             task_revision=validation.in_range(request.task_revision, "task_revision", 0, 2**62),
             agent_id=validation.name(request.agent_id, "agent_id", required=False),
             execution_scope=validation.text(request.execution_scope, "execution_scope", 256),
@@ -151,10 +152,10 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     async def CancelRun(
         self, request: run_service_pb2.CancelRunRequest, context: Ctx
     ) -> run_service_pb2.CancelRunResponse:
-        run_id = validation.run_id(request.id)
+        run_id = await self._visible(request.id)
         command = c.RequestCancel(
             run_id,
-            _actor(request.actor, "anonymous"),
+            _actor(),
             expected_version=validation.etag(request.etag),
             reason=validation.text(request.reason, "reason") or "cancelled_by_user",
         )
@@ -175,8 +176,8 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     async def RetryRun(
         self, request: run_service_pb2.RetryRunRequest, context: Ctx
     ) -> common_pb2.Run:
-        run_id = validation.run_id(request.id)
-        command = c.ManualRetry(run_id, _actor(request.actor, "anonymous"))
+        run_id = await self._visible(request.id)
+        command = c.ManualRetry(run_id, _actor())
 
         async def execute(record: RequestRecord | None) -> common_pb2.Run:
             return _run_proto(await self._transitions.execute(command, record))
@@ -187,10 +188,10 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     async def ApproveRun(
         self, request: run_service_pb2.ApproveRunRequest, context: Ctx
     ) -> common_pb2.Run:
-        run_id = validation.run_id(request.id)
+        run_id = await self._visible(request.id)
         command = c.Approve(
             run_id,
-            _actor(request.actor, "anonymous"),
+            _actor(),
             expected_version=validation.etag(request.etag),
         )
 
@@ -201,9 +202,30 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
 
     # -- reads --------------------------------------------------------------------------------
 
+    async def _visible(self, raw_id: str, field: str = "id") -> str:
+        """The run's id, if the caller's token sees its project; another project's run is
+        answered exactly like a missing one (RUN_NOT_FOUND)."""
+        return (await self._visible_view(raw_id, field)).run.id
+
+    async def _visible_view(self, raw_id: str, field: str = "id") -> RunView:
+        run_id = validation.run_id(raw_id, field)
+        found = await self._queries.get(run_id)
+        if not caller().sees(found.run.project_id):
+            raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
+        return found
+
+    @staticmethod
+    def _project(raw: str) -> str:
+        """A project the caller's token sees (PERMISSION_DENIED otherwise)."""
+        project_id = validation.name(raw, "project_id")
+        assert project_id is not None
+        if not caller().sees(project_id):
+            raise PermissionDenied(f"this token does not see project {project_id}")
+        return project_id
+
     @unary
     async def GetRun(self, request: run_service_pb2.GetRunRequest, context: Ctx) -> common_pb2.Run:
-        return convert.run_to_proto(await self._queries.get(validation.run_id(request.id)))
+        return convert.run_to_proto(await self._visible_view(request.id))
 
     @unary
     async def ListRuns(
@@ -222,8 +244,13 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
             )
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
+        project_id = validation.name(request.project_id, "project_id", required=False)
+        if project_id is not None:
+            self._project(project_id)
+        elif not caller().all_projects:
+            raise InvalidArgument("project_id is required: this token sees only some projects")
         run_filter = RunFilter(
-            project_id=validation.name(request.project_id, "project_id", required=False),
+            project_id=project_id,
             owner_id=validation.name(request.owner_id, "owner_id", required=False),
             agent_id=validation.name(request.agent_id, "agent_id", required=False),
             statuses=statuses,
@@ -240,7 +267,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         self, request: run_service_pb2.ListRunEventsRequest, context: Ctx
     ) -> run_service_pb2.ListRunEventsResponse:
         events, token = await self._queries.events(
-            validation.run_id(request.run_id, "run_id"),
+            await self._visible(request.run_id, "run_id"),
             request.after_sequence,
             request.page_size,
             request.page_token,
@@ -253,7 +280,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     async def ListAttempts(
         self, request: run_service_pb2.ListAttemptsRequest, context: Ctx
     ) -> run_service_pb2.ListAttemptsResponse:
-        attempts = await self._queries.attempts(validation.run_id(request.run_id, "run_id"))
+        attempts = await self._queries.attempts(await self._visible(request.run_id, "run_id"))
         return run_service_pb2.ListAttemptsResponse(
             attempts=[convert.attempt_to_proto(a) for a in attempts]
         )
@@ -262,8 +289,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     async def ListProjectEvents(
         self, request: run_service_pb2.ListProjectEventsRequest, context: Ctx
     ) -> run_service_pb2.ListProjectEventsResponse:
-        project_id = validation.name(request.project_id, "project_id")
-        assert project_id is not None
+        project_id = self._project(request.project_id)
         events, next_cursor = await self._queries.project_events(
             project_id, request.after_cursor, request.page_size
         )
@@ -276,7 +302,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         self, request: run_service_pb2.GetEventCursorRequest, context: Ctx
     ) -> run_service_pb2.GetEventCursorResponse:
         # The stream's cursors are global positions: one cursor is right for every project.
-        validation.name(request.project_id, "project_id")
+        self._project(request.project_id)
         return run_service_pb2.GetEventCursorResponse(cursor=await self._queries.event_cursor())
 
     @stream
@@ -287,13 +313,12 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
             async for project_event in self._watch_project(request):
                 yield project_event
             return
-        run_id = validation.run_id(request.run_id, "run_id")
+        run_id = await self._visible(request.run_id, "run_id")
         after = request.after_sequence
         if after < 0:
             raise InvalidArgument("after_sequence must not be negative")
         if request.after_cursor:
             raise InvalidArgument("after_cursor is for a project-wide watch; use after_sequence")
-        await self._queries.get(run_id)
         with self._feed.follow("run", run_id) as committed:
             while True:
                 committed.clear()
@@ -308,8 +333,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         self, request: run_service_pb2.WatchRunEventsRequest
     ) -> AsyncIterator[common_pb2.RunEvent]:
         """The project's stream in cursor order: stored events, then new commits."""
-        project_id = validation.name(request.project_id, "project_id")
-        assert project_id is not None
+        project_id = self._project(request.project_id)
         if request.after_sequence:
             raise InvalidArgument("after_sequence needs run_id; resume a project with after_cursor")
         after = request.after_cursor

@@ -23,6 +23,8 @@ class ErrorReason(StrEnum):
     UNAUTHENTICATED = "UNAUTHENTICATED"
     INVALID_CURSOR = "INVALID_CURSOR"
     RUNTIME_INSTANCE_OF_ANOTHER_OWNER = "RUNTIME_INSTANCE_OF_ANOTHER_OWNER"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    TOO_MANY_FAILED_AUTHENTICATIONS = "TOO_MANY_FAILED_AUTHENTICATIONS"
 
 
 class DomainError(Exception):
@@ -90,6 +92,19 @@ class Unauthenticated(DomainError):
 
 class InvalidCursor(DomainError):
     reason = ErrorReason.INVALID_CURSOR
+
+
+class PermissionDenied(DomainError):
+    """A valid caller without the right: a project its token does not see (for a create),
+    an operator command without an operator token."""
+
+    reason = ErrorReason.PERMISSION_DENIED
+
+
+class TooManyFailures(DomainError):
+    """Too many failed authentications from one source (RESOURCE_EXHAUSTED)."""
+
+    reason = ErrorReason.TOO_MANY_FAILED_AUTHENTICATIONS
 
 
 class InstanceOfAnotherOwner(DomainError):

@@ -39,6 +39,10 @@ class AgentBusy(Exception):
     """Another agent holds this state dir."""
 
 
+class RuntimeRefused(Exception):
+    """truerun refused this runtime for good (its token, or another owner's instance id)."""
+
+
 class Agent:
     """Implements the SDK's RuntimeHandler; ``run()`` until ``stop()``."""
 
@@ -92,7 +96,11 @@ class Agent:
             self.recover()
             server = await serve_local(self, self.socket_path)
             client = asyncio.create_task(self.client.run(), name="runtime client")
-            await self._stopped.wait()
+            stopped = asyncio.create_task(self._stopped.wait())
+            await asyncio.wait({client, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if self.client.refused:
+                raise RuntimeRefused(self.client.refused)
         finally:
             self.client.stop()
             if server is not None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .agent import SOCKET, Agent, AgentBusy
+from .agent import SOCKET, Agent, AgentBusy, RuntimeRefused
 from .config import AgentConfig
 from .local import request
 
@@ -125,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentBusy as error:
         print(f"truerun agent: {error}", file=sys.stderr)
         return 1
+    except RuntimeRefused as error:
+        print(f"truerun agent: truerun refused this runtime: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

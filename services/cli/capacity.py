@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from coordinator.api.credentials import ApiTokens
 from services.bootstrap import capacity, coordinator, open_observations, open_store
 from services.config import ConfigError, Settings
 from services.metrics import Metrics
@@ -22,6 +23,8 @@ async def run_capacity(settings: Settings) -> None:
         # The in-memory twin is per process: replicas (and coordinators' reports) would not
         # see each other's observations.
         raise ConfigError("truerun capacity needs TRUERUN_REDIS_URL (observations are shared)")
+    if not settings.api_tokens:
+        raise ConfigError("truerun capacity needs TRUERUN_API_TOKENS (every call authenticates)")
     telemetry = configure("truerun-capacity", settings.otel_exporter, settings.otel_endpoint)
     store = await open_store(settings.resolved_database_url())
     try:
@@ -30,7 +33,12 @@ async def run_capacity(settings: Settings) -> None:
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
         serving = await start_serving(
-            app, settings.grpc_addr, caps, run_service=False, interceptors=server_interceptors()
+            app,
+            settings.grpc_addr,
+            caps,
+            run_service=False,
+            interceptors=server_interceptors(),
+            tokens=ApiTokens.parse(settings.api_tokens),
         )
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
         print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)

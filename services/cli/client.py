@@ -13,6 +13,7 @@ import grpc
 from google.protobuf import json_format
 from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
+from coordinator.api.bearer import with_bearer
 from coordinator.api.errors import reason_of
 
 
@@ -95,16 +96,17 @@ def event_line(event: common_pb2.RunEvent) -> str:
 
 
 class Client:
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
-        self._channel = grpc.insecure_channel(
+    def __init__(self, address: str, timeout: float = 10.0, token: str = "") -> None:
+        self._raw = grpc.insecure_channel(
             address,
             options=[("grpc.keepalive_time_ms", 20_000), ("grpc.keepalive_timeout_ms", 10_000)],
         )
+        self._channel = with_bearer(self._raw, token)
         self.stub = run_service_pb2_grpc.RunServiceStub(self._channel)
         self.timeout = timeout
 
     def close(self) -> None:
-        self._channel.close()
+        self._raw.close()
 
     def events(self, run_id: str) -> list[common_pb2.RunEvent]:
         events: list[common_pb2.RunEvent] = []

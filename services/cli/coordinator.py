@@ -12,6 +12,8 @@ import asyncio
 import logging
 
 from capacity.client import CapacityClient
+from coordinator.api.bearer import bearer_interceptors
+from coordinator.api.credentials import ApiTokens
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import RuntimeTokens
 from services.bootstrap import coordinator, open_store, remote_runtimes
@@ -28,10 +30,19 @@ async def run_coordinator(settings: Settings) -> None:
         raise ConfigError("truerun coordinator needs TRUERUN_CAPACITY_ADDR (the capacity service)")
     if not settings.runtime_tokens:
         raise ConfigError("truerun coordinator needs TRUERUN_RUNTIME_TOKENS (owner:token;...)")
+    if not settings.api_tokens:
+        raise ConfigError("truerun coordinator needs TRUERUN_API_TOKENS (every call authenticates)")
+    if not settings.service_token:
+        raise ConfigError(
+            "truerun coordinator needs TRUERUN_SERVICE_TOKEN (an API token the capacity "
+            "service accepts)"
+        )
     telemetry = configure("truerun-coordinator", settings.otel_exporter, settings.otel_endpoint)
     store = await open_store(settings.resolved_database_url())
     capacity = CapacityClient(
-        settings.capacity_addr, settings.observation_ttl_ms, interceptors=client_interceptors()
+        settings.capacity_addr,
+        settings.observation_ttl_ms,
+        interceptors=[*bearer_interceptors(settings.service_token), *client_interceptors()],
     )
     try:
         metrics = Metrics()
@@ -48,7 +59,11 @@ async def run_coordinator(settings: Settings) -> None:
         )
         metrics.count_refusals(side.sessions.refused)
         serving = await start_serving(
-            app, settings.grpc_addr, runtimes=side, interceptors=server_interceptors()
+            app,
+            settings.grpc_addr,
+            runtimes=side,
+            interceptors=server_interceptors(),
+            tokens=ApiTokens.parse(settings.api_tokens),
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

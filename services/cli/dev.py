@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
-from gateway.server import start_dev_gateway
+from gateway.server import api_tokens, start_dev_gateway
 from reconciler.leases import LeaseReconciler
 from services.bootstrap import capacity, coordinator, open_observations, open_store, runtimes
 from services.config import Settings
@@ -20,10 +21,14 @@ log = logging.getLogger(__name__)
 
 
 async def run_dev(settings: Settings) -> None:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # tokens and the database live here: the data dir is the user's alone (0700, files 0600)
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(settings.data_dir, 0o700)
     database_url = settings.resolved_database_url()
     await upgrade(database_url)
     store = await open_store(database_url)
+    for database_file in settings.data_dir.glob("truerun.db*"):
+        os.chmod(database_file, 0o600)
     try:
         metrics = Metrics()
         app = coordinator(store, metrics)
@@ -39,7 +44,8 @@ async def run_dev(settings: Settings) -> None:
             max_recoveries=settings.max_recoveries,
         )
         metrics.count_refusals(runtime_side.sessions.refused)
-        serving = await start_serving(app, settings.grpc_addr, caps, runtime_side)
+        tokens, _ = api_tokens(settings, dev=True)
+        serving = await start_serving(app, settings.grpc_addr, caps, runtime_side, tokens=tokens)
         lease_scan = LeaseReconciler(
             app.transitions,
             interval_s=min(2.0, settings.lease_ttl_ms / 4000),

@@ -77,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
             default=os.environ.get("TRUERUN_SERVER", "127.0.0.1:7233"),
             help="the truerun gRPC address (env: TRUERUN_SERVER)",
         )
+        p.add_argument(
+            "--token",
+            default=os.environ.get("TRUERUN_API_TOKEN") or os.environ.get("TRUERUN_TOKEN", ""),
+            help="an API token (env: TRUERUN_API_TOKEN, then TRUERUN_TOKEN; default: the "
+            "embedded server's DATA_DIR/api.token, DATA_DIR from TRUERUN_DATA_DIR or .truerun)",
+        )
         return p
 
     submit = client("submit", "create a run")
@@ -137,13 +143,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.cmd in ("coordinator", "capacity"):
         return _service(args)
-    client = Client(args.server)
+    client = Client(args.server, token=_token(args.token))
     try:
         return int(_CLIENT_COMMANDS[args.cmd](client, args))
     except grpc.RpcError as error:
         return fail(error)
     finally:
         client.close()
+
+
+def _token(given: str) -> str:
+    """The API token: given, else the one `truerun dev` wrote for its user."""
+    if given:
+        return given.strip()
+    path = Path(os.environ.get("TRUERUN_DATA_DIR", ".truerun")) / "api.token"
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
 
 def _settings(args: argparse.Namespace) -> Settings:

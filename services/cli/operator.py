@@ -1,18 +1,17 @@
 """The operator's audited commands: `truerun resolve | fail | pause | resume | requeue`.
 
-Each names the operator (--as-operator, default $USER) and must say why (--reason); both
-are written into the run's events. See docs/state-model.md "Operator commands".
+Each must say why (--reason); the operator is the API token's name (an operator token,
+`--token` / TRUERUN_API_TOKEN), never something the command line asserts. Both are written
+into the run's events. See docs/state-model.md "Operator commands".
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
 from collections.abc import Callable
 from typing import Any
 
-from truerun.v1 import common_pb2, run_service_pb2
+from truerun.v1 import run_service_pb2
 
 from services.cli.client import Client, run_line
 
@@ -21,13 +20,6 @@ _RESOLUTIONS = {
     "failed": run_service_pb2.RESOLUTION_FAILED,
     "not-started": run_service_pb2.RESOLUTION_NOT_STARTED,
 }
-
-
-def _whoami() -> str:
-    try:
-        return os.environ.get("USER") or getpass.getuser()
-    except (KeyError, OSError):  # no login name: the operator must give one
-        return ""
 
 
 def add_parsers(client: Callable[[str, str], argparse.ArgumentParser]) -> None:
@@ -42,25 +34,14 @@ def add_parsers(client: Callable[[str, str], argparse.ArgumentParser]) -> None:
         parser = client(name, help_text + " (audited)")
         parser.add_argument("run_id")
         parser.add_argument("--reason", required=True, help="why; recorded in the run's events")
-        parser.add_argument(
-            "--as-operator",
-            dest="operator",
-            default=_whoami(),
-            help="who decides (default: the login name); required by the server",
-        )
         if name == "resolve":
             parser.add_argument("--as", dest="resolution", required=True, choices=_RESOLUTIONS)
-
-
-def _actor(args: argparse.Namespace) -> common_pb2.Actor:
-    return common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id=args.operator)
 
 
 def _resolve(client: Client, args: argparse.Namespace) -> int:
     run = client.stub.ResolveRun(
         run_service_pb2.ResolveRunRequest(
             id=args.run_id,
-            actor=_actor(args),
             reason=args.reason,
             resolution=_RESOLUTIONS[args.resolution],
         ),
@@ -72,7 +53,7 @@ def _resolve(client: Client, args: argparse.Namespace) -> int:
 
 def _simple(method: str, request_type: Any) -> Callable[[Client, argparse.Namespace], int]:
     def command(client: Client, args: argparse.Namespace) -> int:
-        request = request_type(id=args.run_id, actor=_actor(args), reason=args.reason)
+        request = request_type(id=args.run_id, reason=args.reason)
         run = getattr(client.stub, method)(request, timeout=client.timeout)
         print(run_line(run))
         return 0

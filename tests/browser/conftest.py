@@ -18,6 +18,7 @@ import pytest
 from playwright.async_api import BrowserContext, async_playwright
 
 from tests.browser.dashboard import PROJECT, TOKEN, Dashboard
+from tests.support.auth import aio_channel
 from tests.support.processes import Processes
 
 CHROMIUM = os.environ.get("TRUERUN_CHROMIUM", "/usr/bin/chromium")
@@ -79,7 +80,7 @@ async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
             },
         )
         http = server.wait_for_log(HTTP_LISTENING, timeout=30).group(1)
-        channel = grpc.aio.insecure_channel(server.address)
+        channel = aio_channel(server.address, TOKEN)
         shots = ARTIFACTS / request.node.name
         shots.mkdir(parents=True, exist_ok=True)
         print(f"\nscreenshots: {shots}")

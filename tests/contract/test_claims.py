@@ -37,6 +37,7 @@ from coordinator.store.base import (
 from services.bootstrap import Capacity, Coordinator, capacity_sql
 from services.ids import now_ms
 from services.server import create_server
+from tests.support.auth import aio_channel, server_tokens
 from tests.support.capacity import (
     LEASE_TTL_MS,
     LONG_TTL_MS,
@@ -494,9 +495,9 @@ CLAIM_METHOD = "/truerun.v1.CapacityService/Claim"
 async def capacity_api(
     w: Wired,
 ) -> AsyncIterator[tuple[capacity_service_pb2_grpc.CapacityServiceAsyncStub, grpc.aio.Channel]]:
-    server, port = await create_server(w.app, "127.0.0.1:0", w.cap)
+    server, port = await create_server(w.app, "127.0.0.1:0", w.cap, tokens=server_tokens())
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        async with aio_channel(f"127.0.0.1:{port}") as channel:
             yield capacity_service_pb2_grpc.CapacityServiceStub(channel), channel
     finally:
         await server.stop(None)

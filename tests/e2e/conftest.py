@@ -23,6 +23,7 @@ from truerun.v1 import (
     run_service_pb2_grpc,
 )
 
+from tests.support.auth import sync_channel
 from tests.support.processes import AgentProcess, DevServer, Processes
 
 OWNER = "e2e-owner"
@@ -87,6 +88,10 @@ class Live:
     @property
     def address(self) -> str:
         return self.server.address
+
+    @property
+    def api_token(self) -> str:
+        return self.server.api_token()
 
     def start_agent(self, limit: int = 1) -> AgentProcess:
         """(Re)start the reference agent on the same state dir; returns once it is connected."""
@@ -222,10 +227,10 @@ def _live(
     logs.mkdir()
     procs = Processes(logs)
     state_dir = _short_dir(tmp_path)
-    channel: grpc.Channel | None = None
+    raw: grpc.Channel | None = None
     try:
         server = procs.dev(tmp_path / "data", env)
-        channel = grpc.insecure_channel(server.address)
+        raw, channel = sync_channel(server.address, server.api_token())
         yield Live(
             backend=str(request.param),
             procs=procs,
@@ -239,8 +244,8 @@ def _live(
             server_env=env,
         )
     finally:
-        if channel is not None:
-            channel.close()
+        if raw is not None:
+            raw.close()
         procs.close()
         leftovers = procs.leftovers()
         if not str(state_dir).startswith(str(tmp_path)):

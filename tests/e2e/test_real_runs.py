@@ -157,7 +157,7 @@ def test_failing_command_is_failed_with_its_exit_code(live: Live) -> None:
 
 def test_failing_command_with_attempts_left_is_retried_as_a_new_attempt(live: Live) -> None:
     live.start_agent(limit=1)
-    env = {**os.environ, "TRUERUN_SERVER": live.address}
+    env = {**os.environ, "TRUERUN_SERVER": live.address, "TRUERUN_API_TOKEN": live.api_token}
     submitted = subprocess.run(
         [
             *(TRUERUN, "submit", "flaky", "--project", "e2e", "--owner", OWNER),

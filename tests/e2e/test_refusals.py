@@ -3,6 +3,8 @@ and PostgreSQL) and a real ``truerun agent --limit 1``."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -11,6 +13,7 @@ from google.protobuf import struct_pb2
 from truerun.v1 import run_service_pb2 as rs
 
 from tests.e2e.conftest import OWNER, Live, display, payload
+from tests.support.processes import TRUERUN
 
 pytestmark = pytest.mark.e2e
 
@@ -66,3 +69,21 @@ def test_what_the_agent_would_refuse_is_refused_at_create_run(
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     listed = live.runs.ListRuns(rs.ListRunsRequest(project_id="e2e"), timeout=10)
     assert not [r for r in listed.runs if r.task_id == "bad"]  # nothing was created
+
+
+def test_an_agent_with_a_wrong_token_exits_with_one_line(live: Live, tmp_path: Path) -> None:
+    """Issue #11 §3: a refused runtime token is a configuration error, not an outage: the
+    agent says so in one line and exits (status 2) instead of retrying for ever."""
+    state = tmp_path / "agent-state"
+    argv = [TRUERUN, "agent", "--server", live.address, "--token", "wrong", "--owner", OWNER]
+    done = subprocess.run(
+        [*argv, "--state-dir", str(state), "--keepalive-ms", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("truerun agent: truerun refused this runtime: UNAUTHENTICATED")
+    assert "Traceback" not in done.stderr
+    assert "wrong" not in last  # the token is never echoed back

@@ -47,6 +47,7 @@ from truerun.v1 import (
 )
 
 from tests.faults.proxy import FaultProxy
+from tests.support.auth import sync_channel
 from tests.support.databases import create_pg_database, drop_pg_database
 from tests.support.processes import (
     LISTENING,
@@ -209,24 +210,24 @@ class Api:
     address: str
     timeout_s: float = CALL_TIMEOUT_S
     capacity_address: str = ""  # where CapacityService is served, when not at ``address``
+    token: str = ""  # the API token every call carries (the cluster's operator token)
     channel: grpc.Channel = field(init=False)
     runs: run_service_pb2_grpc.RunServiceStub = field(init=False)
     capacity: capacity_service_pb2_grpc.CapacityServiceStub = field(init=False)
 
     def __post_init__(self) -> None:
-        self.channel = grpc.insecure_channel(self.address)
-        self._capacity_channel = (
-            grpc.insecure_channel(self.capacity_address) if self.capacity_address else None
-        )
+        self._raw, self.channel = sync_channel(self.address, self.token)
+        self._capacity_raw: grpc.Channel | None = None
+        capacity_channel = self.channel
+        if self.capacity_address:
+            self._capacity_raw, capacity_channel = sync_channel(self.capacity_address, self.token)
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
-        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(
-            self._capacity_channel or self.channel
-        )
+        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(capacity_channel)
 
     def close(self) -> None:
-        self.channel.close()
-        if self._capacity_channel is not None:
-            self._capacity_channel.close()
+        self._raw.close()
+        if self._capacity_raw is not None:
+            self._capacity_raw.close()
 
     def submit(
         self,
@@ -281,7 +282,8 @@ class Api:
     def resolve(
         self, run_id: str, resolution: run_service_pb2.Resolution.ValueType, reason: str
     ) -> common_pb2.Run:
-        """An operator's audited ResolveRun (actor ``ops@example``)."""
+        """An operator's audited ResolveRun (the cluster's operator token, named
+        ``ops@example``)."""
         request = run_service_pb2.ResolveRunRequest(
             id=run_id, actor=OPERATOR, reason=reason, resolution=resolution
         )
@@ -322,6 +324,8 @@ class Cluster:
         self.capacity: Service | None = None
         self._capacity_address = ""
         self._runtime_token = uuid.uuid4().hex
+        #: every service's API token: all projects, operator, named like OPERATOR's actor
+        self.api_token = uuid.uuid4().hex
         self.tmp_dir = tmp_dir
         self.database = database
         self.use_redis = redis
@@ -369,6 +373,8 @@ class Cluster:
         env.setdefault("TRUERUN_GRACE_SECONDS", "1")
         env.setdefault("TRUERUN_CANCEL_GRACE_MS", "1000")
         env["TRUERUN_METRICS_ADDR"] = "127.0.0.1:0"
+        env["TRUERUN_API_TOKENS"] = f"{OPERATOR.id}={self.api_token}:*:operator"
+        env["TRUERUN_SERVICE_TOKEN"] = self.api_token
         if self.database == "postgres":
             self.pg_url = asyncio.run(create_pg_database())
             self.pg_proxy = self._proxy((PG_HOST, PG_PORT), "pg")
@@ -387,7 +393,9 @@ class Cluster:
             self.server = self._start_server()
         host, port = self._server_address.rsplit(":", 1)
         self.grpc_proxy = self._proxy((host, int(port)), "grpc")
-        self._api = Api(self._server_address, capacity_address=self._capacity_address)
+        self._api = Api(
+            self._server_address, capacity_address=self._capacity_address, token=self.api_token
+        )
         self._apis.append(self._api)
         if self.use_reconciler:
             self.reconciler = self._start_reconciler()
@@ -637,7 +645,7 @@ class Cluster:
     def api_via_proxy(self, timeout_s: float = CALL_TIMEOUT_S) -> Api:
         """A client whose calls go through ``grpc_proxy`` (closed with the cluster)."""
         assert self.grpc_proxy is not None
-        api = Api(self.grpc_proxy.address, timeout_s, self._capacity_address)
+        api = Api(self.grpc_proxy.address, timeout_s, self._capacity_address, self.api_token)
         self._apis.append(api)
         return api
 

@@ -71,7 +71,7 @@ def test_network_faults_every_call_ends_within_deadline(
         proxy.blackhole()
     began = time.monotonic()
     # through the cut gRPC hop, and directly to the server whose PostgreSQL and Redis are cut
-    direct = Api(cluster.address, 1.5)
+    direct = Api(cluster.address, 1.5, token=cluster.api_token)
     try:
         blackholed = _calls(cluster.api_via_proxy(1.5), run_id) + _calls(direct, run_id)
     finally:

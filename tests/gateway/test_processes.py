@@ -1,7 +1,7 @@
 """The gateway as real processes: `truerun dev` serves it (TRUERUN_HTTP_ADDR, port 0) with an
 all-projects token it writes to DATA_DIR/api.token (mode 0600) and prints in the dashboard
-link; `truerun gateway` serves it alone in front of the services' gRPC address, with tokens
-from TRUERUN_API_TOKENS_FILE. Both stop on SIGTERM."""
+link; `truerun gateway` serves it alone in front of the services' gRPC address, with the
+services' tokens from TRUERUN_API_TOKENS_FILE. Both stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ def test_truerun_dev_and_truerun_gateway_serve_the_gateway(tmp_path: Path) -> No
         token_file = tmp_path / "data" / "api.token"
         token = token_file.read_text().strip()
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        data = tmp_path / "data"  # tokens and the database: the user's alone
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        for private in (data / "truerun.db", data / "runtime.token"):
+            assert stat.S_IMODE(private.stat().st_mode) == 0o600, private
         assert dev.wait_for_log(DASHBOARD).group(1) == f"http://{http_address}/#token={token}"
 
         with httpx.Client(base_url=f"http://{http_address}", timeout=30) as http:
@@ -43,8 +47,12 @@ def test_truerun_dev_and_truerun_gateway_serve_the_gateway(tmp_path: Path) -> No
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
 
+        # The services and the gateway in front of them share the tokens (the gateway
+        # forwards each caller's token): the services restart with the file's tokens.
         secrets = tmp_path / "api-tokens"
         secrets.write_text("# one entry per line\nreader-token:default\nother-token:elsewhere\n")
+        assert dev.stop() == 0
+        dev = procs.dev(tmp_path / "data", {"TRUERUN_API_TOKENS_FILE": str(secrets)})
         env = _base_env(
             procs.marker,
             {

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from gateway.tokens import ApiTokens
 from services.db.migrate import upgrade
 from services.server import start_serving
 from tests.support.capacity import open_capacity
@@ -31,8 +32,11 @@ async def test_gateway_process_reaches_run_and_capacity_services_apart_and_expor
     await upgrade(sqlite_url)
     procs = Processes(tmp_path)
     async with open_capacity(sqlite_url) as (app, caps):
-        runs_only = await start_serving(app, "127.0.0.1:0")
-        capacity_only = await start_serving(app, "127.0.0.1:0", caps, run_service=False)
+        tokens = ApiTokens.parse(TOKENS)
+        runs_only = await start_serving(app, "127.0.0.1:0", tokens=tokens)
+        capacity_only = await start_serving(
+            app, "127.0.0.1:0", caps, run_service=False, tokens=tokens
+        )
         try:
             env = _base_env(
                 procs.marker,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gateway.tokens import ApiTokens
 from services.server import create_server
-from tests.support.gateway_stack import ALL, GatewayStack, bearer
+from tests.support.gateway_stack import ALL, TOKENS, GatewayStack, bearer
 from tests.support.sse_client import open_stream
 
 AUTH = bearer(ALL)
@@ -29,7 +30,9 @@ async def test_stream_ends_when_the_services_stop_and_resumes_after(
         with pytest.raises(EOFError):
             await stream.next_message(timeout=30)
 
-    restarted, _ = await create_server(stack.app, f"127.0.0.1:{port}", stack.capacity)
+    restarted, _ = await create_server(
+        stack.app, f"127.0.0.1:{port}", stack.capacity, tokens=ApiTokens.parse(TOKENS)
+    )
     try:
         approved = await http.post(f"{path}:approve", headers=AUTH)
         assert approved.status_code == 200, approved.text

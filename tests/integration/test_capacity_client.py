@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from capacity.client import CapacityClient
 from capacity.local import LocalClaims
 from capacity.observations.redis_store import RedisObservationStore
+from coordinator.api.bearer import bearer_interceptors
 from coordinator.dispatch.capacity_port import ClaimAnswer, Claims, ObservationReporter
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from coordinator.domain import commands as c
@@ -28,6 +29,7 @@ from services.bootstrap import runtimes as local_runtimes
 from services.db.migrate import upgrade
 from services.server import Serving, start_serving
 from tests.integration.test_claim_race import REDIS_URL
+from tests.support.auth import TEST_TOKEN, server_tokens
 from tests.support.capacity import observation, rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -50,7 +52,9 @@ async def world(pg_url: str) -> AsyncIterator[World]:
     observations = await RedisObservationStore.connect(REDIS_URL)
     app = coordinator(store)
     caps = capacity(app, observations, 60_000)
-    serving = await start_serving(app, "127.0.0.1:0", caps, run_service=False)
+    serving = await start_serving(
+        app, "127.0.0.1:0", caps, run_service=False, tokens=server_tokens()
+    )
     try:
         yield World(app, caps, serving, f"127.0.0.1:{serving.port}")
     finally:
@@ -103,7 +107,7 @@ async def test_claims_over_grpc_equal_claims_in_process(world: World, pg_url: st
     local = await _scenario(
         world.app, LocalClaims(world.caps.claims), world.caps.reports, local_owner
     )
-    client = CapacityClient(world.address, 60_000)
+    client = CapacityClient(world.address, 60_000, interceptors=bearer_interceptors(TEST_TOKEN))
     try:
         remote = await _scenario(world.app, client, client, remote_owner)
     finally:
@@ -141,7 +145,9 @@ def _dead_port() -> int:
 async def test_client_spreads_over_replicas_and_skips_a_dead_one(world: World) -> None:
     owner = f"rr-{uuid.uuid4().hex[:8]}"
     address = f"ipv4:127.0.0.1:{_dead_port()},{world.address}"
-    client = CapacityClient(address, 60_000, timeout_s=5.0)
+    client = CapacityClient(
+        address, 60_000, timeout_s=5.0, interceptors=bearer_interceptors(TEST_TOKEN)
+    )
     try:
         await _queue(world.app, owner, 4)
         await client.report(observation(owner, "rt-1", 4))
@@ -164,7 +170,7 @@ async def test_health_goes_not_serving_on_shutdown(pg_url: str) -> None:
     app = coordinator(store)
     caps = capacity(app, await RedisObservationStore.connect(REDIS_URL), 60_000)
     side = local_runtimes(app, caps, RuntimeTokens({token_hash("t"): ANY_OWNER}))
-    serving = await start_serving(app, "127.0.0.1:0", caps, side)
+    serving = await start_serving(app, "127.0.0.1:0", caps, side, tokens=server_tokens())
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{serving.port}")
     try:
         health = health_pb2_grpc.HealthStub(channel)

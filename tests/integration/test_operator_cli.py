@@ -11,25 +11,25 @@ from truerun.v1 import common_pb2, run_service_pb2
 from services.cli.main import main
 from tests.integration.test_operator_commands_grpc import unknown_run
 from tests.integration.test_run_service_grpc import all_events, create
+from tests.support.auth import TEST_TOKEN
 from tests.support.grpc_server import GrpcApi
 
 
 async def truerun(api: GrpcApi, *argv: str) -> int:
     # The CLI is synchronous; the server shares this event loop, so the CLI runs aside.
-    return await asyncio.to_thread(main, [argv[0], "--server", api.address, *argv[1:]])
+    argv = (argv[0], "--server", api.address, "--token", TEST_TOKEN, *argv[1:])
+    return await asyncio.to_thread(main, list(argv))
 
 
 async def test_pause_resume_fail_and_resolve_from_the_command_line(
     grpc_api: GrpcApi, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = await create(grpc_api)
-    assert (
-        await truerun(grpc_api, "pause", run.id, "--reason", "disk full", "--as-operator", "kim")
-        == 0
-    )
+    assert await truerun(grpc_api, "pause", run.id, "--reason", "disk full") == 0
     assert "paused" in capsys.readouterr().out
     paused = [e for e in await all_events(grpc_api, run.id) if e.type == "run.paused"]
-    assert [(e.actor.id, e.payload["reason"]) for e in paused] == [("kim", "disk full")]
+    # the operator is the token's name, never something the command line asserts
+    assert [(e.actor.id, e.payload["reason"]) for e in paused] == [("tester", "disk full")]
 
     assert await truerun(grpc_api, "resume", run.id, "--reason", "disk freed") == 0
     assert await truerun(grpc_api, "fail", run.id, "--reason", "obsolete") == 0

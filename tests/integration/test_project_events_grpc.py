@@ -22,6 +22,7 @@ from tests.integration.test_run_service_grpc import (
     project_stream,
     snapshot,
 )
+from tests.support.auth import aio_channel
 from tests.support.grpc_server import GrpcApi, grpc_run_service
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ async def second_server(database_url: str) -> AsyncIterator[RunServiceAsyncStub]
         assert process.stdout is not None
         line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
         assert line.startswith("listening on "), line
-        async with grpc.aio.insecure_channel(line.split()[-1]) as channel:
+        async with aio_channel(line.split()[-1]) as channel:
             yield run_service_pb2_grpc.RunServiceStub(channel)
     finally:
         assert process.stdin is not None

@@ -44,6 +44,7 @@ from coordinator.store.base import (
     RunTx,
     StoredRequest,
 )
+from tests.support.auth import aio_channel
 from tests.support.grpc_server import GrpcApi, grpc_run_service
 
 M = TypeVar("M", bound=Message)
@@ -232,7 +233,7 @@ async def watch_until(
 
 @contextlib.asynccontextmanager
 async def raw_channel(api: GrpcApi) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(api.address) as channel:
+    async with aio_channel(api.address) as channel:
         yield channel
 
 
@@ -311,9 +312,6 @@ async def test_invalid_arguments_are_rich_errors_and_write_nothing(
         "CreateRun scope_policy=99": lambda: stub.CreateRun(create_request(scope_policy=99)),
         "CreateRun conflict_policy=99": lambda: stub.CreateRun(
             create_request(conflict_policy=99, idempotency_key="k")
-        ),
-        "CreateRun actor type=99": lambda: stub.CreateRun(
-            create_request(actor=common_pb2.Actor(type=99, id="u"))  # type: ignore[arg-type]
         ),
         "CreateRun max_attempts=101": lambda: stub.CreateRun(create_request(max_attempts=101)),
         "CreateRun request_id 129 chars": lambda: stub.CreateRun(
@@ -656,7 +654,7 @@ async def test_create_run_replay_from_another_process_is_byte_identical(
     after_first = await snapshot(migrated_database_url)
     async with (
         server_in_another_process(migrated_database_url) as address,
-        grpc.aio.insecure_channel(address) as other,
+        aio_channel(address) as other,
     ):
         replay = await raw_call(other, "CreateRun", request)
     assert await snapshot(migrated_database_url) == after_first  # written once

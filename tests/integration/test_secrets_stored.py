@@ -15,12 +15,12 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from gateway.app import GatewayConfig
 from gateway.server import HttpServer
-from gateway.tokens import ApiTokens
+from tests.support.auth import TEST_TOKEN, server_tokens
 from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime
 from tests.support.secret_corpus import FORMATS, secret_part
 
-API_TOKEN = "secrets-test-api-token"
+API_TOKEN = TEST_TOKEN  # the gateway forwards it to the stack, which knows it
 CORPUS = "\n".join(f"{name}: {value}" for name, value in FORMATS.items())
 
 
@@ -32,7 +32,7 @@ async def stack(migrated_database_url: str) -> AsyncIterator[Stack]:
 
 @pytest.fixture
 async def rest(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
-    config = GatewayConfig(grpc_target=stack.address, tokens=ApiTokens.parse(f"{API_TOKEN}:*"))
+    config = GatewayConfig(grpc_target=stack.address, tokens=server_tokens())
     server = HttpServer(config, "127.0.0.1:0")
     await server.start()
     try:

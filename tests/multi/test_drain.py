@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
-import grpc
 import pytest
 from google.protobuf import struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from tests.integration.test_claim_race import REDIS_URL
+from tests.support.auth import aio_channel
 from tests.support.processes import STREAM_OPEN
 from tests.support.replicas import Deployment
 
@@ -68,7 +68,7 @@ async def test_sigterm_drains_runtime_streams_to_another_coordinator(
     conn = await asyncpg.connect(pg_url)
     try:
         target = f"127.0.0.1:{deployment.coordinator_ports[1]}"
-        async with grpc.aio.insecure_channel(target) as channel:
+        async with aio_channel(target) as channel:
             stub = run_service_pb2_grpc.RunServiceStub(channel)
             command = f"for i in $(seq 1 {LINES}); do echo line-$i; sleep 0.3; done"
             for i in range(RUNS):

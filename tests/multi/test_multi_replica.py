@@ -37,6 +37,7 @@ from truerun.v1 import (
 )
 
 from tests.integration.test_claim_race import REDIS_URL
+from tests.support.auth import aio_channel
 from tests.support.replicas import Deployment
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def deployment(pg_url: str, tmp_path: Path) -> Iterator[Deployment]:
 
 
 async def _configure_agents(deployment: Deployment) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{deployment.capacity_ports[0]}") as channel:
+    async with aio_channel(f"127.0.0.1:{deployment.capacity_ports[0]}") as channel:
         stub = capacity_service_pb2_grpc.CapacityServiceStub(channel)
         for agent_id in AGENTS:
             await stub.ConfigureAgent(

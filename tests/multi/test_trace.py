@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from tests.integration.test_claim_race import REDIS_URL
+from tests.support.auth import TEST_TOKEN
 from tests.support.processes import TRUERUN, Managed
 from tests.support.replicas import Deployment
 
 pytestmark = [pytest.mark.multi, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(300)]
 
 HTTP_LISTENING = re.compile(r"^http listening on (\S+:\d+)$", re.MULTILINE)
-API_TOKEN = "trace-api-token"
+API_TOKEN = TEST_TOKEN  # the gateway forwards it: the coordinators must accept it too
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def test_one_run_is_one_trace_from_rest_create_to_terminal(deployment: Deploymen
     deployment.migrate()
     deployment.start(coordinators=1, capacities=1, reconcilers=0)
     deployment.agent(0, 1)
-    env = deployment.env({"TRUERUN_API_TOKENS": f"{API_TOKEN}:trace"})
+    env = deployment.env()  # the same API tokens as every service
     argv = [TRUERUN, "gateway", "--http-addr", "127.0.0.1:0"]
     argv += ["--services-addr", f"127.0.0.1:{deployment.coordinator_ports[0]}"]
     gateway = Managed(argv, env, deployment.tmp / "logs" / "gateway.log")

@@ -20,13 +20,14 @@ from gateway.tokens import ApiTokens
 from services.bootstrap import Capacity, Coordinator
 from services.db.migrate import upgrade
 from services.server import create_server
+from tests.support.auth import aio_channel
 from tests.support.capacity import open_capacity
 
 HOST = "127.0.0.1"
 ALL = "token-all-projects"
 P_TOKEN = "token-project-p"
 Q_TOKEN = "token-project-q"
-TOKENS = f"{ALL}:*;{P_TOKEN}:proj-p;{Q_TOKEN}:proj-q"
+TOKENS = f"{ALL}:*:operator;{P_TOKEN}:proj-p;{Q_TOKEN}:proj-q"
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -51,7 +52,7 @@ async def gateway_stack(
 ) -> AsyncIterator[GatewayStack]:
     await upgrade(database_url)
     async with open_capacity(database_url) as (app, caps):
-        server, port = await create_server(app, f"{HOST}:0", caps)
+        server, port = await create_server(app, f"{HOST}:0", caps, tokens=ApiTokens.parse(TOKENS))
         grpc_address = f"{HOST}:{port}"
         http = HttpServer(
             GatewayConfig(
@@ -64,7 +65,7 @@ async def gateway_stack(
         )
         try:
             await http.start()
-            async with grpc.aio.insecure_channel(grpc_address) as channel:
+            async with aio_channel(grpc_address, ALL) as channel:
                 yield GatewayStack(
                     base_url=f"http://{http.address}",
                     grpc_address=grpc_address,

@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
-import grpc
 from truerun.v1 import run_service_pb2_grpc
 
 from coordinator.store.base import RunStore
 from services.bootstrap import coordinator, open_store
 from services.db.migrate import upgrade
 from services.server import create_server
+from tests.support.auth import aio_channel, server_tokens
 
 if TYPE_CHECKING:
     from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
@@ -51,10 +51,10 @@ async def grpc_run_service(
     real_store = await open_store(database_url)
     store = wrap_store(real_store) if wrap_store is not None else real_store
     try:
-        server, port = await create_server(coordinator(store), f"{HOST}:0")
+        server, port = await create_server(coordinator(store), f"{HOST}:0", tokens=server_tokens())
         try:
             address = f"{HOST}:{port}"
-            async with grpc.aio.insecure_channel(address) as channel:
+            async with aio_channel(address) as channel:
                 await channel.channel_ready()
                 yield GrpcApi(run_service_pb2_grpc.RunServiceStub(channel), store, address)
         finally:

@@ -125,6 +125,10 @@ class DevServer(Managed):
     def token(self) -> str:
         return (self.data_dir / "runtime.token").read_text().strip()
 
+    def api_token(self) -> str:
+        """The all-projects operator API token `truerun dev` wrote (no TRUERUN_API_TOKENS)."""
+        return (self.data_dir / "api.token").read_text().strip()
+
 
 class AgentProcess(Managed):
     """``truerun agent``; ready once its stream to truerun is open."""

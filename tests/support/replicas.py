@@ -19,6 +19,7 @@ from pathlib import Path
 
 import grpc
 
+from tests.support.auth import TEST_TOKEN, TEST_TOKENS_SPEC, aio_channel
 from tests.support.processes import TRUERUN, AgentProcess, Managed, Processes, _base_env
 
 LISTENING = re.compile(r"^grpc listening on (\S+:\d+)$", re.MULTILINE)
@@ -70,6 +71,8 @@ class Deployment:
             "TRUERUN_DATABASE_URL": self.database_url,
             "TRUERUN_REDIS_URL": self.redis_url,
             "TRUERUN_RUNTIME_TOKENS": f"{self.owner}:{TOKEN}",
+            "TRUERUN_API_TOKENS": TEST_TOKENS_SPEC,
+            "TRUERUN_SERVICE_TOKEN": TEST_TOKEN,
             "TRUERUN_CAPACITY_ADDR": ipv4_target(self.capacity_ports),
             "TRUERUN_METRICS_ADDR": "127.0.0.1:0",
             "TRUERUN_GRACE_SECONDS": "10",
@@ -158,7 +161,7 @@ class Deployment:
 
     def client_channel(self) -> grpc.aio.Channel:
         """An asyncio channel that round-robins over every coordinator."""
-        return grpc.aio.insecure_channel(
+        return aio_channel(
             ipv4_target(self.coordinator_ports),
             options=[("grpc.lb_policy_name", "round_robin")],
         )

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
 from truerun.v1 import (
     capacity_service_pb2_grpc,
     run_service_pb2_grpc,
@@ -28,6 +27,7 @@ from services.bootstrap import (
 from services.db.migrate import upgrade
 from services.ids import now_ms
 from services.server import create_server
+from tests.support.auth import aio_channel, server_tokens
 
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
@@ -65,9 +65,9 @@ async def runtime_stack(
     owners = owners_by_token or {RUNTIME_TOKEN: ANY_OWNER}
     tokens = RuntimeTokens({token_hash(token): owner for token, owner in owners.items()})
     side = runtimes(app, caps, tokens, start_timeout_s, lease_ttl_ms=lease_ttl_ms)
-    server, port = await create_server(app, "127.0.0.1:0", caps, side)
+    server, port = await create_server(app, "127.0.0.1:0", caps, side, tokens=server_tokens())
     address = f"127.0.0.1:{port}"
-    channel = grpc.aio.insecure_channel(address)
+    channel = aio_channel(address)
     try:
         yield Stack(
             app,

@@ -57,8 +57,8 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Secret keys each service reads, and the setting each key is. */}}
 {{- define "truerun.secretKeys" -}}
-coordinator: [database-url, runtime-tokens]
-capacity: [database-url, redis-url]
+coordinator: [database-url, runtime-tokens, api-tokens, service-token]
+capacity: [database-url, redis-url, api-tokens]
 reconciler: [database-url]
 gateway: [api-tokens]
 migrate: [database-url]
@@ -69,12 +69,13 @@ database-url: TRUERUN_DATABASE_URL
 redis-url: TRUERUN_REDIS_URL
 runtime-tokens: TRUERUN_RUNTIME_TOKENS
 api-tokens: TRUERUN_API_TOKENS
+service-token: TRUERUN_SERVICE_TOKEN
 {{- end -}}
 
 {{/* The secret values the chart renders, by key (empty values are left out). */}}
 {{- define "truerun.secretValues" -}}
 {{- $s := .Values.secrets -}}
-{{- $all := dict "database-url" $s.databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens -}}
+{{- $all := dict "database-url" $s.databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens "service-token" $s.serviceToken -}}
 {{- $present := dict -}}
 {{- range $key, $value := $all -}}
 {{- if $value -}}{{- $_ := set $present $key $value -}}{{- end -}}

@@ -482,6 +482,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """PERMISSION_DENIED: a runtime's Hello names a runtime instance that is bound
     to another owner (the owner of the first Hello that named it).
     """
+    ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 18
+    """PERMISSION_DENIED: a valid caller without the right (a project its token
+    does not see; an operator command without an operator token).
+    """
+    ERROR_REASON_TOO_MANY_FAILED_AUTHENTICATIONS: _ErrorReason.ValueType  # 19
+    """RESOURCE_EXHAUSTED: too many failed authentications from this source; wait."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -546,6 +552,12 @@ ERROR_REASON_RUNTIME_INSTANCE_OF_ANOTHER_OWNER: ErrorReason.ValueType  # 17
 """PERMISSION_DENIED: a runtime's Hello names a runtime instance that is bound
 to another owner (the owner of the first Hello that named it).
 """
+ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 18
+"""PERMISSION_DENIED: a valid caller without the right (a project its token
+does not see; an operator command without an operator token).
+"""
+ERROR_REASON_TOO_MANY_FAILED_AUTHENTICATIONS: ErrorReason.ValueType  # 19
+"""RESOURCE_EXHAUSTED: too many failed authentications from this source; wait."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

@@ -1,0 +1,123 @@
+"""Every RunService and CapacityService call authenticates its caller (seed B §17): an
+``authorization: Bearer TOKEN`` metadata entry naming an API token
+(coordinator/api/credentials.py). The interceptor covers every method of those services, so
+an RPC added later is authenticated without anyone remembering to; handlers read the
+caller with ``caller()``. RuntimeService authenticates with the runtime token in Hello, and
+health and reflection are open (probes, tools)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from coordinator.api.credentials import ApiTokens, FailureLimit, Principal, bearer
+from coordinator.api.errors import abort
+from coordinator.domain.errors import PermissionDenied, TooManyFailures, Unauthenticated
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+PROTECTED = frozenset({"truerun.v1.RunService", "truerun.v1.CapacityService"})
+
+_CALLER: ContextVar[Principal | None] = ContextVar("truerun_caller", default=None)
+
+
+def caller() -> Principal:
+    """The authenticated caller of the call being handled."""
+    principal = _CALLER.get()
+    if principal is None:  # a handler reached without the interceptor: refuse, never guess
+        raise Unauthenticated("no authenticated caller")
+    return principal
+
+
+def operator() -> Principal:
+    """The caller, who must hold an operator token."""
+    principal = caller()
+    if not principal.operator:
+        raise PermissionDenied("an operator command needs an operator token")
+    return principal
+
+
+def as_caller(principal: Principal) -> None:
+    """Act as ``principal`` in this context (in-process callers and tests)."""
+    _CALLER.set(principal)
+
+
+def _source(context: Ctx) -> str:
+    peer = context.peer() or ""
+    return peer.rsplit(":", 1)[0] if peer.count(":") > 1 else peer
+
+
+if TYPE_CHECKING:  # generic in the stubs only
+    _Server = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    _Server = grpc.aio.ServerInterceptor
+
+
+class BearerAuth(_Server):
+    def __init__(
+        self,
+        tokens: ApiTokens,
+        limit: FailureLimit | None = None,
+        services: frozenset[str] = PROTECTED,
+    ) -> None:
+        self._tokens = tokens
+        self._limit = limit or FailureLimit()
+        self._services = services
+
+    async def _authenticate(self, context: Ctx) -> Principal:
+        source = _source(context)
+        if self._limit.blocked(source):
+            await abort(context, TooManyFailures("too many failed authentications; wait"))
+        metadata = dict(context.invocation_metadata() or ())
+        principal = self._tokens.authenticate(bearer(str(metadata.get("authorization", ""))))
+        if principal is None:
+            self._limit.failed(source)
+            await abort(
+                context,
+                Unauthenticated("an API token is required: authorization: Bearer TOKEN"),
+            )
+        assert principal is not None
+        return principal
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(details)
+        service = str(details.method).split("/")[1] if details.method else ""
+        if handler is None or service not in self._services:
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        raise TypeError(f"{details.method}: client streaming is not authenticated here")
+
+    def _unary(self, behavior: Any) -> Any:
+        async def call(request: Any, context: Ctx) -> Any:
+            token = _CALLER.set(await self._authenticate(context))
+            try:
+                return await behavior(request, context)
+            finally:
+                _CALLER.reset(token)
+
+        return call
+
+    def _stream(self, behavior: Any) -> Any:
+        async def call(request: Any, context: Ctx) -> AsyncIterator[Any]:
+            _CALLER.set(await self._authenticate(context))
+            async for item in behavior(request, context):
+                yield item
+
+        return call

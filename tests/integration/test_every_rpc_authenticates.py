@@ -1,0 +1,242 @@
+"""Issue #11 §3: every RPC of RunService and CapacityService authenticates its caller; the
+actor comes from the credential, never from the request; a token sees only its projects;
+operator commands need an operator token; failed authentications are bounded. Table-driven
+over the service descriptors: an RPC added later without a row here fails the test, and
+one the interceptor does not cover fails it too. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+from truerun.v1 import capacity_service_pb2 as cap
+from truerun.v1 import common_pb2, run_service_pb2_grpc
+from truerun.v1 import run_service_pb2 as rs
+
+from capacity.observations.memory import MemoryObservationStore
+from coordinator.api.credentials import ApiTokens, FailureLimit
+from services.bootstrap import capacity, coordinator, open_store
+from services.db.migrate import upgrade
+from services.server import start_serving
+from tests.integration.test_run_service_grpc import error_info
+from tests.support.auth import aio_channel
+
+OPERATOR_TOKEN, READER_TOKEN, OTHER_TOKEN = "op-token", "reader-token", "other-token"
+TOKENS = f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p;{OTHER_TOKEN}:proj-q"
+SERVICES = {"truerun.v1.RunService": rs, "truerun.v1.CapacityService": cap}
+RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
+# A valid-looking request per method: authentication comes first, so its content never
+# matters to an unauthenticated caller.
+REQUESTS: dict[str, Message] = {
+    "CreateRun": rs.CreateRunRequest(project_id="proj-p", owner_id="o", task_id="t"),
+    "GetRun": rs.GetRunRequest(id=RUN_ID),
+    "ListRuns": rs.ListRunsRequest(project_id="proj-p"),
+    "CancelRun": rs.CancelRunRequest(id=RUN_ID),
+    "RetryRun": rs.RetryRunRequest(id=RUN_ID),
+    "ApproveRun": rs.ApproveRunRequest(id=RUN_ID),
+    "ResolveRun": rs.ResolveRunRequest(id=RUN_ID, reason="r", resolution=rs.RESOLUTION_FAILED),
+    "FailRun": rs.FailRunRequest(id=RUN_ID, reason="r"),
+    "PauseRun": rs.PauseRunRequest(id=RUN_ID, reason="r"),
+    "ResumeRun": rs.ResumeRunRequest(id=RUN_ID, reason="r"),
+    "RequeueRun": rs.RequeueRunRequest(id=RUN_ID, reason="r"),
+    "ListRunEvents": rs.ListRunEventsRequest(run_id=RUN_ID),
+    "WatchRunEvents": rs.WatchRunEventsRequest(run_id=RUN_ID),
+    "ListProjectEvents": rs.ListProjectEventsRequest(project_id="proj-p"),
+    "GetEventCursor": rs.GetEventCursorRequest(project_id="proj-p"),
+    "ListAttempts": rs.ListAttemptsRequest(run_id=RUN_ID),
+    "ReportObservation": cap.ReportObservationRequest(),
+    "Claim": cap.ClaimRequest(),
+    "GetOccupancy": cap.GetOccupancyRequest(owner_id="o", runtime_instance_id="i"),
+    "ConfigureAgent": cap.ConfigureAgentRequest(),
+    "GetAgent": cap.GetAgentRequest(agent_id="a"),
+}
+
+
+@contextlib.asynccontextmanager
+async def _serving(url: str, failures: FailureLimit) -> AsyncIterator[str]:
+    await upgrade(url)
+    store = await open_store(url)
+    app = coordinator(store)
+    caps = capacity(app, MemoryObservationStore(), 15_000)
+    tokens = ApiTokens.parse(TOKENS)
+    serving = await start_serving(app, "127.0.0.1:0", caps, tokens=tokens, failures=failures)
+    try:
+        yield f"127.0.0.1:{serving.port}"
+    finally:
+        await serving.server.stop(None)
+        await store.close()
+
+
+@pytest.fixture
+async def address(migrated_database_url: str) -> AsyncIterator[str]:
+    """A server whose failure limit the table below never reaches."""
+    async with _serving(migrated_database_url, FailureLimit(limit=10_000)) as served:
+        yield served
+
+
+def _methods() -> list[tuple[str, str, bool]]:
+    found = []
+    for name, module in SERVICES.items():
+        service = module.DESCRIPTOR.services_by_name[name.rsplit(".", 1)[1]]
+        for method in service.methods:
+            found.append((name, method.name, method.server_streaming))
+    return found
+
+
+async def _call(
+    channel: grpc.aio.Channel,
+    service: str,
+    method: str,
+    streaming: bool,
+    request: Message | None = None,
+) -> Any:
+    module = SERVICES[service]
+    request = request or REQUESTS[method]
+    response = module.DESCRIPTOR.services_by_name[service.rsplit(".", 1)[1]]
+    out = response.methods_by_name[method].output_type
+    response_class = module if out.file.name == module.DESCRIPTOR.name else common_pb2
+    decode = getattr(response_class, out.name).FromString
+    path = f"/{service}/{method}"
+    if streaming:
+        call = channel.unary_stream(path, lambda m: m.SerializeToString(), decode)(request)
+        return [item async for item in call]
+    return await channel.unary_unary(path, lambda m: m.SerializeToString(), decode)(request)
+
+
+def test_every_method_has_a_row() -> None:
+    assert {m for _, m, _ in _methods()} == set(REQUESTS)
+
+
+@pytest.mark.parametrize(
+    "token", ["", "not-a-token", f"{OPERATOR_TOKEN}x"], ids=["none", "bad", "near"]
+)
+async def test_every_rpc_refuses_an_unauthenticated_caller(address: str, token: str) -> None:
+    async with aio_channel(address, token) as channel:
+        for service, method, streaming in _methods():
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await _call(channel, service, method, streaming)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
+            assert error_info(refused.value).reason == "UNAUTHENTICATED", method
+
+
+async def test_a_token_sees_only_its_projects_and_acts_as_itself(address: str) -> None:
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        request = rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t")
+        # the request names someone else: ignored, the actor is the token's
+        request.actor.CopyFrom(common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="admin"))
+        in_q = (await rs_stub(ops).CreateRun(request)).run
+    assert in_q.created_by == "ops@example"
+    async with aio_channel(address, READER_TOKEN) as reader:
+        stub = rs_stub(reader)
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "GetRun": lambda: stub.GetRun(rs.GetRunRequest(id=in_q.id)),
+            "CancelRun": lambda: stub.CancelRun(rs.CancelRunRequest(id=in_q.id)),
+            "ListRunEvents": lambda: stub.ListRunEvents(rs.ListRunEventsRequest(run_id=in_q.id)),
+            "ListAttempts": lambda: stub.ListAttempts(rs.ListAttemptsRequest(run_id=in_q.id)),
+        }
+        for name, make in calls.items():  # another project's run is a missing run
+            with pytest.raises(grpc.aio.AioRpcError) as hidden:
+                await make()
+            assert error_info(hidden.value).reason == "RUN_NOT_FOUND", name
+        for name, make in {
+            "CreateRun": lambda: stub.CreateRun(
+                rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t")
+            ),
+            "ListRuns": lambda: stub.ListRuns(rs.ListRunsRequest(project_id="proj-q")),
+            "ListProjectEvents": lambda: stub.ListProjectEvents(
+                rs.ListProjectEventsRequest(project_id="proj-q")
+            ),
+        }.items():
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await make()
+            assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED, name
+        mine = (
+            await stub.CreateRun(
+                rs.CreateRunRequest(project_id="proj-p", owner_id="o", task_id="t")
+            )
+        ).run
+        assert mine.created_by == "kim"
+        with pytest.raises(grpc.aio.AioRpcError) as not_operator:
+            await stub.FailRun(rs.FailRunRequest(id=mine.id, reason="because"))
+        assert not_operator.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert error_info(not_operator.value).reason == "PERMISSION_DENIED"
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        failed = await rs_stub(ops).FailRun(rs.FailRunRequest(id=mine.id, reason="obsolete"))
+        events = (await rs_stub(ops).ListRunEvents(rs.ListRunEventsRequest(run_id=mine.id))).events
+    assert failed.status == common_pb2.RUN_STATUS_FAILED
+    audit = [e for e in events if e.type == "run.failed_by_operator"]
+    assert [(e.actor.type, e.actor.id) for e in audit] == [
+        (common_pb2.ACTOR_TYPE_OPERATOR, "ops@example")
+    ]
+
+
+def _scoped(run_id: str) -> dict[str, Message]:
+    """Every RunService RPC aimed at another project's run or at another project."""
+    return {
+        "CreateRun": rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t"),
+        "GetRun": rs.GetRunRequest(id=run_id),
+        "ListRuns": rs.ListRunsRequest(project_id="proj-q"),
+        "CancelRun": rs.CancelRunRequest(id=run_id),
+        "RetryRun": rs.RetryRunRequest(id=run_id),
+        "ApproveRun": rs.ApproveRunRequest(id=run_id),
+        "ResolveRun": rs.ResolveRunRequest(id=run_id, reason="r", resolution=rs.RESOLUTION_FAILED),
+        "FailRun": rs.FailRunRequest(id=run_id, reason="r"),
+        "PauseRun": rs.PauseRunRequest(id=run_id, reason="r"),
+        "ResumeRun": rs.ResumeRunRequest(id=run_id, reason="r"),
+        "RequeueRun": rs.RequeueRunRequest(id=run_id, reason="r"),
+        "ListRunEvents": rs.ListRunEventsRequest(run_id=run_id),
+        "WatchRunEvents": rs.WatchRunEventsRequest(run_id=run_id),
+        "ListProjectEvents": rs.ListProjectEventsRequest(project_id="proj-q"),
+        "GetEventCursor": rs.GetEventCursorRequest(project_id="proj-q"),
+        "ListAttempts": rs.ListAttemptsRequest(run_id=run_id),
+    }
+
+
+async def test_every_run_rpc_refuses_a_token_of_another_project(address: str) -> None:
+    """A run of another project is a missing run; another project is not the caller's;
+    the operator commands fail first for want of an operator token. Nothing changes."""
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        request = rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t")
+        theirs = (await rs_stub(ops).CreateRun(request)).run
+    scoped = _scoped(theirs.id)
+    run_methods = {m for s, m, _ in _methods() if s == "truerun.v1.RunService"}
+    assert set(scoped) == run_methods  # a new RunService RPC needs a row here
+    async with aio_channel(address, READER_TOKEN) as reader:
+        for service, method, streaming in _methods():
+            if service != "truerun.v1.RunService":
+                continue
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await _call(reader, service, method, streaming, scoped[method])
+            reason = error_info(refused.value).reason
+            assert reason in ("RUN_NOT_FOUND", "PERMISSION_DENIED"), (method, reason)
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        after = await rs_stub(ops).GetRun(rs.GetRunRequest(id=theirs.id))
+    assert after.version == theirs.version
+
+
+async def test_failed_authentications_are_bounded(migrated_database_url: str) -> None:
+    """Past 20 failures within a minute the source is refused with RESOURCE_EXHAUSTED, a
+    right token included, until the failures leave the window."""
+    limit = FailureLimit().limit
+    async with _serving(migrated_database_url, FailureLimit()) as address:
+        codes = []
+        async with aio_channel(address, "guess") as guessing:
+            for _ in range(limit + 2):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await rs_stub(guessing).GetRun(rs.GetRunRequest(id=RUN_ID))
+                codes.append(refused.value.code())
+        async with aio_channel(address, OPERATOR_TOKEN) as right:
+            with pytest.raises(grpc.aio.AioRpcError) as blocked:
+                await rs_stub(right).GetRun(rs.GetRunRequest(id=RUN_ID))
+    assert codes[:limit] == [grpc.StatusCode.UNAUTHENTICATED] * limit
+    assert codes[limit:] == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 2
+    assert blocked.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error_info(blocked.value).reason == "TOO_MANY_FAILED_AUTHENTICATIONS"
+
+
+def rs_stub(channel: grpc.aio.Channel) -> Any:
+    return run_service_pb2_grpc.RunServiceStub(channel)
