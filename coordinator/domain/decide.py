@@ -541,19 +541,25 @@ def _dispatch_unknown(
     return _run_update(run, ctx, events, stale, AttemptWrite.UPDATE, attempt)
 
 
-def _start_accepted(
-    cmd: c.StartAccepted, run: Run, attempt: Attempt | None, ctx: Context
-) -> Decision:
+def _the_started_attempt(attempt_id: str, run: Run, attempt: Attempt | None, what: str) -> Attempt:
+    """The run's started, unfinished attempt, which must be the one named."""
     _require(
         _live_after_fence(attempt)
         and not run.status.terminal
         and attempt is not None
-        and attempt.id == cmd.attempt_id,
-        "record the runtime's acceptance (only for the run's started attempt)",
+        and attempt.id == attempt_id,
+        f"{what} (only for the run's started attempt)",
         run,
         attempt,
     )
     assert attempt is not None
+    return attempt
+
+
+def _start_accepted(
+    cmd: c.StartAccepted, run: Run, attempt: Attempt | None, ctx: Context
+) -> Decision:
+    attempt = _the_started_attempt(cmd.attempt_id, run, attempt, "record the acceptance")
     if attempt.observed_state is not ObservedState.UNCONFIRMED:
         return Decision(
             outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE, attempt=attempt
@@ -703,16 +709,7 @@ def _retry_attempt(
 def _inspect_answer(
     cmd: c.InspectAnswer, run: Run, attempt: Attempt | None, ctx: Context
 ) -> Decision:
-    _require(
-        _live_after_fence(attempt)
-        and not run.status.terminal
-        and attempt is not None
-        and attempt.id == cmd.attempt_id,
-        "apply an inspect answer (only for the run's started attempt)",
-        run,
-        attempt,
-    )
-    assert attempt is not None
+    attempt = _the_started_attempt(cmd.attempt_id, run, attempt, "apply an inspect answer")
     if cmd.runtime_task_id != attempt.runtime_task_id:
         raise RuntimeTaskMismatch(
             f"runtime task {cmd.runtime_task_id!r} is not the task of attempt {attempt.id}",
