@@ -429,10 +429,17 @@ def _release(
 
 
 def _dead_letter_if_exhausted(
-    run: Run, max_recoveries: int, actor: Actor, attempt: Attempt, events: list[NewEvent]
+    run: Run,
+    max_recoveries: int,
+    actor: Actor,
+    attempt: Attempt,
+    events: list[NewEvent],
+    code: str = "too_many_recoveries",
+    cause: str = "",
 ) -> dict[str, Any] | None:
     """Past ``max_recoveries`` the run is parked for a person instead of recovered again
-    (endless requeueing hides a run that can never succeed); None: recover as usual."""
+    (endless requeueing hides a run that can never succeed); None: recover as usual.
+    ``cause``: what made this recovery necessary, first in the summary (a refusal)."""
     if max_recoveries <= 0 or run.recovery_count < max_recoveries:
         return None
     summary_text = (
@@ -444,15 +451,15 @@ def _dead_letter_if_exhausted(
             "run.dead_lettered",
             actor,
             attempt.id,
-            reason="too_many_recoveries",
+            reason=code,
             recoveries=run.recovery_count,
             max_recoveries=max_recoveries,
         )
     )
     return {
         "status": RunStatus.DEAD_LETTER,
-        "error_code": "too_many_recoveries",
-        "error_summary": summary_text,
+        "error_code": code,
+        "error_summary": f"{cause}; {summary_text}" if cause else summary_text,
     }
 
 
@@ -1166,31 +1173,18 @@ def _dispatch_rejected(
     if cmd.permanent:
         return _refused_for_good(cmd, run, attempt, ctx, events, f"refused by {runtime}: {reason}")
     requeued = _back_to_queue(attempt, ctx)
-    refusals = run.recovery_count + 1
-    if cmd.max_refusals > 0 and refusals > cmd.max_refusals:
-        events.append(
-            _event(
-                "run.dead_lettered",
-                cmd.actor,
-                attempt.id,
-                reason="refused_too_often",
-                refusals=refusals,
-                max_refusals=cmd.max_refusals,
-            )
-        )
-        return _run_update(
-            run,
-            ctx,
-            events,
-            requeued,
-            AttemptWrite.UPDATE,
-            attempt,
-            status=RunStatus.DEAD_LETTER,
-            error_code="refused_too_often",
-            # recovery_count counts refusals and other recoveries (an expired claim requeued)
-            error_summary=f"refused by {runtime}: {reason}; refused or recovered {refusals} "
-            f"times (limit {cmd.max_refusals}); an operator must requeue or fail it",
-        )
+    # a refusal is counted like a recovery, and bounded the same way
+    dead = _dead_letter_if_exhausted(
+        run,
+        cmd.max_refusals,
+        cmd.actor,
+        attempt,
+        events,
+        code="refused_too_often",
+        cause=f"refused by {runtime}: {reason}",
+    )
+    if dead is not None:
+        return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, **dead)
     events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
     return _run_update(
         run,
@@ -1200,7 +1194,7 @@ def _dispatch_rejected(
         AttemptWrite.UPDATE,
         attempt,
         status=RunStatus.QUEUED,
-        recovery_count=refusals,
+        recovery_count=run.recovery_count + 1,
     )
 
 

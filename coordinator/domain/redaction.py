@@ -183,8 +183,6 @@ PAYLOAD_KEYS = frozenset(
         "max_recoveries",
         "explanation",
         "permanent",
-        "refusals",
-        "max_refusals",
         "source",
     }
 )
