@@ -60,18 +60,18 @@ async def _until(
 
 
 async def _refuse(
-    runtime: ScriptedRuntime, seq: int, refusal: int = pb.START_REFUSAL_UNSPECIFIED
+    runtime: ScriptedRuntime,
+    seq: int,
+    refusal: pb.StartRefusal.ValueType = pb.START_REFUSAL_UNSPECIFIED,
 ) -> pb.Start:
     start = (await runtime.expect("start", timeout=15)).start
-    result = pb.StartResult(
-        attempt_id=start.attempt_id,
-        runtime_task_id=start.runtime_task_id,
-        accepted=False,
-        reason="the runtime is draining",
+    await runtime.answer_start(
+        start,
+        False,
+        "the runtime is draining",
+        refusal=refusal,
         seq=seq,
-        refusal=refusal,  # type: ignore[arg-type]
     )
-    await runtime._outgoing.put(pb.ConnectRequest(start_result=result))
     return start
 
 

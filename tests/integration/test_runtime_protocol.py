@@ -141,7 +141,10 @@ async def test_rejected_start_requeues_the_same_attempt(stack: Stack) -> None:
     run_id = await _submit(stack)
     async with _connected(stack) as runtime:
         start = (await runtime.expect("start")).start
-        await runtime.answer_start(start, accepted=False, reason="workspace is not a git repo")
+        # a transient refusal (the runtime is draining); an invalid spec would fail the run
+        await runtime.answer_start(
+            start, accepted=False, reason="draining", refusal=pb.START_REFUSAL_BUSY
+        )
         again = (await runtime.expect("start")).start  # re-claimed: same attempt row
         assert again.attempt_id == start.attempt_id
         types = await _types(stack, run_id)

@@ -99,13 +99,25 @@ class ScriptedRuntime:
                 return message
             self.seen.append(message)
 
-    async def answer_start(self, start: pb.Start, accepted: bool, reason: str = "") -> None:
+    async def answer_start(
+        self,
+        start: pb.Start,
+        accepted: bool,
+        reason: str = "",
+        *,
+        refusal: pb.StartRefusal.ValueType = pb.START_REFUSAL_INVALID_SPEC,
+        seq: int | None = None,
+    ) -> None:
+        """As the reference agent answers: accepted with seq 1 (its ACCEPTED event follows);
+        refused with seq 0, no event, as an invalid spec (the only refusal the agent makes).
+        ``refusal`` and ``seq`` play another runtime (a transient refusal, any seq)."""
         result = pb.StartResult(
             attempt_id=start.attempt_id,
             runtime_task_id=start.runtime_task_id,
             accepted=accepted,
             reason=reason,
-            seq=1,
+            seq=(1 if accepted else 0) if seq is None else seq,
+            refusal=pb.START_REFUSAL_UNSPECIFIED if accepted else refusal,
         )
         await self._outgoing.put(pb.ConnectRequest(start_result=result))
 
