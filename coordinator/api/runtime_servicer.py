@@ -7,25 +7,21 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import grpc
 from truerun.v1 import runtime_service_pb2 as pb
 from truerun.v1 import runtime_service_pb2_grpc
 
-from capacity.api.servicer import observation_from_proto
-from capacity.observations.model import Observation
 from coordinator.api import validation
 from coordinator.api.errors import abort, unary
+from coordinator.api.heartbeats import Heartbeats
 from coordinator.dispatch.capacity_port import ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
-from coordinator.domain import staleness
-from coordinator.domain.commands import CALLBACK_TOKEN_TTL_MS
 from coordinator.domain.errors import (
     DomainError,
     InstanceOfAnotherOwner,
@@ -33,8 +29,8 @@ from coordinator.domain.errors import (
     StoreBusy,
     Unauthenticated,
 )
-from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
-from coordinator.domain.states import ActorType, AttemptStatus
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
 from coordinator.service.recovery import lose
 from coordinator.service.transitions import Transitions
 from services import telemetry
@@ -69,7 +65,9 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         # several heartbeats per lease, so one lost heartbeat never expires a lease
         self._heartbeat_interval_ms = min(HEARTBEAT_INTERVAL_MS, dispatcher.lease_ttl_ms // 3)
         # a task accepted just after a heartbeat was composed is listed by the next one
-        self._listing_grace_ms = 2 * self._heartbeat_interval_ms
+        self._heartbeats = Heartbeats(
+            sessions, dispatcher, observations, transitions, 2 * self._heartbeat_interval_ms
+        )
 
     async def Connect(
         self, request_iterator: AsyncIterator[pb.ConnectRequest], context: Ctx
@@ -232,7 +230,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             stream.read += 1
             stream.arrived.set()
         elif kind == "heartbeat":
-            await self._heartbeat(session, message.heartbeat)
+            await self._heartbeats.handle(session, message.heartbeat)
         elif kind == "start_result":
             future = session.pending_starts.get(message.start_result.attempt_id)
             if future is not None and not future.done():
@@ -286,107 +284,6 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             await lose(self._transitions, command, retrier, self._dispatcher.max_recoveries)
         except DomainError as error:
             log.info("inspect answer for %s not applied: %s", answer.attempt_id, error.message)
-
-    async def _heartbeat(self, session: Session, heartbeat: pb.Heartbeat) -> None:
-        observation = observation_from_proto(heartbeat.observation)
-        if (observation.owner_id, observation.runtime_instance_id) != (
-            session.owner_id,
-            session.runtime_instance_id,
-        ):
-            log.warning(
-                "heartbeat for another runtime on %s's stream ignored", session.runtime_instance_id
-            )
-            return
-        try:
-            stored = await self._observations.report(observation)
-        except DomainError as error:
-            log.warning("observation of %s rejected: %s", session.runtime_instance_id, error)
-            return
-        except grpc.aio.AioRpcError as error:  # the capacity service refused it, or is away
-            log.warning("observation of %s not stored: %s", session.runtime_instance_id, error)
-            return
-        try:
-            await self._vouch(session, stored)
-        except Exception:  # the next heartbeat renews again; the stream must go on
-            log.exception("lease renewal for %s failed", session.runtime_instance_id)
-        await self._orphans(session, stored.active_task_ids)
-        session.wake.set()
-
-    async def _vouch(self, session: Session, observation: Observation) -> None:
-        """A heartbeat renews the leases of the tasks it lists, and nothing else shows on a
-        run; a started attempt it should list and does not turns unknown with that reason,
-        and the runtime is asked about it (coordinator/domain/staleness.py)."""
-        owner, instance = session.owner_id, session.runtime_instance_id
-        now = observation.received_at_ms
-        vouched = staleness.vouch(
-            await self._store.started_attempts(owner, instance),
-            {*observation.active_task_ids, *observation.queued_task_ids},
-            lists_queue=observation.queued == len(observation.queued_task_ids),
-            now_ms=now,
-            start_timeout_ms=self._dispatcher.start_timeout_ms,
-            grace_ms=self._listing_grace_ms,
-        )
-        await self._store.renew_leases(
-            owner,
-            instance,
-            vouched.renew,
-            now,
-            now + self._dispatcher.lease_ttl_ms,
-            now + CALLBACK_TOKEN_TTL_MS,  # vouched for: its authority lasts
-        )
-        actor = Actor(ActorType.RUNTIME, instance)
-        for attempt in vouched.missing:
-            command = c.DispatchUnknown(
-                attempt.run_id,
-                actor,
-                reason=staleness.NOT_LISTED,
-                explanation=staleness.not_listed(instance, now),
-                attempt_id=attempt.id,
-            )
-            try:  # committed, the dispatcher sends the Inspect (on_commit: sync_stale)
-                await self._transitions.execute(command)
-            except DomainError as error:  # it moved on meanwhile (finished, retried)
-                log.info("attempt %s not marked unknown: %s", attempt.id, error.message)
-
-    async def _orphans(self, session: Session, active_task_ids: tuple[str, ...]) -> None:
-        """Seed A §10: a runtime running a task truerun holds finished, unstarted or on
-        another runtime gets a Cancel; truerun's state stays and the report is recorded
-        (once per stream)."""
-        attempt_ids = [
-            t.removeprefix(RUNTIME_TASK_PREFIX)
-            for t in active_task_ids
-            if t.startswith(RUNTIME_TASK_PREFIX)
-        ]
-        if not attempt_ids:
-            return
-        loaded = await self._store.load_attempts(attempt_ids)
-        for attempt_id, item in loaded.items():
-            attempt = item.attempt
-            if attempt is not None and attempt.owner_id != session.owner_id:
-                # another owner's task: evidence of nothing, never written to its run
-                self._sessions.refused["heartbeat_task_of_another_owner"] += 1
-                continue
-            if attempt is None or (
-                attempt.status in (AttemptStatus.STARTING, AttemptStatus.RUNNING)
-                and attempt.runtime_instance_id == session.runtime_instance_id
-            ):
-                continue
-            self._dispatcher.send_cancel(
-                replace(attempt, runtime_instance_id=session.runtime_instance_id)
-            )
-            if attempt_id in session.reported_orphans:
-                continue
-            session.reported_orphans.add(attempt_id)
-            report = c.OrphanReported(
-                item.run.id,
-                Actor(ActorType.RUNTIME, session.runtime_instance_id),
-                attempt_id=attempt_id,
-                runtime_instance_id=session.runtime_instance_id,
-            )
-            try:
-                await self._transitions.execute(report)
-            except DomainError as error:
-                log.warning("orphan %s not recorded: %s", attempt_id, error.message)
 
     async def _apply_batches(self, session: Session, stream: _Stream) -> None:
         buffered = stream.buffered

@@ -20,7 +20,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from coordinator.dispatch.capacity_port import ClaimedStart, Claims
 from coordinator.dispatch.ingest import EventIngest
-from coordinator.dispatch.sessions import Resend, Session, Sessions
+from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.errors import DomainError
@@ -299,7 +299,7 @@ class Dispatcher:
                 )
             )
         )
-        _backoff(session, session.cancels, attempt.id, CANCEL_RESEND_FIRST_S)
+        session.record_send(session.cancels, attempt.id, CANCEL_RESEND_FIRST_S, RESEND_MAX_S)
 
     def send_inspect(self, attempt: Attempt) -> None:
         session = self._sessions.get(attempt.runtime_instance_id or "")
@@ -313,7 +313,7 @@ class Dispatcher:
                 inspect=pb.Inspect(attempt_id=attempt.id, runtime_task_id=attempt.runtime_task_id)
             )
         )
-        _backoff(session, session.inspects, attempt.id, INSPECT_RESEND_FIRST_S)
+        session.record_send(session.inspects, attempt.id, INSPECT_RESEND_FIRST_S, RESEND_MAX_S)
 
     async def _resend_loop(self, session: Session) -> None:
         """While a cancel is requested and the attempt has not ended, its Cancel goes again
@@ -372,16 +372,6 @@ class Dispatcher:
             if attempt.cancel_requested_at_ms is not None:
                 self.send_cancel(attempt)
             self.send_inspect(attempt)
-
-
-def _backoff(session: Session, sent: dict[str, Resend], attempt_id: str, first_s: float) -> None:
-    """Record a send: the next one for the attempt is due after ``first_s``, then twice the
-    last gap, at most RESEND_MAX_S."""
-    now = asyncio.get_running_loop().time()
-    previous = sent.get(attempt_id)
-    gap = first_s if previous is None else min(previous.gap_s * 2, RESEND_MAX_S)
-    sent[attempt_id] = Resend(now, gap)
-    session.resent.set()
 
 
 def _self_fence_after_ms(spec: struct_pb2.Struct) -> int:

@@ -52,6 +52,17 @@ class Session:
         if not self.closed:
             self.outbox.put_nowait(message)
 
+    def record_send(
+        self, sent: dict[str, Resend], attempt_id: str, first_s: float, max_s: float
+    ) -> None:
+        """A Cancel or Inspect went out: the next one for the attempt is due after
+        ``first_s``, then twice the last gap, at most ``max_s``."""
+        now = asyncio.get_running_loop().time()
+        previous = sent.get(attempt_id)
+        gap = first_s if previous is None else min(previous.gap_s * 2, max_s)
+        sent[attempt_id] = Resend(now, gap)
+        self.resent.set()
+
     def evidence(self, attempt_id: str) -> None:
         """An event of the attempt was read on this stream."""
         if (arrived := self.awaiting_evidence.get(attempt_id)) is not None:
