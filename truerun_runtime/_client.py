@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import grpc
 from truerun.v1 import capacity_service_pb2 as cpb
 from truerun.v1 import runtime_service_pb2 as pb
 from truerun.v1 import runtime_service_pb2_grpc
 
+from . import _contact
 from ._api import Backoff, RuntimeHandler
 from ._outbox import Outbox
 
@@ -23,7 +21,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_MS = 10_000
 _REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-CONTACT_FILE = "contact.json"
 
 
 class _Session:
@@ -84,8 +81,8 @@ class RuntimeClient:
         self._stopping = asyncio.Event()
         self._heartbeat_now = asyncio.Event()
         self._connected = asyncio.Event()
-        self._contact_path = outbox.directory / CONTACT_FILE
-        self._down_since = time.monotonic() - _seconds_since_contact(self._contact_path)
+        self._contact_path = outbox.directory / _contact.CONTACT_FILE
+        self._down_since = time.monotonic() - _contact.seconds_since(self._contact_path)
         self.sessions_opened = 0
         #: Why truerun refused this runtime for good (UNAUTHENTICATED, PERMISSION_DENIED);
         #: ``run()`` then returns instead of retrying.
@@ -249,7 +246,7 @@ class RuntimeClient:
         self._session = session
         self.sessions_opened += 1
         self._connected.set()
-        self._touch_contact()
+        _contact.record(self._contact_path)
         for event in self.outbox.unacked():
             session.send_event(event)
         log.info(
@@ -263,7 +260,7 @@ class RuntimeClient:
             self._session = None
             self._connected.clear()
             self._down_since = time.monotonic()
-            self._touch_contact()
+            _contact.record(self._contact_path)
 
     async def _write(
         self,
@@ -368,7 +365,7 @@ class RuntimeClient:
                 session.queue.put_nowait(
                     pb.ConnectRequest(heartbeat=pb.Heartbeat(observation=observation))
                 )
-                self._touch_contact()
+                _contact.record(self._contact_path)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._heartbeat_now.wait(), interval_s)
 
@@ -383,24 +380,6 @@ class RuntimeClient:
         if not observation.HasField("observe_time"):
             observation.observe_time.GetCurrentTime()
         return observation
-
-    def _touch_contact(self) -> None:
-        """Record the last moment truerun was reachable (for self-fencing after a restart)."""
-        tmp = self._contact_path.with_suffix(".tmp")
-        try:
-            tmp.write_text(json.dumps({"last_contact": time.time()}))
-            os.replace(tmp, self._contact_path)
-        except OSError as error:
-            log.warning("cannot record the last contact: %s", error)
-
-
-def _seconds_since_contact(path: Path) -> float:
-    """Seconds since the recorded last contact; 0 when none was recorded (a fresh install)."""
-    try:
-        last = float(json.loads(path.read_text())["last_contact"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
-    return max(0.0, time.time() - last)
 
 
 def _describe(error: BaseException) -> str:

@@ -18,8 +18,6 @@ The display must be truthful at every poll:
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -28,7 +26,6 @@ from dataclasses import dataclass, field
 import grpc
 from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2
 
-from runtime.agent.procfs import Proof, prove, read_json
 from tests.faults.harness import (
     PROJECT,
     TERMINAL,
@@ -283,42 +280,6 @@ def ended(cluster: Cluster, run_ids: Iterable[str]) -> bool:
     """Every one of these runs' commands wrote its end line."""
     done = {s.run_id for s in cluster.spans() if s.end is not None}
     return all(r in done for r in run_ids)
-
-
-def signal_tasks(agent: Service, signum: int) -> int:
-    """Send ``signum`` to every command and supervisor of an agent that /proc proves alive;
-    how many groups were signalled. (SIGSTOP freezes the whole worker, not only the agent.)"""
-    assert agent.state_dir is not None
-    sent = 0
-    for name in ("handle.json", "supervisor.json"):
-        for path in (agent.state_dir / "tasks").glob(f"*/{name}"):
-            record = read_json(path) or {}
-            if prove(record) is Proof.ALIVE:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(record["pgid"]), signum)
-                    sent += 1
-    return sent
-
-
-def freeze_worker(cluster: Cluster, agent: Service) -> None:
-    cluster.freeze(agent)
-    signal_tasks(agent, signal.SIGSTOP)
-
-
-def kill_worker(cluster: Cluster, agent: Service) -> float:
-    """A container death: freeze the agent, its supervisors and its commands (so none of it
-    acts between the first kill and the last), then SIGKILL all of them; the wall time of
-    the kill. ``cluster.spans()`` ends the killed commands' spans there."""
-    freeze_worker(cluster, agent)
-    killed_at = time.time()
-    cluster.kill(agent)
-    cluster.kill_commands(agent)
-    return killed_at
-
-
-def thaw_worker(cluster: Cluster, agent: Service) -> None:
-    signal_tasks(agent, signal.SIGCONT)
-    cluster.thaw(agent)
 
 
 def status_written(agent: Service, attempt_ids: Iterable[str]) -> bool:

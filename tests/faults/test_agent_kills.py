@@ -22,7 +22,7 @@ from tests.faults.harness import (
     starts_per_attempt,
     types,
 )
-from tests.faults.scenarios import kill_worker
+from tests.faults.worker import kill_worker
 
 LEASE_MS = 2500
 

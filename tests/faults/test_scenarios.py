@@ -26,12 +26,11 @@ from tests.faults.scenarios import (
     Monitor,
     ended,
     figures,
-    freeze_worker,
     live_on,
     started,
     status_written,
-    thaw_worker,
 )
+from tests.faults.worker import freeze_worker, thaw_worker
 
 LEASE_MS = 3000
 RUNS = 12

@@ -1,7 +1,7 @@
 """Issue #18: a worker that dies whole (a container death: the agent, every supervisor and
 every command at once) must never stay `running`.
 
-The kill (``scenarios.kill_worker``) freezes the whole worker first (SIGSTOP to the agent's
+The kill (``worker.kill_worker``) freezes the whole worker first (SIGSTOP to the agent's
 group and to every supervisor's and command's group, found through their durable handles and
 proven against /proc), then SIGKILLs all of them, so nothing of it acts between the first
 kill and the last; the same agent then restarts on its state dir (same instance id), as an
@@ -22,12 +22,13 @@ import pytest
 from truerun.v1 import common_pb2
 
 from tests.faults.harness import TERMINAL, Cluster, display, payload, starts_per_attempt
-from tests.faults.scenarios import Monitor, kill_worker, status_written
+from tests.faults.scenarios import Monitor, status_written
 from tests.faults.test_agent_kills import (
     TwoRuns,
     _retried_once_and_the_other_waits,
     _two_runs_running,
 )
+from tests.faults.worker import kill_worker
 
 LEASE_MS = 3000
 HEARTBEAT_MS = LEASE_MS // 3  # what the server asks for in Welcome

@@ -29,25 +29,34 @@ OPERATOR_TOKEN, READER_TOKEN, OTHER_TOKEN = "op-token", "reader-token", "other-t
 TOKENS = f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p;{OTHER_TOKEN}:proj-q"
 SERVICES = {"truerun.v1.RunService": rs, "truerun.v1.CapacityService": cap}
 RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
+
+
+def _run_requests(run_id: str, project: str) -> dict[str, Message]:
+    """A well-formed request for every RunService RPC, aimed at ``run_id`` or ``project``."""
+    return {
+        "CreateRun": rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t"),
+        "GetRun": rs.GetRunRequest(id=run_id),
+        "ListRuns": rs.ListRunsRequest(project_id=project),
+        "CancelRun": rs.CancelRunRequest(id=run_id),
+        "RetryRun": rs.RetryRunRequest(id=run_id),
+        "ApproveRun": rs.ApproveRunRequest(id=run_id),
+        "ResolveRun": rs.ResolveRunRequest(id=run_id, reason="r", resolution=rs.RESOLUTION_FAILED),
+        "FailRun": rs.FailRunRequest(id=run_id, reason="r"),
+        "PauseRun": rs.PauseRunRequest(id=run_id, reason="r"),
+        "ResumeRun": rs.ResumeRunRequest(id=run_id, reason="r"),
+        "RequeueRun": rs.RequeueRunRequest(id=run_id, reason="r"),
+        "ListRunEvents": rs.ListRunEventsRequest(run_id=run_id),
+        "WatchRunEvents": rs.WatchRunEventsRequest(run_id=run_id),
+        "ListProjectEvents": rs.ListProjectEventsRequest(project_id=project),
+        "GetEventCursor": rs.GetEventCursorRequest(project_id=project),
+        "ListAttempts": rs.ListAttemptsRequest(run_id=run_id),
+    }
+
+
 # A valid-looking request per method: authentication comes first, so its content never
 # matters to an unauthenticated caller.
 REQUESTS: dict[str, Message] = {
-    "CreateRun": rs.CreateRunRequest(project_id="proj-p", owner_id="o", task_id="t"),
-    "GetRun": rs.GetRunRequest(id=RUN_ID),
-    "ListRuns": rs.ListRunsRequest(project_id="proj-p"),
-    "CancelRun": rs.CancelRunRequest(id=RUN_ID),
-    "RetryRun": rs.RetryRunRequest(id=RUN_ID),
-    "ApproveRun": rs.ApproveRunRequest(id=RUN_ID),
-    "ResolveRun": rs.ResolveRunRequest(id=RUN_ID, reason="r", resolution=rs.RESOLUTION_FAILED),
-    "FailRun": rs.FailRunRequest(id=RUN_ID, reason="r"),
-    "PauseRun": rs.PauseRunRequest(id=RUN_ID, reason="r"),
-    "ResumeRun": rs.ResumeRunRequest(id=RUN_ID, reason="r"),
-    "RequeueRun": rs.RequeueRunRequest(id=RUN_ID, reason="r"),
-    "ListRunEvents": rs.ListRunEventsRequest(run_id=RUN_ID),
-    "WatchRunEvents": rs.WatchRunEventsRequest(run_id=RUN_ID),
-    "ListProjectEvents": rs.ListProjectEventsRequest(project_id="proj-p"),
-    "GetEventCursor": rs.GetEventCursorRequest(project_id="proj-p"),
-    "ListAttempts": rs.ListAttemptsRequest(run_id=RUN_ID),
+    **_run_requests(RUN_ID, "proj-p"),
     "ReportObservation": cap.ReportObservationRequest(),
     "Claim": cap.ClaimRequest(),
     "GetOccupancy": cap.GetOccupancyRequest(owner_id="o", runtime_instance_id="i"),
@@ -174,35 +183,13 @@ async def test_a_token_sees_only_its_projects_and_acts_as_itself(address: str) -
     ]
 
 
-def _scoped(run_id: str) -> dict[str, Message]:
-    """Every RunService RPC aimed at another project's run or at another project."""
-    return {
-        "CreateRun": rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t"),
-        "GetRun": rs.GetRunRequest(id=run_id),
-        "ListRuns": rs.ListRunsRequest(project_id="proj-q"),
-        "CancelRun": rs.CancelRunRequest(id=run_id),
-        "RetryRun": rs.RetryRunRequest(id=run_id),
-        "ApproveRun": rs.ApproveRunRequest(id=run_id),
-        "ResolveRun": rs.ResolveRunRequest(id=run_id, reason="r", resolution=rs.RESOLUTION_FAILED),
-        "FailRun": rs.FailRunRequest(id=run_id, reason="r"),
-        "PauseRun": rs.PauseRunRequest(id=run_id, reason="r"),
-        "ResumeRun": rs.ResumeRunRequest(id=run_id, reason="r"),
-        "RequeueRun": rs.RequeueRunRequest(id=run_id, reason="r"),
-        "ListRunEvents": rs.ListRunEventsRequest(run_id=run_id),
-        "WatchRunEvents": rs.WatchRunEventsRequest(run_id=run_id),
-        "ListProjectEvents": rs.ListProjectEventsRequest(project_id="proj-q"),
-        "GetEventCursor": rs.GetEventCursorRequest(project_id="proj-q"),
-        "ListAttempts": rs.ListAttemptsRequest(run_id=run_id),
-    }
-
-
 async def test_every_run_rpc_refuses_a_token_of_another_project(address: str) -> None:
     """A run of another project is a missing run; another project is not the caller's;
     the operator commands fail first for want of an operator token. Nothing changes."""
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
         request = rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t")
         theirs = (await rs_stub(ops).CreateRun(request)).run
-    scoped = _scoped(theirs.id)
+    scoped = _run_requests(theirs.id, "proj-q")
     run_methods = {m for s, m, _ in _methods() if s == "truerun.v1.RunService"}
     assert set(scoped) == run_methods  # a new RunService RPC needs a row here
     async with aio_channel(address, READER_TOKEN) as reader:
