@@ -68,6 +68,38 @@ CANCEL_OUTCOME_ALREADY_TERMINAL: CancelOutcome.ValueType  # 4
 """The run was already terminal; nothing changed."""
 Global___CancelOutcome: _TypeAlias = CancelOutcome  # noqa: Y015
 
+class _OutputChunkKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _OutputChunkKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OutputChunkKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    OUTPUT_CHUNK_KIND_UNSPECIFIED: _OutputChunkKind.ValueType  # 0
+    """Not set."""
+    OUTPUT_CHUNK_KIND_TEXT: _OutputChunkKind.ValueType  # 1
+    """The task's output (redacted)."""
+    OUTPUT_CHUNK_KIND_SKIPPED: _OutputChunkKind.ValueType  # 2
+    """A note from truerun: the runtime skipped part of the log (its backlog bound)."""
+    OUTPUT_CHUNK_KIND_TRUNCATED: _OutputChunkKind.ValueType  # 3
+    """A note from truerun: the attempt's output reached its cap; nothing after it is kept
+    (the runtime's log file still has it).
+    """
+
+class OutputChunkKind(_OutputChunkKind, metaclass=_OutputChunkKindEnumTypeWrapper):
+    """What a stored piece of output is."""
+
+OUTPUT_CHUNK_KIND_UNSPECIFIED: OutputChunkKind.ValueType  # 0
+"""Not set."""
+OUTPUT_CHUNK_KIND_TEXT: OutputChunkKind.ValueType  # 1
+"""The task's output (redacted)."""
+OUTPUT_CHUNK_KIND_SKIPPED: OutputChunkKind.ValueType  # 2
+"""A note from truerun: the runtime skipped part of the log (its backlog bound)."""
+OUTPUT_CHUNK_KIND_TRUNCATED: OutputChunkKind.ValueType  # 3
+"""A note from truerun: the attempt's output reached its cap; nothing after it is kept
+(the runtime's log file still has it).
+"""
+Global___OutputChunkKind: _TypeAlias = OutputChunkKind  # noqa: Y015
+
 class _Resolution:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -736,6 +768,130 @@ class ListAttemptsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAttemptsResponse: _TypeAlias = ListAttemptsResponse  # noqa: Y015
+
+@_typing.final
+class ReadRunOutputRequest(_message.Message):
+    """Request for RunService.ReadRunOutput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run whose output to read."""
+    attempt_id: _builtins.str
+    """One of its attempts; empty: the run's current attempt."""
+    offset: _builtins.int
+    """Where to start in the attempt's stored output (0: the beginning; a next_offset)."""
+    max_bytes: _builtins.int
+    """At most this many bytes of text (0: 64 KiB; at most 1 MiB)."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "max_bytes", b"max_bytes", "offset", b"offset", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadRunOutputRequest: _TypeAlias = ReadRunOutputRequest  # noqa: Y015
+
+@_typing.final
+class OutputChunk(_message.Message):
+    """A piece of an attempt's stored output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSET_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    offset: _builtins.int
+    """Where it starts in the attempt's stored output (bytes of UTF-8 text)."""
+    text: _builtins.str
+    """Its text."""
+    kind: Global___OutputChunkKind.ValueType
+    """Output or a note from truerun."""
+    def __init__(
+        self,
+        *,
+        offset: _builtins.int = ...,
+        text: _builtins.str = ...,
+        kind: Global___OutputChunkKind.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "offset", b"offset", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OutputChunk: _TypeAlias = OutputChunk  # noqa: Y015
+
+@_typing.final
+class ReadRunOutputResponse(_message.Message):
+    """Response of RunService.ReadRunOutput."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_NO_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    NEXT_OFFSET_FIELD_NUMBER: _builtins.int
+    STORED_BYTES_FIELD_NUMBER: _builtins.int
+    LOG_BYTES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FINISHED_FIELD_NUMBER: _builtins.int
+    RUN_FINISHED_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
+    attempt_id: _builtins.str
+    """The attempt read."""
+    attempt_no: _builtins.int
+    """Its number in the run."""
+    next_offset: _builtins.int
+    """Where to read next."""
+    stored_bytes: _builtins.int
+    """How much is stored for the attempt now."""
+    log_bytes: _builtins.int
+    """How far into the runtime's log truerun has received output."""
+    truncated: _builtins.bool
+    """The attempt reached its output cap."""
+    attempt_finished: _builtins.bool
+    """The attempt ended: once next_offset reaches stored_bytes no more output comes."""
+    run_finished: _builtins.bool
+    """The run ended: no later attempt will come either."""
+    expired: _builtins.bool
+    """Output before next_offset was deleted after the retention period."""
+    @_builtins.property
+    def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___OutputChunk]:
+        """The pieces from offset on, in order."""
+
+    def __init__(
+        self,
+        *,
+        attempt_id: _builtins.str = ...,
+        attempt_no: _builtins.int = ...,
+        chunks: _abc.Iterable[Global___OutputChunk] | None = ...,
+        next_offset: _builtins.int = ...,
+        stored_bytes: _builtins.int = ...,
+        log_bytes: _builtins.int = ...,
+        truncated: _builtins.bool = ...,
+        attempt_finished: _builtins.bool = ...,
+        run_finished: _builtins.bool = ...,
+        expired: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_finished", b"attempt_finished", "attempt_id", b"attempt_id", "attempt_no", b"attempt_no", "chunks", b"chunks", "expired", b"expired", "log_bytes", b"log_bytes", "next_offset", b"next_offset", "run_finished", b"run_finished", "stored_bytes", b"stored_bytes", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadRunOutputResponse: _TypeAlias = ReadRunOutputResponse  # noqa: Y015
 
 @_typing.final
 class ResolveRunRequest(_message.Message):

@@ -116,6 +116,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsResponse.FromString,
                 _registered_method=True)
+        self.ReadRunOutput = channel.unary_unary(
+                '/truerun.v1.RunService/ReadRunOutput',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.ReadRunOutputRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.ReadRunOutputResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -279,6 +284,15 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadRunOutput(self, request, context):
+        """A run's output, from its own append-only store (not the event log): redacted text in
+        offset order, capped per attempt. Poll with next_offset to follow; the answer says when
+        no more output can come.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -361,6 +375,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.ListAttempts,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_run__service__pb2.ListAttemptsResponse.SerializeToString,
+            ),
+            'ReadRunOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadRunOutput,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.ReadRunOutputRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.ReadRunOutputResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -796,6 +815,33 @@ class RunService:
             '/truerun.v1.RunService/ListAttempts',
             truerun_dot_v1_dot_run__service__pb2.ListAttemptsRequest.SerializeToString,
             truerun_dot_v1_dot_run__service__pb2.ListAttemptsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadRunOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/ReadRunOutput',
+            truerun_dot_v1_dot_run__service__pb2.ReadRunOutputRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.ReadRunOutputResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -132,6 +132,11 @@ class RunServiceStub:
     control status, observed state, sync state, fences and timestamps. Never
     writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
     """
+    ReadRunOutput: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ReadRunOutputRequest, _run_service_pb2.ReadRunOutputResponse]
+    """A run's output, from its own append-only store (not the event log): redacted text in
+    offset order, capped per attempt. Poll with next_offset to follow; the answer says when
+    no more output can come.
+    """
 
 @_typing.type_check_only
 class RunServiceAsyncStub(RunServiceStub):
@@ -224,6 +229,11 @@ class RunServiceAsyncStub(RunServiceStub):
     """Lists every attempt of one run, oldest first (attempt_no ascending), with
     control status, observed state, sync state, fences and timestamps. Never
     writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
+    """
+    ReadRunOutput: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ReadRunOutputRequest, _run_service_pb2.ReadRunOutputResponse]  # type: ignore[assignment]
+    """A run's output, from its own append-only store (not the event log): redacted text in
+    offset order, capped per attempt. Poll with next_offset to follow; the answer says when
+    no more output can come.
     """
 
 class RunServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -410,6 +420,17 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         """Lists every attempt of one run, oldest first (attempt_no ascending), with
         control status, observed state, sync state, fences and timestamps. Never
         writes. Fails with NOT_FOUND / RUN_NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def ReadRunOutput(
+        self,
+        request: _run_service_pb2.ReadRunOutputRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_run_service_pb2.ReadRunOutputResponse, _abc.Awaitable[_run_service_pb2.ReadRunOutputResponse]]:
+        """A run's output, from its own append-only store (not the event log): redacted text in
+        offset order, capped per attempt. Poll with next_offset to follow; the answer says when
+        no more output can come.
         """
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
