@@ -11,6 +11,7 @@ import logging
 
 from coordinator.dispatch.retries import RetryScheduler
 from reconciler.leases import LeaseReconciler
+from reconciler.output_retention import OutputRetention
 from services.bootstrap import coordinator, open_store
 from services.config import Settings
 from services.metrics import Metrics
@@ -36,6 +37,7 @@ async def run_reconciler(settings: Settings) -> None:
             ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(OutputRetention(store, settings.output_retention_days).serve()),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
         # gRPC health (and reflection) only: what the chart's probes and load balancers ask.

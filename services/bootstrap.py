@@ -20,12 +20,14 @@ from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
+from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.service.hub import EventHub
 from coordinator.service.queries import RunQueries
 from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
 from coordinator.store.postgres import PostgresStore
 from coordinator.store.sqlite import SqliteStore
+from services.config import Settings
 from services.ids import now_ms
 from services.metrics import Metrics
 
@@ -47,7 +49,10 @@ class Coordinator:
 
 
 def coordinator(
-    store: RunStore, metrics: Metrics | None = None, clock: Callable[[], int] = now_ms
+    store: RunStore,
+    metrics: Metrics | None = None,
+    clock: Callable[[], int] = now_ms,
+    output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
 ) -> Coordinator:
     """``clock``: UTC ms for every decision (tests pass a fake one)."""
     hub = EventHub()
@@ -56,10 +61,17 @@ def coordinator(
         clock=clock,
         on_commit=hub.publish,
         on_conflict=metrics.conflict if metrics else None,
+        output=output,
     )
     if metrics is not None:
         hub.listen(metrics.committed)
     return Coordinator(store, hub, transitions, RunQueries(store))
+
+
+def output_policy(settings: Settings) -> OutputPolicy:
+    return OutputPolicy(
+        max_bytes=settings.output_max_bytes, note_interval_ms=settings.output_note_interval_ms
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,20 @@ class Settings:
         "reconciler requests its cancel (reason 'no output for N ms'; the runtime confirms "
         "it; an unknown attempt's silence is its runtime's, never counted) (0 = never)",
     )
+    output_max_bytes: int = setting(
+        16 * 1024 * 1024,
+        "how much output truerun stores per attempt (redacted, outside the event log); past "
+        "it a 'truncated' marker, the rest stays in the runtime's log file",
+    )
+    output_note_interval_ms: int = setting(
+        60_000,
+        "at most one 'output progressed to N' note per attempt in the event log this often",
+    )
+    output_retention_days: int = setting(
+        30,
+        "stored output of attempts that ended longer ago than this is deleted by the "
+        "reconciler (0 = keep forever); readers then say it expired",
+    )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )

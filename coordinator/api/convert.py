@@ -6,10 +6,12 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
-from truerun.v1 import common_pb2
+from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.model import Actor, Attempt, RunEvent
+from coordinator.domain.output import ChunkKind
 from coordinator.domain.redaction import redact_strings
+from coordinator.service.output_reads import OutputPage
 from coordinator.service.queries import RunView
 
 E = TypeVar("E", bound=StrEnum)
@@ -151,4 +153,32 @@ def event_to_proto(event: RunEvent) -> common_pb2.RunEvent:
         create_time=_ts(event.created_at_ms),
         cursor=event.cursor.encode() if event.cursor else "",
         project_id=event.project_id,
+    )
+
+
+_CHUNK_KINDS = {
+    ChunkKind.TEXT: run_service_pb2.OUTPUT_CHUNK_KIND_TEXT,
+    ChunkKind.SKIPPED: run_service_pb2.OUTPUT_CHUNK_KIND_SKIPPED,
+    ChunkKind.TRUNCATED: run_service_pb2.OUTPUT_CHUNK_KIND_TRUNCATED,
+}
+
+
+def output_page_to_proto(page: OutputPage) -> run_service_pb2.ReadRunOutputResponse:
+    attempt = page.attempt
+    return run_service_pb2.ReadRunOutputResponse(
+        attempt_id=attempt.id,
+        attempt_no=attempt.attempt_no,
+        chunks=[
+            run_service_pb2.OutputChunk(
+                offset=piece.offset, text=piece.text, kind=_CHUNK_KINDS[piece.kind]
+            )
+            for piece in page.pieces
+        ],
+        next_offset=page.next_offset,
+        stored_bytes=page.stored_bytes,
+        log_bytes=attempt.output_log_bytes,
+        truncated=attempt.output_truncated,
+        attempt_finished=page.attempt_finished,
+        run_finished=page.run_finished,
+        expired=page.expired,
     )

@@ -23,6 +23,7 @@ from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.feed import EventFeed
 from coordinator.service.hub import EventHub
+from coordinator.service.output_reads import read_output
 from coordinator.service.queries import RunQueries, RunView, view
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Applied, Loaded, RequestRecord, RunFilter
@@ -284,6 +285,16 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         return run_service_pb2.ListAttemptsResponse(
             attempts=[convert.attempt_to_proto(a) for a in attempts]
         )
+
+    @unary
+    async def ReadRunOutput(
+        self, request: run_service_pb2.ReadRunOutputRequest, context: Ctx
+    ) -> run_service_pb2.ReadRunOutputResponse:
+        run_id = await self._visible(request.run_id, "run_id")
+        page = await read_output(
+            self._transitions.store, run_id, request.attempt_id, request.offset, request.max_bytes
+        )
+        return convert.output_page_to_proto(page)
 
     @unary
     async def ListProjectEvents(

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from coordinator.domain import commands as c
+from coordinator.domain import output
 from coordinator.domain.errors import (
     InvalidArgument,
     InvalidTransition,
@@ -54,6 +55,7 @@ class Context:
     now_ms: int
     new_id: Callable[[], str]
     new_token: Callable[[], str]
+    output: output.OutputPolicy = output.DEFAULT_OUTPUT_POLICY
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class Decision:
     #: The attempt update changes the lease (claim, release, finish); otherwise the store
     #: keeps the lease a concurrent heartbeat renewal may have extended.
     lease_written: bool = False
+    #: Output to append to the attempt's output store, in the same transaction.
+    output: tuple[output.Stored, ...] = ()
 
 
 def decide(
@@ -1298,11 +1302,41 @@ def _runtime_running(cmd: c.RuntimeRunning, run: Run, attempt: Attempt, ctx: Con
 
 
 def _runtime_note(cmd: c.RuntimeNote, run: Run, attempt: Attempt, ctx: Context) -> Decision:
+    if cmd.kind is c.NoteKind.OUTPUT:
+        return _runtime_output(cmd, run, attempt, ctx)
     noted = _evidence(attempt, cmd, ctx)
     events = [
         _event(f"attempt.{cmd.kind.value}", cmd.actor, attempt.id, seq=cmd.seq, **cmd.details)
     ]
     return _run_update(run, ctx, events, noted, AttemptWrite.UPDATE, attempt)
+
+
+def _runtime_output(cmd: c.RuntimeNote, run: Run, attempt: Attempt, ctx: Context) -> Decision:
+    """The chunk goes to the output store; the event log gets at most a periodic note."""
+    taken = output.take(attempt.id, output.state_of(attempt), cmd.details, ctx.output, ctx.now_ms)
+    noted = _evidence(attempt, cmd, ctx, **output.columns(taken.state))
+    events = []
+    if taken.note is not None:
+        events.append(
+            _event("attempt.output_progressed", cmd.actor, attempt.id, seq=cmd.seq, **taken.note)
+        )
+    if taken.truncated_now:
+        events.append(_truncated(cmd.actor, attempt.id, taken.state, ctx.output))
+    decision = _run_update(run, ctx, events, noted, AttemptWrite.UPDATE, attempt)
+    return replace(decision, output=taken.pieces)
+
+
+def _truncated(
+    actor: Actor, attempt_id: str, state: output.OutputState, policy: output.OutputPolicy
+) -> NewEvent:
+    return _event(
+        "attempt.output_truncated",
+        actor,
+        attempt_id,
+        offset=state.stored_bytes,
+        log_bytes=state.log_bytes,
+        reason=f"the attempt's stored output reached its cap of {policy.max_bytes} bytes",
+    )
 
 
 _OBSERVED_FOR_OUTCOME = {
@@ -1348,10 +1382,13 @@ def _runtime_result(cmd: c.RuntimeResult, run: Run, attempt: Attempt, ctx: Conte
         error_code = "cancelled_by_user"
     elif outcome is c.RuntimeOutcome.FAILED and attempt.attempt_no < run.max_attempts:
         run_status = RunStatus.RETRY_WAIT
+    # the line the task was still writing is complete now: stored with the result
+    flushed = output.finish(attempt.id, output.state_of(attempt), ctx.output)
     finished = _evidence(
         attempt,
         cmd,
         ctx,
+        **output.columns(flushed.state),
         status=attempt_status,
         observed_state=_OBSERVED_FOR_OUTCOME[outcome],
         exit_code=cmd.exit_code,
@@ -1384,7 +1421,10 @@ def _runtime_result(cmd: c.RuntimeResult, run: Run, attempt: Attempt, ctx: Conte
         )
     else:
         run_changes.update(error_code=finished.error_code, error_summary=error_summary)
-    return _run_update(run, ctx, events, finished, AttemptWrite.UPDATE, attempt, **run_changes)
+    if flushed.truncated_now:
+        events.insert(0, _truncated(cmd.actor, attempt.id, flushed.state, ctx.output))
+    decision = _run_update(run, ctx, events, finished, AttemptWrite.UPDATE, attempt, **run_changes)
+    return replace(decision, output=flushed.pieces)
 
 
 def _cancel_confirmed(cmd: c.CancelConfirmed, run: Run, attempt: Attempt, ctx: Context) -> Decision:
@@ -1421,8 +1461,9 @@ def chain(decisions: list[Decision]) -> Decision:
     updates = [d for d in decisions if d.run_write is RunWrite.UPDATE]
     attempt_updates = [d for d in decisions if d.attempt_write is AttemptWrite.UPDATE]
     events = tuple(e for d in decisions for e in d.events)
+    pieces = tuple(piece for d in decisions for piece in d.output)
     if not updates:
-        return replace(last, events=events)
+        return replace(last, events=events, output=pieces)
     head = attempt_updates[0] if attempt_updates else None
     return Decision(
         outcome=updates[-1].outcome,
@@ -1435,4 +1476,5 @@ def chain(decisions: list[Decision]) -> Decision:
         attempt_expected_seq=head.attempt_expected_seq if head else None,
         events=events,
         lease_written=any(d.lease_written for d in decisions),
+        output=pieces,
     )

@@ -105,6 +105,15 @@ class Attempt:
     finished_at_ms: int | None = None
     #: Why sync went stale, in words a person can check; cleared by evidence.
     sync_reason: str | None = None
+    #: The attempt's output (coordinator/domain/output.py): stored bytes, log bytes
+    #: received, the redacted line still being written and its hold, the cap reached, the
+    #: last progress note.
+    output_stored_bytes: int = 0
+    output_log_bytes: int = 0
+    output_held: str | None = None
+    output_hold: str | None = None
+    output_truncated: bool = False
+    output_noted_at_ms: int | None = None
 
     @property
     def fenced(self) -> bool:

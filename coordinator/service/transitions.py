@@ -21,6 +21,7 @@ from coordinator.domain.errors import (
     VersionConflict,
 )
 from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
 from coordinator.store.base import (
     CasMiss,
@@ -57,8 +58,10 @@ class Transitions:
         max_retries: int = 16,
         on_commit: Callable[[Result], None] | None = None,
         on_conflict: Callable[[str], None] | None = None,
+        output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
     ) -> None:
         self.store = store
+        self._output = output
         self._clock = clock
         self._new_id = new_id
         self._token = token
@@ -71,7 +74,9 @@ class Transitions:
         return self._context()
 
     def _context(self) -> Context:
-        return Context(now_ms=self._clock(), new_id=self._new_id, new_token=self._token)
+        return Context(
+            now_ms=self._clock(), new_id=self._new_id, new_token=self._token, output=self._output
+        )
 
     async def create(
         self,

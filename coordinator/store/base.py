@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.output import Stored
 from coordinator.domain.states import RunStatus
 
 
@@ -166,6 +167,14 @@ class RunStore(Protocol):
         """The cursor of the newest event ``list_project_events`` would return now."""
 
     async def list_attempts(self, run_id: str) -> Sequence[Attempt]: ...
+
+    async def read_output(self, attempt_id: str, offset: int, limit: int) -> Sequence[Stored]:
+        """Up to ``limit`` stored pieces of the attempt's output in offset order, from the
+        one holding byte ``offset`` on. Never writes."""
+
+    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
+        """Retention: delete up to ``limit`` stored pieces of attempts that finished before
+        the cutoff; how many were deleted."""
 
     async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
         """Each known attempt with its run, by attempt id (unknown ids are left out)."""

@@ -18,6 +18,7 @@ import asyncpg
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.output import Stored
 from coordinator.store.base import (
     Applied,
     CasMiss,
@@ -30,6 +31,13 @@ from coordinator.store.base import (
     RunFilter,
     Scan,
     StoredRequest,
+)
+from coordinator.store.output_sql import (
+    OUTPUT_COLUMNS,
+    delete_sql,
+    output_rows,
+    read_sql,
+    stored_from_row,
 )
 from coordinator.store.postgres_batch import apply_batch, batchable
 from coordinator.store.rows import (
@@ -73,6 +81,9 @@ _LOAD_ATTEMPTS = f"""
 SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}
 FROM attempts a JOIN runs r ON r.id = a.run_id
 WHERE a.id = ANY($1::text[])"""
+
+_OUTPUT_READ = read_sql(lambda n: "$" + n)
+_OUTPUT_DELETE = delete_sql(lambda n: "$" + n)
 
 _EVENT_ARRAYS = (
     "unnest($E1::text[], $E2::text[], $E3::text[], $E4::text[], $E5::text[], $E6::text[])"
@@ -126,6 +137,16 @@ UPDATE attempts SET {a_sets}
 WHERE id = {a_id} AND status = {a_status} AND last_event_seq = {a_seq}
   AND EXISTS (SELECT 1 FROM r)
 RETURNING id)"""
+        )
+        # The attempt's new output pieces, only if its compare-and-set matched.
+        o1, o2, o3, o4 = (p.next(f"o{i}") for i in range(1, 5))
+        parts.append(
+            f"""o AS (
+INSERT INTO attempt_output ({", ".join(OUTPUT_COLUMNS)})
+SELECT o.attempt_id, o.byte_offset, o.kind, o.text, {p.next("created")}::bigint
+FROM unnest({o1}::text[], {o2}::bigint[], {o3}::text[], {o4}::text[])
+     AS o(attempt_id, byte_offset, kind, text)
+JOIN a ON a.id = o.attempt_id)"""
         )
         # When the run CAS won but the attempt CAS missed, dividing by zero aborts the whole
         # statement, so the run, the attempt and the events commit together or not at all.
@@ -374,6 +395,14 @@ class PostgresStore:
         rows = await self._pool.fetch(_LIST_ATTEMPTS, run_id)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
+    async def read_output(self, attempt_id: str, offset: int, limit: int) -> Sequence[Stored]:
+        rows = await self._pool.fetch(_OUTPUT_READ, attempt_id, offset, limit)
+        return [stored_from_row(attempt_id, row) for row in rows]
+
+    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
+        status = await self._pool.execute(_OUTPUT_DELETE, finished_before_ms, limit)
+        return int(status.split()[-1])
+
     async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
         rows = await self._pool.fetch(_LOAD_ATTEMPTS, list(attempt_ids))
         return {row["a_id"]: Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows}
@@ -613,6 +642,9 @@ def _parameters(decision: Decision, dedupe_key: str | None) -> dict[str, Any]:
             decision.attempt_expected_status.value if decision.attempt_expected_status else None
         )
         values["a_expected_seq"] = decision.attempt_expected_seq
+        columns = list(zip(*output_rows(decision.output, 0), strict=True)) or [()] * 5
+        for i in range(4):
+            values[f"o{i + 1}"] = list(columns[i])
     elif decision.attempt_write is AttemptWrite.INSERT and attempt is not None:
         values.update({"i_" + k: v for k, v in attempt_values(attempt).items()})
     return values

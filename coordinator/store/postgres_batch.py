@@ -16,6 +16,7 @@ from sqlalchemy import BigInteger, Boolean, Integer
 
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.store.base import Applied, CasMiss
+from coordinator.store.output_sql import OUTPUT_COLUMNS, output_rows
 from coordinator.store.rows import (
     ATTEMPT_LEASE,
     ATTEMPT_MUTABLE,
@@ -68,6 +69,7 @@ def _build() -> str:
     event_fields += ["payload", "created_at_ms"]
     event_kinds = ["text", "text", "bigint", "text", "text", "text", "text", "text", "bigint"]
     event_unnest = ", ".join(param(kind) for kind in event_kinds)
+    output_unnest = ", ".join(param(kind) for kind in ("text", "bigint", "text", "text", "bigint"))
     return f"""
 WITH v AS (SELECT * FROM unnest({unnest}) AS v({names})),
 r AS (
@@ -89,7 +91,11 @@ e AS (
     JOIN r ON r.id = ev.run_id
     LEFT JOIN run_events prev
       ON prev.run_id = r.id AND prev.sequence = r.event_sequence - r.n_events
-    ORDER BY ev.run_id, ev.ord)
+    ORDER BY ev.run_id, ev.ord),
+o AS (
+    INSERT INTO attempt_output ({", ".join(OUTPUT_COLUMNS)})
+    SELECT o.* FROM unnest({output_unnest}) AS o({", ".join(OUTPUT_COLUMNS)})
+    JOIN a ON a.id = o.attempt_id)
 SELECT r.id, r.event_sequence,
        1 / (CASE WHEN (SELECT count(*) FROM r) = cardinality($1::text[])
                   AND (SELECT count(*) FROM a) = cardinality($1::text[]) THEN 1 ELSE 0 END)
@@ -132,7 +138,9 @@ def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str,
             ):
                 events[column].append(value)
     columns = [list(column) for column in zip(*rows, strict=True)] if rows else []
-    return columns + events, arrays
+    pieces = [row for d in decisions for row in output_rows(d.output, d.run.updated_at_ms)]
+    output = [list(column) for column in zip(*pieces, strict=True)] if pieces else [[]] * 5
+    return columns + events + output, arrays
 
 
 async def apply_batch(conn: asyncpg.Connection, decisions: Sequence[Decision]) -> list[Applied]:

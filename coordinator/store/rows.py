@@ -172,6 +172,7 @@ def attempt_from_row(row: Mapping[str, Any], prefix: str = "") -> Attempt | None
     values["status"] = AttemptStatus(values["status"])
     values["observed_state"] = ObservedState(values["observed_state"])
     values["sync_state"] = SyncState(values["sync_state"])
+    values["output_truncated"] = bool(values["output_truncated"])  # SQLite: 0/1
     return Attempt(**values)
 
 

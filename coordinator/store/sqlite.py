@@ -21,6 +21,7 @@ from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.errors import StoreBusy
 from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.output import Stored
 from coordinator.store.base import (
     Applied,
     CasMiss,
@@ -33,6 +34,13 @@ from coordinator.store.base import (
     RunFilter,
     Scan,
     StoredRequest,
+)
+from coordinator.store.output_sql import (
+    OUTPUT_COLUMNS,
+    delete_sql,
+    output_rows,
+    read_sql,
+    stored_from_row,
 )
 from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
@@ -97,6 +105,9 @@ _EVENT_INSERT = (
     f"VALUES ({', '.join(':' + c for c in EVENT_COLUMNS)}, "
     "(SELECT COALESCE(MAX(position), 0) + 1 FROM run_events WHERE tx_id = 0))"
 )
+_OUTPUT_INSERT = f"INSERT INTO attempt_output ({', '.join(OUTPUT_COLUMNS)}) VALUES (?, ?, ?, ?, ?)"
+_OUTPUT_READ = read_sql(lambda n: "?" + n)
+_OUTPUT_DELETE = delete_sql(lambda n: "?" + n)
 _FIND_BY_KEY = f"""
 SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}, 0 AS dedupe_hit
 FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id
@@ -384,6 +395,24 @@ class SqliteStore:
         rows = await self._read(lambda conn: conn.execute(_LIST_ATTEMPTS, (run_id,)).fetchall())
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
 
+    async def read_output(self, attempt_id: str, offset: int, limit: int) -> Sequence[Stored]:
+        rows = await self.read(_OUTPUT_READ, attempt_id, offset, limit)
+        return [stored_from_row(attempt_id, row) for row in rows]
+
+    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            self._begin_immediate(conn)
+            try:
+                deleted = conn.execute(_OUTPUT_DELETE, (finished_before_ms, limit)).rowcount
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return int(deleted)
+
+        async with self._write_lock:
+            return await self._write(run)
+
     async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
         if not attempt_ids:
             return {}
@@ -630,6 +659,8 @@ def _write_decision(
             raise CasMiss(f"attempt {attempt.id} moved")
     elif decision.attempt_write is AttemptWrite.INSERT and attempt is not None:
         conn.execute(_ATTEMPT_INSERT, attempt_values(attempt))
+    if decision.output:
+        conn.executemany(_OUTPUT_INSERT, output_rows(decision.output, run.updated_at_ms))
     first = sequence - n_events + 1
     for i, event in enumerate(decision.events):
         conn.execute(

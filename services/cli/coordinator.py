@@ -16,7 +16,7 @@ from coordinator.api.bearer import bearer_interceptors
 from coordinator.api.credentials import ApiTokens
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import RuntimeTokens
-from services.bootstrap import coordinator, open_store, remote_runtimes
+from services.bootstrap import coordinator, open_store, output_policy, remote_runtimes
 from services.config import ConfigError, Settings
 from services.metrics import Metrics
 from services.server import host_of, start_serving, until_signal
@@ -46,7 +46,7 @@ async def run_coordinator(settings: Settings) -> None:
     )
     try:
         metrics = Metrics()
-        app = coordinator(store, metrics)
+        app = coordinator(store, metrics, output=output_policy(settings))
         side = remote_runtimes(
             app,
             capacity,

@@ -10,7 +10,15 @@ from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from gateway.server import api_tokens, start_dev_gateway
 from reconciler.leases import LeaseReconciler
-from services.bootstrap import capacity, coordinator, open_observations, open_store, runtimes
+from reconciler.output_retention import OutputRetention
+from services.bootstrap import (
+    capacity,
+    coordinator,
+    open_observations,
+    open_store,
+    output_policy,
+    runtimes,
+)
 from services.config import Settings
 from services.db.migrate import upgrade
 from services.ids import new_token
@@ -31,7 +39,7 @@ async def run_dev(settings: Settings) -> None:
         os.chmod(database_file, 0o600)
     try:
         metrics = Metrics()
-        app = coordinator(store, metrics)
+        app = coordinator(store, metrics, output=output_policy(settings))
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
         runtime_side = runtimes(
@@ -58,6 +66,7 @@ async def run_dev(settings: Settings) -> None:
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(lease_scan.serve()),
             asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(OutputRetention(store, settings.output_retention_days).serve()),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
         metrics_host = settings.metrics_addr.rsplit(":", 1)[0]

@@ -154,6 +154,16 @@ attempts = Table(
     Column("finished_at_ms", BigInteger),
     # Why sync went stale, for a person (set with sync_state stale, cleared by evidence).
     Column("sync_reason", String(512)),
+    # The attempt's output (coordinator/domain/output.py; the text is in attempt_output):
+    # bytes stored, bytes of the runtime's log received, the redacted line still being
+    # written and what its continuation may belong to, whether the cap was reached, and
+    # when the event log last got a progress note.
+    Column("output_stored_bytes", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_log_bytes", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_held", Text),
+    Column("output_hold", String(32)),
+    Column("output_truncated", Boolean, nullable=False, server_default=text("false")),
+    Column("output_noted_at_ms", BigInteger),
     UniqueConstraint("run_id", "attempt_no", name="uq_attempts_run_attempt_no"),
     CheckConstraint("attempt_no >= 1", name="attempt_no_positive"),
     CheckConstraint("last_event_seq >= 0", name="last_event_seq_nonnegative"),
@@ -211,6 +221,20 @@ Index(
     runs.c.id,
     postgresql_where=text("status = 'queued'"),
     sqlite_where=text("status = 'queued'"),
+)
+
+# An attempt's output, append-only and offset-addressed (seed B §21 item 13): written only by
+# the transition that takes the OUTPUT event (in its transaction), read by ReadRunOutput,
+# deleted after the retention period. The event log keeps only progress notes.
+attempt_output = Table(
+    "attempt_output",
+    metadata,
+    Column("attempt_id", ID, ForeignKey("attempts.id"), primary_key=True),
+    Column("byte_offset", BigInteger, primary_key=True),  # UTF-8 bytes stored before it
+    Column("kind", String(16), nullable=False),  # text | skipped | truncated
+    Column("text", Text, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    CheckConstraint("byte_offset >= 0", name="byte_offset_nonnegative"),
 )
 
 # Capacity: per-agent concurrency R, workspace and fairness weight (ConfigureAgent).

@@ -50,6 +50,7 @@ def _run_requests(run_id: str, project: str) -> dict[str, Message]:
         "ListProjectEvents": rs.ListProjectEventsRequest(project_id=project),
         "GetEventCursor": rs.GetEventCursorRequest(project_id=project),
         "ListAttempts": rs.ListAttemptsRequest(run_id=run_id),
+        "ReadRunOutput": rs.ReadRunOutputRequest(run_id=run_id),
     }
 
 
@@ -146,6 +147,7 @@ async def test_a_token_sees_only_its_projects_and_acts_as_itself(address: str) -
             "CancelRun": lambda: stub.CancelRun(rs.CancelRunRequest(id=in_q.id)),
             "ListRunEvents": lambda: stub.ListRunEvents(rs.ListRunEventsRequest(run_id=in_q.id)),
             "ListAttempts": lambda: stub.ListAttempts(rs.ListAttemptsRequest(run_id=in_q.id)),
+            "ReadRunOutput": lambda: stub.ReadRunOutput(rs.ReadRunOutputRequest(run_id=in_q.id)),
         }
         for name, make in calls.items():  # another project's run is a missing run
             with pytest.raises(grpc.aio.AioRpcError) as hidden:

@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from services.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from services.db.schema import metadata
 
-HEAD = "0007_runtime_bindings"
+HEAD = "0008_attempt_output"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")

@@ -34,6 +34,7 @@ from coordinator.api.errors import reason_of
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
+from coordinator.domain.output import Stored
 from coordinator.store.base import (
     Applied,
     Loaded,
@@ -768,6 +769,12 @@ class GatedStore:
 
     async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
         await self._inner.mark_replaced(owner_id, runtime_instance_id, now_ms)
+
+    async def read_output(self, attempt_id: str, offset: int, limit: int) -> Sequence[Stored]:
+        return await self._inner.read_output(attempt_id, offset, limit)
+
+    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
+        return await self._inner.delete_output(finished_before_ms, limit)
 
 
 async def twins_in_flight(

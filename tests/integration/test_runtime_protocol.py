@@ -112,7 +112,11 @@ async def test_start_accept_run_succeed(stack: Stack) -> None:
         assert await _display(stack, run_id) == "SUCCEEDED"
         types = await _types(stack, run_id)
         assert types.count("attempt.late_callback_ignored") == 1
-        assert "attempt.output" in types and types[-1] == "run.succeeded"
+        assert "attempt.output_progressed" in types and types[-1] == "run.succeeded"
+        output = await stack.runs.ReadRunOutput(rs.ReadRunOutputRequest(run_id=run_id))
+        assert [chunk.text for chunk in output.chunks] == ["hi\n"]
+        assert output.attempt_finished and output.run_finished
+        assert output.next_offset == output.stored_bytes == 3
 
 
 async def test_start_response_lost_is_unknown_and_holds_capacity(stack: Stack) -> None:

@@ -632,7 +632,10 @@ EXPECTED: Final[dict[str, list[Row]]] = {
         Row(r, a, R.CANCELLED, A.CANCELLED, CANCEL_EVENTS, _when("cancel"))
         for r, a in LIVE_AFTER_FENCE
     ],
-    "runtime_output": [Row(r, a, r, a, ("attempt.output",)) for r, a in LIVE_AFTER_FENCE],
+    # the chunk goes to the output store; a first chunk gets the progress note
+    "runtime_output": [
+        Row(r, a, r, a, ("attempt.output_progressed",)) for r, a in LIVE_AFTER_FENCE
+    ],
     "runtime_signalled": [Row(r, a, r, a, ("attempt.signalled",)) for r, a in LIVE_AFTER_FENCE],
 }
 

@@ -1,0 +1,52 @@
+"""Output retention: the stored output of attempts that ended longer ago than the retention
+period is deleted, a batch at a time (readers then answer ``expired``). Output is not state:
+no transition is involved, and the attempt rows keep their byte counts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from coordinator.store.base import RunStore
+from services.ids import now_ms
+
+log = logging.getLogger(__name__)
+
+DAY_MS = 24 * 3600 * 1000
+
+
+class OutputRetention:
+    def __init__(
+        self,
+        store: RunStore,
+        retention_days: int,
+        interval_s: float = 600.0,
+        batch: int = 5000,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._store = store
+        self._retention_days = retention_days
+        self._interval_s = interval_s
+        self._batch = batch
+        self._clock = clock
+
+    async def run_once(self) -> int:
+        """Delete what expired; how many stored pieces were deleted."""
+        if self._retention_days <= 0:
+            return 0
+        cutoff = self._clock() - self._retention_days * DAY_MS
+        deleted = 0
+        while (count := await self._store.delete_output(cutoff, self._batch)) > 0:
+            deleted += count
+        return deleted
+
+    async def serve(self) -> None:
+        while True:
+            try:
+                deleted = await self.run_once()
+                if deleted:
+                    log.info("output retention: deleted %d stored pieces", deleted)
+            except Exception:  # a database hiccup: next round, never die
+                log.exception("output retention failed")
+            await asyncio.sleep(self._interval_s)
