@@ -24,6 +24,7 @@ from truerun.v1 import capacity_service_pb2_grpc
 from capacity.observations.model import Observation
 from coordinator.dispatch.capacity_port import ClaimAnswer, ClaimedStart
 from services.ids import uuid7
+from services.tls import TlsFiles, aio_channel
 
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
@@ -70,14 +71,17 @@ class CapacityClient:
         timeout_s: float = 5.0,
         attempts: int = 4,
         interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+        tls: TlsFiles | None = None,
     ) -> None:
         self.ttl_ms = ttl_ms
         self._timeout_s = timeout_s
         self._attempts = attempts
-        self._channel = grpc.aio.insecure_channel(
+        # TLS when the address is https://... or ``tls`` names files (services/tls.py)
+        self._channel = aio_channel(
             address,
+            tls or TlsFiles(),
             options=[("grpc.lb_policy_name", "round_robin"), ("grpc.enable_retries", 0)],
-            interceptors=list(interceptors),
+            interceptors=interceptors,
         )
         self._stub: CapacityServiceAsyncStub = capacity_service_pb2_grpc.CapacityServiceStub(
             self._channel

@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from gateway.sse import event_stream
 from gateway.tokens import ApiTokens, FailureLimit, Principal
 from gateway.tracing import TracingMiddleware
 from services.telemetry import client_interceptors
+from services.tls import TlsFiles, aio_channel
 
 HERE = Path(__file__).resolve().parent
 OPENAPI_PATH = HERE / "openapi.json"
@@ -68,6 +69,8 @@ class GatewayConfig:
     heartbeat_s: float = 15.0
     static_dir: Path | None = STATIC_DIR
     failures: FailureLimit | None = None  # failed authentications per client (429 past it)
+    # TLS to the services: an https:// target or any of these files (services/tls.py)
+    tls: TlsFiles = field(default_factory=TlsFiles)
 
 
 #: The bearer token of the request being served: what the gRPC calls made for it carry.
@@ -78,16 +81,15 @@ class Upstream:
     """The gRPC stubs, on channels opened inside the server's event loop: one, or a second
     one for CapacityService when it has its own address."""
 
-    def __init__(self, target: str, capacity_target: str = "") -> None:
+    def __init__(self, target: str, capacity_target: str = "", tls: TlsFiles | None = None) -> None:
         # Every call carries the token of the request it serves: the gateway forwards the
         # caller's identity and grants none of its own.
         interceptors = [*bearer_interceptors(_FORWARDED.get), *client_interceptors()]
-        self.channel = grpc.aio.insecure_channel(target, interceptors=interceptors)
+        files = tls or TlsFiles()
+        self.channel = aio_channel(target, files, interceptors=interceptors)
         self.capacity_channel = self.channel
         if capacity_target and capacity_target != target:
-            self.capacity_channel = grpc.aio.insecure_channel(
-                capacity_target, interceptors=interceptors
-            )
+            self.capacity_channel = aio_channel(capacity_target, files, interceptors=interceptors)
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
         self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
 
@@ -445,7 +447,7 @@ def create_app(config: GatewayConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state["upstream"] = Upstream(config.grpc_target, config.capacity_target)
+        state["upstream"] = Upstream(config.grpc_target, config.capacity_target, config.tls)
         try:
             yield
         finally:

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from starlette.routing import Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.tls import ServerTls
+
 COMMAND_VERBS = frozenset(
     {"cancel", "approve", "retry", "resolve", "fail", "pause", "resume", "requeue"}
 )
@@ -42,11 +44,16 @@ class GatewayMetrics:
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route, str(status)).observe(seconds)
 
-    def serve(self, address: str) -> tuple[Any, int]:
-        """An HTTP /metrics endpoint on ``host:port`` (port 0: a free one)."""
+    def serve(self, address: str, tls: ServerTls | None = None) -> tuple[Any, int]:
+        """An HTTP /metrics endpoint on ``host:port`` (port 0: a free one); HTTPS with
+        ``tls``."""
         host, _, port = address.rpartition(":")
         server, _thread = start_http_server(
-            int(port), addr=host.strip("[]") or "127.0.0.1", registry=self.registry
+            int(port),
+            addr=host.strip("[]") or "127.0.0.1",
+            registry=self.registry,
+            certfile=tls.cert_file if tls else None,
+            keyfile=tls.key_file if tls else None,
         )
         return server, int(server.server_port)
 

@@ -9,6 +9,7 @@ import logging
 import signal
 import socket
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 
 import uvicorn
@@ -16,9 +17,18 @@ import uvicorn
 from gateway.app import GatewayConfig, create_app
 from gateway.metrics import GatewayMetrics, MetricsMiddleware
 from gateway.tokens import ALL_PROJECTS, ApiTokens
-from services.config import Settings
+from services.config import ConfigError, Settings
 from services.ids import new_token
 from services.telemetry import configure
+from services.tls import (
+    PLAINTEXT,
+    ServerTls,
+    TlsFiles,
+    checked_target,
+    client_files,
+    listening,
+    server_tls,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +43,15 @@ class _Uvicorn(uvicorn.Server):
 
 class HttpServer:
     """A started gateway: ``port`` is bound; ``stop()`` ends streams and closes the socket.
-    With ``metrics``, every request is counted and timed (gateway.metrics)."""
+    With ``metrics``, every request is counted and timed (gateway.metrics); with ``tls`` it
+    serves HTTPS only."""
 
     def __init__(
-        self, config: GatewayConfig, http_addr: str, metrics: GatewayMetrics | None = None
+        self,
+        config: GatewayConfig,
+        http_addr: str,
+        metrics: GatewayMetrics | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         host, _, port = http_addr.rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
@@ -48,6 +63,7 @@ class HttpServer:
         self._socket.setblocking(False)
         self.host = host
         self.port = int(self._socket.getsockname()[1])
+        self.tls = tls
         app = create_app(config)
         asgi = app if metrics is None else MetricsMiddleware(app, app.routes, metrics)
         self._server = _Uvicorn(
@@ -58,6 +74,8 @@ class HttpServer:
                 lifespan="on",
                 # Open SSE streams must not hold a shutdown for long: they resume anyway.
                 timeout_graceful_shutdown=1,
+                ssl_certfile=tls.cert_file if tls else None,
+                ssl_keyfile=tls.key_file if tls else None,
             )
         )
         self._task: asyncio.Task[None] | None = None
@@ -79,6 +97,10 @@ class HttpServer:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
 
 def api_tokens(settings: Settings, *, dev: bool) -> tuple[ApiTokens, str | None]:
@@ -105,19 +127,43 @@ def _user() -> str:
         return "dev"
 
 
-def dashboard_url(address: str, token: str | None) -> str:
-    return f"http://{address}/" + (f"#token={token}" if token else "")
+def dashboard_url(address: str, token: str | None, scheme: str = "http") -> str:
+    return f"{scheme}://{address}/" + (f"#token={token}" if token else "")
 
 
-async def start_dev_gateway(settings: Settings, grpc_port: int) -> HttpServer:
+def dev_upstream_tls(settings: Settings, tls: ServerTls | None) -> TlsFiles:
+    """How `truerun dev`'s gateway reaches its own gRPC port: plaintext when the port is,
+    else verifying it with TRUERUN_TLS_CA_FILE (default: the server certificate itself, which
+    suits a self-signed one) and, when gRPC asks for client certificates, presenting
+    TRUERUN_TLS_CLIENT_CERT_FILE."""
+    if tls is None:
+        return TlsFiles()
+    if tls.client_ca is not None and not settings.tls_client_cert_file:
+        raise ConfigError(
+            "truerun dev with TRUERUN_TLS_CLIENT_CA_FILE (mTLS) needs "
+            "TRUERUN_TLS_CLIENT_CERT_FILE and TRUERUN_TLS_CLIENT_KEY_FILE: its gateway is a "
+            "gRPC client of its own port"
+        )
+    files = client_files(settings)
+    return replace(files, ca_file=files.ca_file or tls.cert_file)
+
+
+async def start_dev_gateway(
+    settings: Settings, grpc_port: int, tls: ServerTls | None = None
+) -> HttpServer:
     """The gateway inside `truerun dev`, calling this process's own gRPC port (still only over
-    gRPC). Prints `http listening on HOST:PORT` and the dashboard link with its token."""
+    gRPC, over TLS when that port serves it). Prints `http listening on HOST:PORT` and the
+    dashboard link with its token."""
     tokens, token = api_tokens(settings, dev=True)
-    config = GatewayConfig(grpc_target=f"127.0.0.1:{grpc_port}", tokens=tokens)
-    server = HttpServer(config, settings.http_addr)
+    config = GatewayConfig(
+        grpc_target=f"127.0.0.1:{grpc_port}",
+        tokens=tokens,
+        tls=dev_upstream_tls(settings, tls),
+    )
+    server = HttpServer(config, settings.http_addr, tls=tls)
     await server.start()
-    print(f"http listening on {server.address}", flush=True)
-    print(f"dashboard {dashboard_url(server.address, token)}", flush=True)
+    print(listening("http", server.address, tls), flush=True)
+    print(f"dashboard {dashboard_url(server.address, token, server.scheme)}", flush=True)
     return server
 
 
@@ -125,6 +171,10 @@ async def run_gateway(settings: Settings) -> None:
     """`truerun gateway`: the gateway alone, in front of the services at settings.services_addr
     (CapacityService at settings.capacity_addr when set)."""
     tokens, _ = api_tokens(settings, dev=False)
+    tls = server_tls(settings)
+    upstream = client_files(settings)
+    for target in filter(None, (settings.services_addr, settings.capacity_addr)):
+        checked_target(target, upstream)  # a bad TLS file stops the gateway here, not per call
     metrics = GatewayMetrics()
     telemetry = configure("truerun-gateway", settings.otel_exporter, settings.otel_endpoint)
     server = HttpServer(
@@ -132,15 +182,19 @@ async def run_gateway(settings: Settings) -> None:
             grpc_target=settings.services_addr,
             capacity_target=settings.capacity_addr,
             tokens=tokens,
+            tls=upstream,
         ),
         settings.http_addr,
         metrics,
+        tls,
     )
     await server.start()
-    metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+    metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
     metrics_host = settings.metrics_addr.rpartition(":")[0].strip("[]") or "127.0.0.1"
-    print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
-    print(f"http listening on {server.address}", flush=True)
+    print(listening("metrics", f"{metrics_host}:{metrics_port}", tls), flush=True)
+    print(listening("http", server.address, tls), flush=True)
+    if tls is None:
+        print(PLAINTEXT, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -15,12 +15,14 @@ from reconciler.output_retention import OutputRetention
 from services.bootstrap import coordinator, open_store
 from services.config import Settings
 from services.metrics import Metrics
-from services.server import host_of, start_serving, until_signal
+from services.server import print_listening, start_serving, until_signal
+from services.tls import server_tls
 
 log = logging.getLogger(__name__)
 
 
 async def run_reconciler(settings: Settings) -> None:
+    tls = server_tls(settings)
     store = await open_store(settings.resolved_database_url())
     try:
         metrics = Metrics()
@@ -39,11 +41,12 @@ async def run_reconciler(settings: Settings) -> None:
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(OutputRetention(store, settings.output_retention_days).serve()),
         ]
-        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         # gRPC health (and reflection) only: what the chart's probes and load balancers ask.
-        serving = await start_serving(app, settings.grpc_addr, run_service=False, tokens=None)
-        print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
-        print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
+        serving = await start_serving(
+            app, settings.grpc_addr, run_service=False, tokens=None, tls=tls
+        )
+        print_listening(settings, metrics_port, serving.port, tls)
         print("reconciler running", flush=True)
         await until_signal()
         await serving.health.enter_graceful_shutdown()

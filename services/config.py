@@ -143,6 +143,29 @@ class Settings:
     otel_endpoint: str = setting(
         "", "the OTLP/gRPC collector for otel_exporter=otlp (empty = the exporter's default)"
     )
+    tls_cert_file: str = setting(
+        "",
+        "PEM certificate (chain) this process serves TLS with; with tls_key_file every "
+        "listener (gRPC, gateway HTTP, metrics) serves TLS only (empty = plaintext)",
+    )
+    tls_key_file: str = setting("", "PEM private key of tls_cert_file (set both or neither)")
+    tls_client_ca_file: str = setting(
+        "",
+        "PEM CA bundle: when set (with tls_cert_file), gRPC requires a client certificate "
+        "signed by it (mTLS, meant for runtimes): every gRPC client must then present one",
+    )
+    tls_ca_file: str = setting(
+        "",
+        "PEM CA bundle this process's gRPC clients (coordinator to capacity, gateway to the "
+        "services, `truerun dev`'s gateway) verify servers with; setting it turns TLS on "
+        "for them, as does an https:// target (system trust store)",
+    )
+    tls_client_cert_file: str = setting(
+        "", "PEM client certificate those gRPC clients present to a server requiring mTLS"
+    )
+    tls_client_key_file: str = setting(
+        "", "PEM private key of tls_client_cert_file (set both or neither)"
+    )
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from coordinator.service.transitions import Result
 from coordinator.store.base import RunStore
 from services.ids import now_ms
+from services.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,15 @@ class Metrics:
     def exposition(self) -> str:
         return generate_latest(self.registry).decode()
 
-    def serve(self, address: str) -> tuple[Any, int]:
-        """An HTTP /metrics endpoint on ``host:port`` (port 0: a free one)."""
+    def serve(self, address: str, tls: ServerTls | None = None) -> tuple[Any, int]:
+        """An HTTP /metrics endpoint on ``host:port`` (port 0: a free one); HTTPS only with
+        ``tls`` (never mTLS: scrapers verify the server, tokens are not involved)."""
         host, _, port = address.rpartition(":")
-        server, _thread = start_http_server(int(port), addr=host, registry=self.registry)
+        server, _thread = start_http_server(
+            int(port),
+            addr=host,
+            registry=self.registry,
+            certfile=tls.cert_file if tls else None,
+            keyfile=tls.key_file if tls else None,
+        )
         return server, int(server.server_port)

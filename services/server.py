@@ -24,6 +24,8 @@ from coordinator.api.credentials import ApiTokens, FailureLimit
 from coordinator.api.run_servicer import RunServicer
 from coordinator.api.runtime_servicer import RuntimeServicer
 from services.bootstrap import Capacity, Coordinator, Runtimes
+from services.config import Settings
+from services.tls import PLAINTEXT, ServerTls, listening
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +121,13 @@ async def start_serving(
     interceptors: Sequence[grpc.aio.ServerInterceptor[Any, Any]] = (),
     tokens: ApiTokens | None,
     failures: FailureLimit | None = None,
+    tls: ServerTls | None = None,
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
     CapacityService authenticate every call with ``tokens`` (coordinator/api/auth.py): a
-    server that serves either needs them."""
+    server that serves either needs them. With ``tls`` the port serves TLS only (and mTLS
+    when it names a client CA); without, plaintext."""
     if (run_service or capacity is not None) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
     chain = list(interceptors)
@@ -158,7 +162,10 @@ async def start_serving(
     reflection.enable_server_reflection(
         [*served, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
-    port = server.add_insecure_port(address)
+    if tls is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, tls.grpc_credentials())
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
@@ -170,6 +177,18 @@ async def start_serving(
 def host_of(address: str) -> str:
     """The host part of host:port (for the "... listening on host:port" lines)."""
     return address.rsplit(":", 1)[0]
+
+
+def print_listening(
+    settings: Settings, metrics_port: int, grpc_port: int, tls: ServerTls | None
+) -> None:
+    """The startup lines of a production gRPC process: where metrics and gRPC listen and
+    whether they serve TLS (a plaintext process says so on a line of its own)."""
+    metrics = f"{host_of(settings.metrics_addr)}:{metrics_port}"
+    print(listening("metrics", metrics, tls), flush=True)
+    print(listening("grpc", f"{host_of(settings.grpc_addr)}:{grpc_port}", tls), flush=True)
+    if tls is None:
+        print(PLAINTEXT, flush=True)
 
 
 async def until_signal() -> None:

@@ -69,6 +69,7 @@ class Agent:
             lineage=config.lineage,
             backoff=config.backoff,
             keepalive_ms=config.keepalive_ms,
+            credentials=config.credentials,
         )
         self.runners: dict[str, TaskRunner] = {}
         self.queue: list[TaskRunner] = []

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from truerun_runtime import TlsFiles, channel_target
+
 from .agent import SOCKET, Agent, AgentBusy, RuntimeRefused
 from .config import AgentConfig
 from .local import request
@@ -46,7 +48,24 @@ def _parser() -> argparse.ArgumentParser:
         prog="truerun agent", description="the truerun reference runtime"
     )
     _flag(
-        parser, "--server", "TRUERUN_SERVER", "truerun's gRPC address host:port", "127.0.0.1:7233"
+        parser,
+        "--server",
+        "TRUERUN_SERVER",
+        "truerun's gRPC address host:port (https://host:port: TLS)",
+        "127.0.0.1:7233",
+    )
+    _flag(parser, "--tls-ca-file", "TRUERUN_TLS_CA_FILE", "PEM CA bundle to verify truerun (TLS)")
+    _flag(
+        parser,
+        "--tls-client-cert-file",
+        "TRUERUN_TLS_CLIENT_CERT_FILE",
+        "PEM client certificate for a truerun that requires mTLS",
+    )
+    _flag(
+        parser,
+        "--tls-client-key-file",
+        "TRUERUN_TLS_CLIENT_KEY_FILE",
+        "PEM private key of the client certificate",
     )
     _flag(parser, "--token", "TRUERUN_TOKEN", "the runtime token (a secret)")
     _flag(parser, "--owner", "TRUERUN_OWNER", "the owner whose runs this runtime executes")
@@ -138,8 +157,13 @@ def _config(args: argparse.Namespace) -> AgentConfig:
     limit = int(args.limit)
     if limit < 0:
         raise ValueError("--limit must be >= 0")
+    # a bad TLS file is a ValueError too: one line (parser.error), exit status 2
+    server, credentials = channel_target(
+        args.server, TlsFiles(args.tls_ca_file, args.tls_client_cert_file, args.tls_client_key_file)
+    )
     return AgentConfig(
-        server=args.server,
+        server=server,
+        credentials=credentials,
         token=args.token,
         owner_id=args.owner,
         state_dir=Path(args.state_dir).expanduser(),

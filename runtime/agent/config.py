@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 from truerun.v1 import capacity_service_pb2 as cpb
 
 from truerun_runtime import Backoff
@@ -16,7 +17,7 @@ INSTANCE_FILE = "instance_id"
 @dataclass(frozen=True)
 class AgentConfig:
     server: str
-    """truerun's gRPC address, host:port."""
+    """truerun's gRPC address, host:port (without https://: ``credentials`` say TLS)."""
     token: str
     """The runtime token (a secret; sent in Hello only, never given to commands)."""
     owner_id: str
@@ -55,6 +56,8 @@ class AgentConfig:
     unreachable this long (0: never). Keep truerun's lost_after above it plus a margin."""
     retention_s: float = 7 * 24 * 3600
     """Finished, fully acknowledged tasks older than this are deleted when the agent starts."""
+    credentials: grpc.ChannelCredentials | None = None
+    """TLS (and mTLS) credentials from truerun_runtime.channel_target; None: plaintext."""
     secrets_dir: Path | None = None
     """Where secrets named by ``{"secret_ref": NAME}`` live (one file each); None: the state
     dir's ``secrets``. ``TRUERUN_SECRET_<NAME>`` in the agent's environment wins."""

@@ -12,8 +12,9 @@ from coordinator.api.credentials import ApiTokens
 from services.bootstrap import capacity, coordinator, open_observations, open_store
 from services.config import ConfigError, Settings
 from services.metrics import Metrics
-from services.server import host_of, start_serving, until_signal
+from services.server import print_listening, start_serving, until_signal
 from services.telemetry import configure, server_interceptors
+from services.tls import server_tls
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ async def run_capacity(settings: Settings) -> None:
         raise ConfigError("truerun capacity needs TRUERUN_REDIS_URL (observations are shared)")
     if not settings.api_tokens:
         raise ConfigError("truerun capacity needs TRUERUN_API_TOKENS (every call authenticates)")
+    tls = server_tls(settings)
     telemetry = configure("truerun-capacity", settings.otel_exporter, settings.otel_endpoint)
     store = await open_store(settings.resolved_database_url())
     try:
@@ -39,10 +41,10 @@ async def run_capacity(settings: Settings) -> None:
             run_service=False,
             interceptors=server_interceptors(),
             tokens=ApiTokens.parse(settings.api_tokens),
+            tls=tls,
         )
-        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
-        print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
-        print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
+        print_listening(settings, metrics_port, serving.port, tls)
         await until_signal()
         log.info("draining; up to %.1fs", settings.grace_seconds)
         await serving.shutdown(settings.grace_seconds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,7 @@ from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from coordinator.api.bearer import with_bearer
 from coordinator.api.errors import reason_of
+from services.tls import TlsFiles, sync_channel
 
 
 def _enum_name(enum: Any, number: int, prefix: str) -> str:
@@ -95,10 +96,24 @@ def event_line(event: common_pb2.RunEvent) -> str:
     return f"  {event.sequence:>4}  {event.type:<32} by {actor}:{event.actor.id}{detail}"
 
 
+def tls_from_env(environ: Mapping[str, str]) -> TlsFiles:
+    """The client commands' TLS files: TRUERUN_TLS_CA_FILE, TRUERUN_TLS_CLIENT_CERT_FILE and
+    TRUERUN_TLS_CLIENT_KEY_FILE, read from the environment as TRUERUN_SERVER is."""
+    return TlsFiles(
+        environ.get("TRUERUN_TLS_CA_FILE", ""),
+        environ.get("TRUERUN_TLS_CLIENT_CERT_FILE", ""),
+        environ.get("TRUERUN_TLS_CLIENT_KEY_FILE", ""),
+    )
+
+
 class Client:
-    def __init__(self, address: str, timeout: float = 10.0, token: str = "") -> None:
-        self._raw = grpc.insecure_channel(
+    def __init__(
+        self, address: str, timeout: float = 10.0, token: str = "", tls: TlsFiles | None = None
+    ) -> None:
+        # TLS when the address is https://... or ``tls`` names files (services/tls.py)
+        self._raw = sync_channel(
             address,
+            tls or TlsFiles(),
             options=[("grpc.keepalive_time_ms", 20_000), ("grpc.keepalive_timeout_ms", 10_000)],
         )
         self._channel = with_bearer(self._raw, token)

@@ -19,8 +19,9 @@ from coordinator.dispatch.tokens import RuntimeTokens
 from services.bootstrap import coordinator, open_store, output_policy, remote_runtimes
 from services.config import ConfigError, Settings
 from services.metrics import Metrics
-from services.server import host_of, start_serving, until_signal
+from services.server import print_listening, start_serving, until_signal
 from services.telemetry import client_interceptors, configure, server_interceptors
+from services.tls import checked_target, client_files, server_tls
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,16 @@ async def run_coordinator(settings: Settings) -> None:
             "truerun coordinator needs TRUERUN_SERVICE_TOKEN (an API token the capacity "
             "service accepts)"
         )
+    tls = server_tls(settings)
+    capacity_tls = client_files(settings)
+    checked_target(settings.capacity_addr, capacity_tls)  # a bad file stops it before it opens
     telemetry = configure("truerun-coordinator", settings.otel_exporter, settings.otel_endpoint)
     store = await open_store(settings.resolved_database_url())
     capacity = CapacityClient(
         settings.capacity_addr,
         settings.observation_ttl_ms,
         interceptors=[*bearer_interceptors(settings.service_token), *client_interceptors()],
+        tls=capacity_tls,
     )
     try:
         metrics = Metrics()
@@ -64,14 +69,14 @@ async def run_coordinator(settings: Settings) -> None:
             runtimes=side,
             interceptors=server_interceptors(),
             tokens=ApiTokens.parse(settings.api_tokens),
+            tls=tls,
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(metrics.watch_ages(store)),
         ]
-        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
-        print(f"metrics listening on {host_of(settings.metrics_addr)}:{metrics_port}", flush=True)
-        print(f"grpc listening on {host_of(settings.grpc_addr)}:{serving.port}", flush=True)
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
+        print_listening(settings, metrics_port, serving.port, tls)
         await until_signal()
         log.info("draining; up to %.1fs", settings.grace_seconds)
         await serving.shutdown(settings.grace_seconds)

@@ -8,7 +8,7 @@ import os
 
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
-from gateway.server import api_tokens, start_dev_gateway
+from gateway.server import api_tokens, dev_upstream_tls, start_dev_gateway
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
@@ -24,11 +24,17 @@ from services.db.migrate import upgrade
 from services.ids import new_token
 from services.metrics import Metrics
 from services.server import start_serving, until_signal
+from services.tls import DEV_PLAINTEXT, checked_target, listening, require_loopback, server_tls
 
 log = logging.getLogger(__name__)
 
 
 async def run_dev(settings: Settings) -> None:
+    tls = server_tls(settings)
+    if tls is None:
+        require_loopback(settings, "truerun dev")
+    else:
+        checked_target("127.0.0.1", dev_upstream_tls(settings, tls))  # before anything opens
     # tokens and the database live here: the data dir is the user's alone (0700, files 0600)
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(settings.data_dir, 0o700)
@@ -53,7 +59,9 @@ async def run_dev(settings: Settings) -> None:
         )
         metrics.count_refusals(runtime_side.sessions.refused)
         tokens, _ = api_tokens(settings, dev=True)
-        serving = await start_serving(app, settings.grpc_addr, caps, runtime_side, tokens=tokens)
+        serving = await start_serving(
+            app, settings.grpc_addr, caps, runtime_side, tokens=tokens, tls=tls
+        )
         lease_scan = LeaseReconciler(
             app.transitions,
             interval_s=min(2.0, settings.lease_ttl_ms / 4000),
@@ -68,12 +76,14 @@ async def run_dev(settings: Settings) -> None:
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(OutputRetention(store, settings.output_retention_days).serve()),
         ]
-        metrics_server, metrics_port = metrics.serve(settings.metrics_addr)
+        metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         metrics_host = settings.metrics_addr.rsplit(":", 1)[0]
-        print(f"metrics listening on {metrics_host}:{metrics_port}", flush=True)
+        print(listening("metrics", f"{metrics_host}:{metrics_port}", tls), flush=True)
         host = settings.grpc_addr.rsplit(":", 1)[0]
-        print(f"grpc listening on {host}:{serving.port}", flush=True)
-        gateway = await start_dev_gateway(settings, serving.port)
+        print(listening("grpc", f"{host}:{serving.port}", tls), flush=True)
+        if tls is None:
+            print(DEV_PLAINTEXT, flush=True)
+        gateway = await start_dev_gateway(settings, serving.port, tls)
         await until_signal()
         await gateway.stop()  # first: its streams hold gRPC watches open
         await serving.shutdown(settings.grace_seconds)

@@ -17,7 +17,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
 from services.cli import operator
-from services.cli.client import Client, event_line, fail, run_line, show_run
+from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
 from services.config import Settings
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -75,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--server",
             default=os.environ.get("TRUERUN_SERVER", "127.0.0.1:7233"),
-            help="the truerun gRPC address (env: TRUERUN_SERVER)",
+            help="the truerun gRPC address; https://host:port or TRUERUN_TLS_CA_FILE: TLS "
+            "(env: TRUERUN_SERVER)",
         )
         p.add_argument(
             "--token",
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.cmd in ("coordinator", "capacity"):
         return _service(args)
-    client = Client(args.server, token=_token(args.token))
+    client = Client(args.server, token=_token(args.token), tls=tls_from_env(os.environ))
     try:
         return int(_CLIENT_COMMANDS[args.cmd](client, args))
     except grpc.RpcError as error:

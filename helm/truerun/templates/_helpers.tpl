@@ -122,3 +122,34 @@ service-token: TRUERUN_SERVICE_TOKEN
       {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* TLS settings of one service (tls.enabled): its listeners serve tls.crt; the coordinator
+and the gateway, gRPC clients of the other services, verify them with ca.crt; with
+tls.clientAuth the gRPC services require client certificates and those two clients present
+tls.crt. Call with (dict "root" $ "component" "coordinator"). */}}
+{{- define "truerun.tlsEnv" -}}
+{{- $tls := .root.Values.tls -}}
+{{- if $tls.enabled }}
+- name: TRUERUN_TLS_CERT_FILE
+  value: /etc/truerun/tls/tls.crt
+- name: TRUERUN_TLS_KEY_FILE
+  value: /etc/truerun/tls/tls.key
+{{- $client := has .component (list "coordinator" "gateway") }}
+{{- if $client }}
+- name: TRUERUN_TLS_CA_FILE
+  value: /etc/truerun/tls/ca.crt
+{{- end }}
+{{- if $tls.clientAuth }}
+{{- if ne .component "gateway" }}
+- name: TRUERUN_TLS_CLIENT_CA_FILE
+  value: /etc/truerun/tls/ca.crt
+{{- end }}
+{{- if $client }}
+- name: TRUERUN_TLS_CLIENT_CERT_FILE
+  value: /etc/truerun/tls/tls.crt
+- name: TRUERUN_TLS_CLIENT_KEY_FILE
+  value: /etc/truerun/tls/tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
