@@ -152,12 +152,16 @@ async def start_server(url: str, tmp: Path) -> ServerProcess:
             env=env,
         )
     assert proc.stdout is not None
-    try:
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-    except TimeoutError:
-        proc.kill()
-        raise RuntimeError(f"the server did not start; see {log_path}") from None
-    found = re.search(r"grpc listening on (\S+)", line)
+    found = None
+    line = ""
+    for _ in range(10):  # dev prints its listeners (metrics, grpc, http) in some order
+        try:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        except TimeoutError:
+            proc.kill()
+            raise RuntimeError(f"the server did not start; see {log_path}") from None
+        if found := re.search(r"grpc listening on (\S+)", line):
+            break
     if found is None:
         proc.kill()
         await proc.wait()
@@ -723,9 +727,11 @@ def pgbench_script(run: Run, attempt: Attempt, runs_per_client: int) -> PgbenchS
         if name == "ev1":  # the event id (uuid7 in Python): a distinct integer per transaction
             assert len(value) == 1
             return "ARRAY[:ev_id0]"
-        if name == "ev5":
+        if name in ("ev5", "o1"):  # the event's and the output piece's attempt
             assert value == [attempt.id]
             return "ARRAY[:l_a_id]"
+        if name == "o2":  # the piece's byte offset: distinct per transaction, as ev_id0
+            return "ARRAY[:ev_id0]"
         if value is None:
             return "NULL"
         if (
@@ -783,7 +789,8 @@ class Options:
 
 
 async def _verify(store: PostgresStore, owner: str, expected: int, side: str) -> str:
-    """Every counted event moved its attempt's seq by one and appended one output event."""
+    """Every counted event moved its attempt's seq by one and appended one piece of output
+    to the output store (a whole line each: nothing held back)."""
     moved = await _fetchval(
         store,
         "SELECT coalesce(sum(a.last_event_seq - 2), 0) FROM attempts a"
@@ -792,16 +799,16 @@ async def _verify(store: PostgresStore, owner: str, expected: int, side: str) ->
     )
     outputs = await _fetchval(
         store,
-        "SELECT count(*) FROM run_events e JOIN runs r ON r.id = e.run_id"
-        " WHERE r.owner_id = $1 AND e.type = 'attempt.output'",
+        "SELECT count(*) FROM attempt_output o JOIN attempts a ON a.id = o.attempt_id"
+        " WHERE a.owner_id = $1",
         owner,
     )
     if moved != expected or outputs != expected:
         return (
             f"{side}: MISMATCH: {expected} events counted, attempt seqs moved {moved},"
-            f" {outputs} output events stored"
+            f" {outputs} output pieces stored"
         )
-    return f"{side}: {expected} events committed, checked against attempt seqs and run_events"
+    return f"{side}: {expected} events committed, checked against attempt seqs and attempt_output"
 
 
 async def bench(opts: Options) -> float:

@@ -100,11 +100,11 @@ def take(
     """One OUTPUT event's chunk (``data`` at log ``offset``, or ``skipped_bytes``)."""
     data = chunk.get("data", chunk.get("text", ""))
     text = data if isinstance(data, str) else ""
-    skipped = chunk.get("skipped_bytes")
-    offset = chunk.get("offset")
-    log_start = offset if isinstance(offset, int) and offset >= 0 else state.log_bytes
+    skipped = _count(chunk.get("skipped_bytes"))
+    offset = _count(chunk.get("offset"))
+    log_start = state.log_bytes if offset is None else offset
     pieces: list[Stored] = []
-    if isinstance(skipped, int) and skipped > 0:
+    if skipped:
         flushed, state = _flush(state)
         pieces += _piece(attempt_id, state, ChunkKind.TEXT, flushed, pieces)
         marker = f"\n[{skipped} bytes of output skipped by the runtime; its log file has them]\n"
@@ -122,6 +122,15 @@ def take(
         note = {"offset": state.stored_bytes, "log_bytes": state.log_bytes}
         state = _with(state, noted_at_ms=now_ms)
     return Taken(state, tuple(pieces), note, truncated_now)
+
+
+def _count(value: object) -> int | None:
+    """A byte count from a payload (JSON numbers arrive as floats), None if it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value != value or value < 0 or value != int(value):
+        return None
+    return int(value)
 
 
 def finish(attempt_id: str, state: OutputState, policy: OutputPolicy) -> Taken:
@@ -162,19 +171,25 @@ def columns(state: OutputState) -> dict[str, object]:
 def _feed(state: OutputState, text: str, max_held: int, *, final: bool) -> tuple[str, OutputState]:
     """What can be stored now (redacted), and the new held line."""
     if state.hold is Hold.IN_PRIVATE_KEY:
+        text = state.held + text  # held: the start of an END line, no key material
         end = _PRIVATE_KEY_END.search(text)
-        if end is None:
-            return "", state  # still inside the key block: nothing of it is kept
+        if end is None:  # still inside the key block: nothing of it is kept
+            return "", _with(state, held=_end_line_start(text))
         text = text[end.end() :]
+        state = _with(state, held="", hold=Hold.NOTHING)
     elif state.hold is Hold.CONTINUES:
         text = text[_TOKEN_CONTINUATION.match(text).end() :]  # type: ignore[union-attr]
     joined = state.held + text
+    if not final and (begin := _open_private_key(joined)) >= 0:
+        # a key block began and has not ended: what comes before it is stored, the block
+        # itself is swallowed up to its END line, whichever chunk brings it
+        rest = joined[begin:]
+        return redact(joined[:begin]) + REDACTED, _with(
+            state, held=_end_line_start(rest), hold=Hold.IN_PRIVATE_KEY
+        )
     cleaned = redact(joined)
     if final:
         return cleaned, _with(state, held="", hold=Hold.NOTHING)
-    if _opens_private_key(joined):
-        # redact() removed the block up to the end of the text; the rest of it comes later
-        return cleaned, _with(state, held="", hold=Hold.IN_PRIVATE_KEY)
     cut = cleaned.rfind("\n") + 1
     if len(cleaned) - cut > max_held:
         cut = len(cleaned) - max_held
@@ -187,9 +202,24 @@ def _flush(state: OutputState) -> tuple[str, OutputState]:
     return _feed(state, "", 0, final=True)
 
 
-def _opens_private_key(text: str) -> bool:
+def _end_line_start(text: str) -> str:
+    """The end of ``text`` if it may be the beginning of a key block's END line (which the
+    next chunk completes): the dashes and words of the armour, never key material."""
+    at = text.rfind("-----END")
+    if at >= 0 and len(text) - at <= 64:
+        return text[at:]
+    for size in range(min(len(text), 8), 0, -1):
+        if "-----END".startswith(text[-size:]):
+            return text[-size:]
+    return ""
+
+
+def _open_private_key(text: str) -> int:
+    """Where a key block that has not ended begins in ``text``; -1 if none."""
     begins = list(_PRIVATE_KEY_BEGIN.finditer(text))
-    return bool(begins) and _PRIVATE_KEY_END.search(text, begins[-1].end()) is None
+    if begins and _PRIVATE_KEY_END.search(text, begins[-1].end()) is None:
+        return begins[-1].start()
+    return -1
 
 
 # -- pieces and the cap -----------------------------------------------------------------------

@@ -24,6 +24,7 @@ from truerun.v1 import (
 )
 
 from tests.support.auth import sync_channel
+from tests.support.output import read_output
 from tests.support.processes import AgentProcess, DevServer, Processes
 
 OWNER = "e2e-owner"
@@ -141,6 +142,9 @@ class Live:
         sample = Sample(time.monotonic(), display(run), run.event_sequence)
         self.history.setdefault(run_id, []).append(sample)
         return run
+
+    def output(self, run_id: str) -> str:
+        return read_output(self.runs, run_id)
 
     def events(self, run_id: str) -> list[common_pb2.RunEvent]:
         events: list[common_pb2.RunEvent] = []

@@ -21,6 +21,7 @@ from truerun.v1 import run_service_pb2 as rs
 
 from runtime.agent.procfs import read_json
 from tests.e2e.conftest import OWNER, Live, display, eventually, payload
+from tests.support.output import read_output
 from tests.support.processes import TRUERUN, pids_with_arg
 
 pytestmark = pytest.mark.e2e
@@ -32,10 +33,6 @@ FORWARD = ["queued", "starting", "waiting_runtime", "running"]
 
 def _types(events: list[common_pb2.RunEvent]) -> list[str]:
     return [e.type for e in events]
-
-
-def _output(events: list[common_pb2.RunEvent]) -> str:
-    return "".join(str(payload(e).get("data", "")) for e in events if e.type == "attempt.output")
 
 
 def _first(events: list[common_pb2.RunEvent], kind: str) -> common_pb2.RunEvent:
@@ -98,7 +95,7 @@ def test_command_runs_to_succeeded_with_output(live: Live, tmp_path: Path) -> No
     live.start_agent(limit=1)
     live.wait_for(
         run_id,
-        lambda r: display(r) == "running" and "hello from e2e" in _output(live.events(run_id)),
+        lambda r: display(r) == "running" and "hello from e2e" in live.output(run_id),
         what="running with its first output",
     )
     gate.touch()
@@ -124,9 +121,9 @@ def test_command_runs_to_succeeded_with_output(live: Live, tmp_path: Path) -> No
     positions = [types.index(t) for t in order]
     assert positions == sorted(positions), types
     assert types[-1] == "run.succeeded"
-    assert _output(events) == "hello from e2e\nbye\n"
+    assert live.output(run_id) == "hello from e2e\nbye\n"
     running = _first(events, "attempt.running").sequence
-    assert all(e.sequence > running for e in events if e.type == "attempt.output")
+    assert all(e.sequence > running for e in events if e.type == "attempt.output_progressed")
     assert payload(_first(events, "attempt.succeeded"))["exit_code"] == 0
 
     # Never displayed running before the attempt.running event was committed.
@@ -149,7 +146,7 @@ def test_failing_command_is_failed_with_its_exit_code(live: Live) -> None:
     assert attempt.HasField("exit_code") and attempt.exit_code == 3
     assert run.error_code == "EXIT_NONZERO"
     events = live.events(run_id)
-    assert "about to fail" in _output(events)
+    assert "about to fail" in live.output(run_id)
     failed = _first(events, "attempt.failed")
     assert payload(failed)["exit_code"] == 3
     assert _types(events)[-1] == "run.failed"
@@ -181,7 +178,7 @@ def test_failing_command_with_attempts_left_is_retried_as_a_new_attempt(live: Li
     assert [payload(e)["exit_code"] for e in failed] == [4, 4]
     first, second = (e.attempt_id for e in failed)
     assert first != second
-    output = _output(events)
+    output = read_output(live.runs, run_id, first) + read_output(live.runs, run_id, second)
     assert f"attempt {first}" in output and f"attempt {second}" in output
     shown = subprocess.run(
         [TRUERUN, "show", run_id], env=env, capture_output=True, text=True, timeout=30, check=True
@@ -200,7 +197,7 @@ def test_cancel_while_running_stops_the_process(live: Live) -> None:
     run_id = live.submit(command)
     live.wait_for(
         run_id,
-        lambda r: display(r) == "running" and "ready" in _output(live.events(run_id)),
+        lambda r: display(r) == "running" and "ready" in live.output(run_id),
         what="running with the TERM trap set",
     )
     assert pids_with_arg(marker), "the command should be running"
@@ -289,13 +286,13 @@ def test_agent_sigkill_mid_run_reattaches(live: Live, tmp_path: Path) -> None:
     early_run = live.wait_display(early_id, *TERMINAL)
     assert display(early_run) == "failed"
     assert early_run.current_attempt.exit_code == 5
-    assert "finished-while-down" in _output(live.events(early_id))
+    assert "finished-while-down" in live.output(early_id)
 
     run = live.wait_display(long_id, *TERMINAL, timeout=15)
     assert display(run) == "failed"
     assert run.current_attempt.exit_code == 7
     events = live.events(long_id)
-    assert _output(events).endswith("done\n")
+    assert live.output(long_id).endswith("done\n")
     assert _types(events).count("attempt.running") == 1
     assert _types(events).count("attempt.failed") == 1
     assert marker.read_text() == "started\n", "the command must have started exactly once"
@@ -337,7 +334,7 @@ def test_cancel_while_the_agent_is_down_waits_for_it(live: Live) -> None:
     marker = f"e2e-down-{uuid.uuid4().hex}"
     agent = live.start_agent(limit=1)
     run_id = live.submit(f"echo ready; while :; do sleep 0.05; done; : {marker}")
-    live.wait_for(run_id, lambda r: "ready" in _output(live.events(run_id)), what="ready")
+    live.wait_for(run_id, lambda r: "ready" in live.output(run_id), what="ready")
     agent.kill()
     response = live.runs.CancelRun(rs.CancelRunRequest(id=run_id), timeout=10)
     assert response.outcome == rs.CANCEL_OUTCOME_REQUESTED
@@ -357,7 +354,7 @@ def test_server_sigkill_mid_run_loses_no_events(live: Live, tmp_path: Path) -> N
     gate = _gate(tmp_path, "server-down")
     live.start_agent(limit=1)
     run_id = live.submit(f"echo before; {_wait_gate(gate)}; echo after; exit 0")
-    live.wait_for(run_id, lambda r: "before" in _output(live.events(run_id)), what="output")
+    live.wait_for(run_id, lambda r: "before" in live.output(run_id), what="output")
     live.server.kill()
     gate.touch()  # the command ends while truerun is down; the agent keeps the evidence
     attempt = live.state_dir / "tasks"
@@ -366,7 +363,7 @@ def test_server_sigkill_mid_run_loses_no_events(live: Live, tmp_path: Path) -> N
     run = live.wait_display(run_id, *TERMINAL, timeout=20)
     assert display(run) == "succeeded"
     events = live.events(run_id)
-    assert _output(events) == "before\nafter\n"
+    assert live.output(run_id) == "before\nafter\n"
     types = _types(events)
     for once in ("attempt.accepted", "attempt.running", "attempt.succeeded", "run.succeeded"):
         assert types.count(once) == 1, types

@@ -49,6 +49,7 @@ from truerun.v1 import (
 from tests.faults.proxy import FaultProxy
 from tests.support.auth import sync_channel
 from tests.support.databases import create_pg_database, drop_pg_database
+from tests.support.output import read_output
 from tests.support.processes import (
     LISTENING,
     TRUERUN,
@@ -258,6 +259,9 @@ class Api:
 
     def get(self, run_id: str) -> common_pb2.Run:
         return self.runs.GetRun(run_service_pb2.GetRunRequest(id=run_id), timeout=self.timeout_s)
+
+    def output(self, run_id: str) -> str:
+        return read_output(self.runs, run_id, timeout=self.timeout_s)
 
     def events(self, run_id: str) -> list[common_pb2.RunEvent]:
         events: list[common_pb2.RunEvent] = []
@@ -702,6 +706,9 @@ class Cluster:
 
     def events(self, run_id: str) -> list[common_pb2.RunEvent]:
         return self.api.events(run_id)
+
+    def output(self, run_id: str) -> str:
+        return self.api.output(run_id)
 
     def cancel(self, run_id: str, reason: str = "faults") -> run_service_pb2.CancelRunResponse:
         return self.api.cancel(run_id, reason)

@@ -40,7 +40,12 @@ from tests.faults.harness import (
 from tests.support.processes import live_process
 
 FINAL = (*TERMINAL, "lost")
-_RUNTIME_ONLY = {"attempt.accepted", "attempt.output", "attempt.signalled"}
+_RUNTIME_ONLY = {
+    "attempt.accepted",
+    "attempt.output_progressed",
+    "attempt.output_truncated",
+    "attempt.signalled",
+}
 
 
 @dataclass

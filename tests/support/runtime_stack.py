@@ -15,6 +15,7 @@ from truerun.v1 import (
 
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
+from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from services.bootstrap import (
     Capacity,
     Coordinator,
@@ -55,12 +56,13 @@ async def runtime_stack(
     lease_ttl_ms: int = 30_000,
     owners_by_token: Mapping[str, str] | None = None,
     clock: Callable[[], int] = now_ms,
+    output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
 ) -> AsyncIterator[Stack]:
     """``owners_by_token``: runtime tokens and the owner each acts for (default: one
     any-owner token, RUNTIME_TOKEN, as `truerun dev` has)."""
     await upgrade(database_url)
     store = await open_store(database_url)
-    app = coordinator(store, clock=clock)
+    app = coordinator(store, clock=clock, output=output)
     caps = capacity(app, MemoryObservationStore(), 15_000, clock=clock)
     owners = owners_by_token or {RUNTIME_TOKEN: ANY_OWNER}
     tokens = RuntimeTokens({token_hash(token): owner for token, owner in owners.items()})
