@@ -4,6 +4,7 @@ stored output reads back whole, page by page; past the cap a truncated marker, o
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +12,7 @@ from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import runtime_service_pb2 as pb
 
 from coordinator.domain.output import OutputPolicy
+from reconciler.output_retention import DAY_MS, OutputRetention
 from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime
 
@@ -115,3 +117,31 @@ async def test_past_the_cap_one_truncated_marker_and_the_rest_is_not_stored(
     assert kinds[-1] == rs.OUTPUT_CHUNK_KIND_TRUNCATED and kinds.count(kinds[-1]) == 1
     assert page.chunks[0].offset == cap - 10 and page.chunks[0].text == LINE[-10:]
     assert "cap of 65536 bytes" in page.chunks[-1].text
+
+
+async def test_retention_deletes_the_output_of_attempts_ended_long_ago_and_readers_say_so(
+    stack: Stack,
+) -> None:
+    runtime = ScriptedRuntime(stack.runtime)
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=2)
+        ended = await _run_printing(stack, runtime, ["old line\n"])
+        create = rs.CreateRunRequest(project_id="p", owner_id="alice", task_id="live")
+        live = (await stack.runs.CreateRun(create)).run.id
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, pb.RUNTIME_EVENT_TYPE_RUNNING)
+        payload = {"data": "still running\n", "offset": 0}
+        await runtime.event(start, 2, pb.RUNTIME_EVENT_TYPE_OUTPUT, payload=payload)
+        await runtime.acked(start.attempt_id, 2)
+    finally:
+        await runtime.close()
+    two_days_later = int(time.time() * 1000) + 2 * DAY_MS
+    retention = OutputRetention(stack.app.store, 1, clock=lambda: two_days_later)
+    assert await retention.run_once() == 1  # the ended attempt's one piece
+    gone = await stack.runs.ReadRunOutput(rs.ReadRunOutputRequest(run_id=ended))
+    assert gone.expired and not gone.chunks and gone.next_offset == gone.stored_bytes == 9
+    kept = await stack.runs.ReadRunOutput(rs.ReadRunOutputRequest(run_id=live))
+    assert [chunk.text for chunk in kept.chunks] == ["still running\n"] and not kept.expired
+    assert await OutputRetention(stack.app.store, 0).run_once() == 0  # 0 = keep forever
