@@ -8,7 +8,6 @@ project are empty.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -21,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from truerun.v1 import (
@@ -35,7 +34,17 @@ from truerun.v1 import (
 from coordinator.api.bearer import bearer_interceptors
 from coordinator.api.credentials import bearer
 from gateway import messages
-from gateway.problems import Problem, code_of, from_rpc_error, problem_response
+from gateway.http import (
+    error_response,
+    has_last_event_id,
+    int_param,
+    json_response,
+    last_event_id,
+    run_not_found,
+    sse_response,
+)
+from gateway.output import output_routes
+from gateway.problems import Problem, code_of, from_rpc_error
 from gateway.sse import event_stream
 from gateway.tokens import ApiTokens, FailureLimit, Principal
 from gateway.tracing import TracingMiddleware
@@ -114,9 +123,9 @@ def create_app(config: GatewayConfig) -> Starlette:
             try:
                 return await fn(request)
             except Problem as problem:
-                return _problem(problem)
+                return error_response(problem)
             except grpc.RpcError as error:
-                return _problem(from_rpc_error(error))
+                return error_response(from_rpc_error(error))
 
         return wrapped
 
@@ -152,15 +161,15 @@ def create_app(config: GatewayConfig) -> Starlette:
     async def visible_run(who: Principal, project: str, run_id: str) -> common_pb2.Run:
         """The run, or the same 404 a missing run gets when it belongs to another project."""
         if not who.sees(project):
-            raise _run_not_found(run_id)
+            raise run_not_found(run_id)
         try:
             run = await up().runs.GetRun(R.GetRunRequest(id=run_id), timeout=CALL_TIMEOUT_S)
         except grpc.RpcError as error:
             if code_of(error) == grpc.StatusCode.NOT_FOUND:
-                raise _run_not_found(run_id) from None
+                raise run_not_found(run_id) from None
             raise
         if run.project_id != project:
-            raise _run_not_found(run_id)
+            raise run_not_found(run_id)
         return run
 
     def actor(who: Principal) -> common_pb2.Actor:
@@ -204,7 +213,7 @@ def create_app(config: GatewayConfig) -> Starlette:
             project_id=project,
             owner_id=query.get("owner_id", ""),
             agent_id=query.get("agent_id", ""),
-            page_size=_int_param(query.get("page_size"), "page_size"),
+            page_size=int_param(query.get("page_size"), "page_size"),
             page_token=query.get("page_token", ""),
         )
         listing.statuses.extend(
@@ -214,9 +223,9 @@ def create_app(config: GatewayConfig) -> Starlette:
             _enum_params(query.getlist("display_state"), common_pb2.DisplayState, "DISPLAY_STATE")
         )
         if not who.sees(project):
-            return _json(messages.to_dict(R.ListRunsResponse()))
+            return json_response(messages.to_dict(R.ListRunsResponse()))
         answer = await up().runs.ListRuns(listing, timeout=CALL_TIMEOUT_S)
-        return _json(messages.to_dict(answer))
+        return json_response(messages.to_dict(answer))
 
     @endpoint
     async def get_run(request: Request) -> Response:
@@ -262,7 +271,7 @@ def create_app(config: GatewayConfig) -> Starlette:
                 ),
                 timeout=CALL_TIMEOUT_S,
             )
-            return _json(messages.to_dict(cancelled), headers={"ETag": cancelled.run.etag})
+            return json_response(messages.to_dict(cancelled), headers={"ETag": cancelled.run.etag})
         if verb == "approve":
             approved = await runs.ApproveRun(
                 R.ApproveRunRequest(id=run_id, etag=etag, request_id=request_id, actor=actor(who)),
@@ -332,7 +341,7 @@ def create_app(config: GatewayConfig) -> Starlette:
         answer = await up().runs.ListAttempts(
             R.ListAttemptsRequest(run_id=run.id), timeout=CALL_TIMEOUT_S
         )
-        return _json(messages.to_dict(answer))
+        return json_response(messages.to_dict(answer))
 
     # -- events -----------------------------------------------------------------------------
 
@@ -342,13 +351,13 @@ def create_app(config: GatewayConfig) -> Starlette:
         query = request.query_params
         listing = R.ListRunEventsRequest(
             run_id=request.path_params["run"],
-            after_sequence=_int_param(query.get("after_sequence"), "after_sequence"),
-            page_size=_int_param(query.get("page_size"), "page_size"),
+            after_sequence=int_param(query.get("after_sequence"), "after_sequence"),
+            page_size=int_param(query.get("page_size"), "page_size"),
             page_token=query.get("page_token", ""),
         )
         await visible_run(who, request.path_params["project"], listing.run_id)
         answer = await up().runs.ListRunEvents(listing, timeout=CALL_TIMEOUT_S)
-        return _json(messages.to_dict(answer))
+        return json_response(messages.to_dict(answer))
 
     @endpoint
     async def list_project_events(request: Request) -> Response:
@@ -358,26 +367,26 @@ def create_app(config: GatewayConfig) -> Starlette:
         listing = R.ListProjectEventsRequest(
             project_id=project,
             after_cursor=query.get("after_cursor", ""),
-            page_size=_int_param(query.get("page_size"), "page_size"),
+            page_size=int_param(query.get("page_size"), "page_size"),
         )
         if not who.sees(project):
             empty = R.ListProjectEventsResponse(next_cursor=listing.after_cursor)
-            return _json(messages.to_dict(empty))
+            return json_response(messages.to_dict(empty))
         answer = await up().runs.ListProjectEvents(listing, timeout=CALL_TIMEOUT_S)
-        return _json(messages.to_dict(answer))
+        return json_response(messages.to_dict(answer))
 
     @endpoint
     async def stream_project_events(request: Request) -> Response:
         who = principal(request, query_token=True)
         project = request.path_params["project"]
-        cursor = _last_event_id(request)
+        cursor = last_event_id(request)
         start = request.query_params.get("from", "")
         if start not in ("", "now"):
             raise Problem(400, "INVALID_ARGUMENT", "from must be 'now' (or absent)")
         if not who.sees(project):
-            return _sse(event_stream(None, _cursor_of, config.heartbeat_s))
+            return sse_response(event_stream(None, _cursor_of, config.heartbeat_s))
         first_id = ""
-        if start == "now" and not _has_last_event_id(request):
+        if start == "now" and not has_last_event_id(request):
             # No replay of the history: the stream starts at the position now, which is sent
             # first as a bare id so a reconnect resumes from it even before any event.
             position = await up().runs.GetEventCursor(
@@ -393,20 +402,22 @@ def create_app(config: GatewayConfig) -> Starlette:
         call = up().runs.WatchRunEvents(
             R.WatchRunEventsRequest(project_id=project, after_cursor=cursor)
         )
-        return _sse(
+        return sse_response(
             event_stream(_aiter(call), _cursor_of, config.heartbeat_s, call.cancel, first_id)
         )
 
     @endpoint
     async def stream_run_events(request: Request) -> Response:
         who = principal(request, query_token=True)
-        raw = _last_event_id(request)
-        after = _int_param(raw or None, "Last-Event-ID")
+        raw = last_event_id(request)
+        after = int_param(raw or None, "Last-Event-ID")
         run = await visible_run(who, request.path_params["project"], request.path_params["run"])
         call = up().runs.WatchRunEvents(
             R.WatchRunEventsRequest(run_id=run.id, after_sequence=after)
         )
-        return _sse(event_stream(_aiter(call), _sequence_of, config.heartbeat_s, call.cancel))
+        return sse_response(
+            event_stream(_aiter(call), _sequence_of, config.heartbeat_s, call.cancel)
+        )
 
     # -- capacity and agents ----------------------------------------------------------------
 
@@ -420,7 +431,7 @@ def create_app(config: GatewayConfig) -> Starlette:
             ),
             timeout=CALL_TIMEOUT_S,
         )
-        return _json(messages.to_dict(answer))
+        return json_response(messages.to_dict(answer))
 
     @endpoint
     async def get_agent(request: Request) -> Response:
@@ -429,12 +440,12 @@ def create_app(config: GatewayConfig) -> Starlette:
             capacity_service_pb2.GetAgentRequest(agent_id=request.path_params["agent"]),
             timeout=CALL_TIMEOUT_S,
         )
-        return _json(messages.to_dict(answer))
+        return json_response(messages.to_dict(answer))
 
     # -- the rest ---------------------------------------------------------------------------
 
     async def healthz(request: Request) -> Response:
-        return _json({"status": "ok"})
+        return json_response({"status": "ok"})
 
     async def openapi_document(request: Request) -> Response:
         return Response(openapi, media_type=JSON)
@@ -442,8 +453,8 @@ def create_app(config: GatewayConfig) -> Starlette:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
-            return _problem(Problem(405, "METHOD_NOT_ALLOWED", "method not allowed here"))
-        return _problem(Problem(exc.status_code, "NOT_FOUND", "no such resource"))
+            return error_response(Problem(405, "METHOD_NOT_ALLOWED", "method not allowed here"))
+        return error_response(Problem(exc.status_code, "NOT_FOUND", "no such resource"))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -464,6 +475,14 @@ def create_app(config: GatewayConfig) -> Starlette:
         Route(f"{base}/runs/{{run}}/attempts", list_attempts, methods=["GET"]),
         Route(f"{base}/runs/{{run}}/events", list_run_events, methods=["GET"]),
         Route(f"{base}/runs/{{run}}/events:stream", stream_run_events, methods=["GET"]),
+        *output_routes(
+            base,
+            endpoint=endpoint,
+            principal=principal,
+            visible_run=visible_run,
+            runs=lambda: up().runs,
+            heartbeat_s=config.heartbeat_s,
+        ),
         Route(f"{base}/events", list_project_events, methods=["GET"]),
         Route(f"{base}/events:stream", stream_project_events, methods=["GET"]),
         Route("/v1/capacity/owners/{owner}/instances/{instance}", get_occupancy, methods=["GET"]),
@@ -482,16 +501,6 @@ def create_app(config: GatewayConfig) -> Starlette:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _json(document: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    body = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-    return Response(body, status_code=status, media_type=JSON, headers=headers)
-
-
-def _problem(problem: Problem) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if problem.status == 401 else None
-    return problem_response(problem, headers)
-
-
 def _run_path(run: common_pb2.Run) -> str:
     return f"/v1/projects/{run.project_id}/runs/{run.id}"
 
@@ -500,27 +509,11 @@ def _run_response(run: common_pb2.Run, status: int, location: str | None = None)
     headers = {"ETag": run.etag}
     if location is not None:
         headers["Location"] = location
-    return _json(messages.to_dict(run), status, headers)
-
-
-def _run_not_found(run_id: str) -> Problem:
-    return Problem(404, "RUN_NOT_FOUND", f"run {run_id} does not exist")
+    return json_response(messages.to_dict(run), status, headers)
 
 
 def _too_large(limit: int) -> Problem:
     return Problem(413, "REQUEST_TOO_LARGE", f"the body exceeds {limit} bytes")
-
-
-def _int_param(raw: str | None, name: str) -> int:
-    if raw is None or raw == "":
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(400, "INVALID_ARGUMENT", f"{name} must be an integer") from None
-    if not 0 <= value < 2**31:
-        raise Problem(400, "INVALID_ARGUMENT", f"{name} must be between 0 and 2147483647")
-    return value
 
 
 def _enum_params(raw: list[str], enum: Any, prefix: str) -> list[Any]:
@@ -537,18 +530,6 @@ def _enum_params(raw: list[str], enum: Any, prefix: str) -> list[Any]:
     return values
 
 
-def _has_last_event_id(request: Request) -> bool:
-    return "last-event-id" in request.headers or "last_event_id" in request.query_params
-
-
-def _last_event_id(request: Request) -> str:
-    # A browser's automatic reconnect repeats the URL and adds the header: the header is newer.
-    header = request.headers.get("last-event-id")
-    if header is not None:
-        return header.strip()
-    return request.query_params.get("last_event_id", "").strip()
-
-
 def _cursor_of(event: common_pb2.RunEvent) -> str:
     return event.cursor
 
@@ -562,11 +543,3 @@ async def _aiter(
 ) -> AsyncIterator[common_pb2.RunEvent]:
     async for event in call:
         yield event
-
-
-def _sse(content: AsyncIterator[str]) -> Response:
-    return StreamingResponse(
-        content,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )

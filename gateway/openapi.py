@@ -152,10 +152,28 @@ _IF_MATCH = _param("If-Match", "header", "the run's ETag; a stale one fails with
 _ACCESS_TOKEN = _param(
     "access_token", "query", "the bearer token, for EventSource (which cannot send headers)"
 )
+_ATTEMPT_ID = _param("attempt_id", "query", "one attempt of the run; empty = the current one")
+_OFFSET = _param(
+    "offset",
+    "query",
+    "where to start, in bytes of the attempt's stored output (a next_offset)",
+    {"type": "integer", "minimum": 0, "maximum": 9223372036854775807},
+)
+_MAX_BYTES = _param(
+    "max_bytes",
+    "query",
+    "at most this many bytes of text; 0 = 64 KiB, at most 1 MiB",
+    {"type": "integer", "minimum": 0, "maximum": 2147483647},
+)
 _LAST_EVENT_ID = _param("Last-Event-ID", "header", "the id of the last message received")
 
 
-def _stream(summary: str, description: str, extra: list[Schema]) -> Schema:
+def _stream(
+    summary: str,
+    description: str,
+    extra: list[Schema],
+    messages: str = "`id`, `event: run_event`, `data: RunEvent`",
+) -> Schema:
     return {
         "get": {
             "summary": summary,
@@ -170,7 +188,7 @@ def _stream(summary: str, description: str, extra: list[Schema]) -> Schema:
             ],
             "responses": {
                 "200": {
-                    "description": "text/event-stream: `id`, `event: run_event`, `data: RunEvent`",
+                    "description": f"text/event-stream: {messages}",
                     "content": {"text/event-stream": {"schema": {"type": "string"}}},
                 },
                 **_problems("400", "401", "404", "503"),
@@ -232,6 +250,8 @@ def document() -> Schema:
         "ListAttemptsResponse",
         "ListRunEventsResponse",
         "ListProjectEventsResponse",
+        "ReadRunOutputResponse",
+        "OutputChunk",
     ):
         schemas[name] = message_schema(runs[name])
     schemas["Occupancy"] = message_schema(capacity["Occupancy"])
@@ -440,6 +460,33 @@ def document() -> Schema:
             "The run's committed events from after Last-Event-ID (a sequence), then new "
             "ones as they commit. Message ids are the events' sequences.",
             [_RUN],
+        ),
+        "/v1/projects/{project}/runs/{run}/output": {
+            "get": {
+                "summary": "read a run's output",
+                "description": "A page of an attempt's stored output (redacted, capped), from "
+                "the output store: output is not in the event log. Offsets are bytes of the "
+                "attempt's UTF-8 text; to follow, ask again from next_offset. Without "
+                "attempt_id: the run's current attempt.",
+                "operationId": "read_run_output",
+                "parameters": [_PROJECT, _RUN, _ATTEMPT_ID, _OFFSET, _MAX_BYTES],
+                "responses": {
+                    "200": _json_response("a page of output", "ReadRunOutputResponse"),
+                    **_problems("400", "401", "404", "503"),
+                },
+            }
+        },
+        "/v1/projects/{project}/runs/{run}/output:stream": _stream(
+            "stream run output",
+            "Follows a run's output until the run ends. Without attempt_id it reads the "
+            "current attempt and moves on to each later one (the rest of the old one "
+            "first). Resumes from Last-Event-ID (`<attempt_id>:<offset>`, every message's "
+            "id) or from attempt_id and offset.",
+            [_RUN, _ATTEMPT_ID, _OFFSET],
+            "`event: attempt` (`data: {attempt_id, attempt_no}`) when an attempt begins, "
+            "`event: output` (`data: {attempt_id, attempt_no, offset, text, kind}`) per "
+            "chunk, `id: <attempt_id>:<offset after it>`, and `event: end` once the run "
+            "ended and everything was sent; then the stream closes",
         ),
         "/v1/projects/{project}/events": {
             "get": {

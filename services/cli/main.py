@@ -18,6 +18,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 from coordinator.domain.redaction import RedactingFilter
 from services.cli import operator
 from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
+from services.cli.logs import logs as follow_logs
 from services.config import Settings
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -112,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
         ("watch", "print a run's events as they are committed, until it ends"),
     ):
         client(name, help_text).add_argument("run_id")
+    logs = client("logs", "print a run's output (stored apart from its events)")
+    logs.add_argument("run_id")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run ends"
+    )
+    logs.add_argument(
+        "--attempt", default="", help="an attempt number or id (default: the current attempt)"
+    )
     operator.add_parsers(client)
     return parser
 
@@ -302,6 +311,7 @@ _CLIENT_COMMANDS = {
     "retry": _retry,
     "approve": _approve,
     "watch": _watch,
+    "logs": lambda client, args: follow_logs(client, args.run_id, args.attempt, args.follow),
     **operator.COMMANDS,
 }
 

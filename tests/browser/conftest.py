@@ -77,6 +77,9 @@ async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
                 # A Start the scripted runtime holds back stays "starting" for as long as
                 # the test looks (by default it turns unknown after 10 s).
                 "TRUERUN_START_TIMEOUT_MS": "120000",
+                # Small, so the output panel's test reaches the cap (and its marker) in a
+                # few lines; no other page writes output.
+                "TRUERUN_OUTPUT_MAX_BYTES": "400",
             },
         )
         http = server.wait_for_log(HTTP_LISTENING, timeout=30).group(1)

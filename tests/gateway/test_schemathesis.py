@@ -87,4 +87,4 @@ async def test_generated_requests_never_5xx_and_conform_to_the_document(
             )
             run_id = created.json()["id"]
         exercised = await asyncio.to_thread(_fuzz, document, stack.base_url, run_id)
-    assert len(exercised) == 17 - len(PENDING), exercised
+    assert len(exercised) == 18 - len(PENDING), exercised

@@ -12,6 +12,7 @@ export const paths = {
   events: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/events`,
   projectStream: (project) => `/v1/projects/${enc(project)}/events:stream`,
   runStream: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/events:stream`,
+  outputStream: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/output:stream`,
   occupancy: (owner, instance) =>
     `/v1/capacity/owners/${enc(owner)}/instances/${enc(instance)}`,
   agent: (agentId) => `/v1/agents/${enc(agentId)}`,

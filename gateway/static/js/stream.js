@@ -35,10 +35,11 @@ function parseBlock(block) {
   return message;
 }
 
-// Opens the stream at `url`; calls onEvent(runEvent, cursor) for each run_event,
-// onConnect() each time the stream is (re)established, so the caller can re-read what it
-// shows, and onStatus(connected) when that changes. Returns { close }.
-export function openStream(url, { onEvent, onConnect, onStatus }) {
+// Opens the stream at `url`; calls onEvent(data, id, kind) for each message whose event is
+// one of `kinds` (run events by default), onConnect() each time the stream is
+// (re)established, so the caller can re-read what it shows, and onStatus(connected) when that
+// changes. Returns { close }.
+export function openStream(url, { onEvent, onConnect, onStatus, kinds = ['run_event', 'message'] }) {
   let lastId = null;
   let stopped = false;
   let controller = null;
@@ -82,14 +83,14 @@ export function openStream(url, { onEvent, onConnect, onStatus }) {
         if (message.id !== null) lastId = message.id;
         if (message.retry !== null) retryMs = message.retry;
         if (message.data.length === 0) continue;
-        if (message.event !== 'run_event' && message.event !== 'message') continue;
+        if (!kinds.includes(message.event)) continue;
         let event;
         try {
           event = JSON.parse(message.data.join('\n'));
         } catch {
           continue;
         }
-        onEvent(event, message.id);
+        onEvent(event, message.id, message.event);
       }
     }
   }

@@ -1,10 +1,12 @@
 // Run detail: the run's state, its attempts as a timeline (control / observed / sync and
-// the fences of each), and its events, all kept current from the run's event stream.
+// the fences of each), its output (output-panel.js) and its events, all kept current from
+// the run's event stream.
 
 import { api, listAll, paths } from '../api.js';
 import { renderState, stateLabel, stateOf, TERMINAL } from '../display.js';
 import { enumName, h, replaceChildren, shortId, timeEl } from '../dom.js';
 import { coalesced, fallbackPoller } from '../live-runs.js';
+import { outputPanel } from '../output-panel.js';
 import { openStream } from '../stream.js';
 
 function facts(pairs) {
@@ -112,6 +114,7 @@ export function mount(ctx, runId) {
     ),
     eventsBody,
   );
+  const output = outputPanel(ctx, runId);
   ctx.main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/queue' }, 'Queue'), ' / run'),
     heading,
@@ -119,6 +122,7 @@ export function mount(ctx, runId) {
     actions,
     factsBox,
     h('section', { 'aria-labelledby': 'attempts-h' }, h('h2', { id: 'attempts-h' }, 'Attempts'), timeline),
+    output.element,
     h('section', { 'aria-labelledby': 'events-h' }, h('h2', { id: 'events-h' }, 'Events'), h('div', { class: 'table-wrap' }, eventsTable)),
   );
 
@@ -223,6 +227,7 @@ export function mount(ctx, runId) {
   const dispose = () => {
     fallback.stop();
     stream.close();
+    output.dispose();
   };
   return { title: `Run ${shortId(runId)}`, dispose };
 }
