@@ -28,6 +28,7 @@ from typing import Any
 import asyncpg
 import uvloop
 
+from bench.transition import _progress
 from capacity.observations.memory import MemoryObservationStore
 from capacity.observations.model import Observation, Route
 from capacity.service.claims import Blocked
@@ -343,6 +344,7 @@ async def _bench(store: PostgresStore, url: str, opts: Options) -> list[Measured
     agents = agent_ids(opts.agents)
     await configure_agents(store, PostgresCapacitySql(pool), agents)
     await check_seeding(app, pool)
+    print("checked: seeded rows are what Transitions.create writes")
     base_ms = now_ms() - 10 * max(opts.sizes)  # every seeded run was queued in the past
     seeded = 0
     results: list[Measured] = []
@@ -359,6 +361,7 @@ async def _bench(store: PostgresStore, url: str, opts: Options) -> list[Measured
         latencies = await measure(app, cap, obs, opts)
         if await queued_count(pool) != size:
             raise RuntimeError(f"the queue did not keep its size {size}")
+        print(f"checked: {size} queued before and after the claims")
         results.append(Measured(size, opts.agents, latencies))
         if opts.explain:
             print("\n".join(await explain(url, opts.agents)))
@@ -386,10 +389,6 @@ def report(results: Sequence[Measured]) -> str:
             f" p50 {p50:.1f}x, p99 {p99:.1f}x (queue grew {grew:.0f}x)"
         )
     return "\n".join(lines)
-
-
-def _progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def _sizes(text: str) -> list[int]:

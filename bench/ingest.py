@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import resource
 import shutil
 import signal
@@ -56,6 +55,7 @@ from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import run_service_pb2, run_service_pb2_grpc, runtime_service_pb2_grpc
 from truerun.v1 import runtime_service_pb2 as pb
 
+from bench.server import ServerProcess, start_server, stop_server
 from bench.transition import (
     EVENT_BASE,
     EVENT_BASE_STEP,
@@ -113,70 +113,15 @@ def output_payload() -> struct_pb2.Struct:
     return body
 
 
-# -- the server process -----------------------------------------------------------------------
+# -- the server process (bench/server.py) ----------------------------------------------------
 
 
-@dataclass
-class ServerProcess:
-    proc: asyncio.subprocess.Process
-    address: str
-    log_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-
-async def start_server(url: str, tmp: Path) -> ServerProcess:
-    """``truerun dev`` on ``url``, gRPC on a free loopback port, one runtime token for OWNER."""
-    data_dir = tmp / "server-data"
-    data_dir.mkdir(exist_ok=True)
-    log_path = tmp / "server.log"
-    env = dict(
-        os.environ,
-        TRUERUN_DATABASE_URL=url,
-        TRUERUN_GRPC_ADDR="127.0.0.1:0",
-        TRUERUN_DATA_DIR=str(data_dir),
-        TRUERUN_RUNTIME_TOKENS=f"{OWNER}:{RUNTIME_TOKEN}",
-        TRUERUN_API_TOKENS=f"bench={API_TOKEN}:*",
-        TRUERUN_GRACE_SECONDS="1",
-    )
-    with log_path.open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "services.cli.main",
-            "dev",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )
-    assert proc.stdout is not None
-    found = None
-    line = ""
-    for _ in range(10):  # dev prints its listeners (metrics, grpc, http) in some order
-        try:
-            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        except TimeoutError:
-            proc.kill()
-            raise RuntimeError(f"the server did not start; see {log_path}") from None
-        if found := re.search(r"grpc listening on (\S+)", line):
-            break
-    if found is None:
-        proc.kill()
-        await proc.wait()
-        raise RuntimeError(f"the server did not start ({line!r}):\n{log_path.read_text()}")
-    return ServerProcess(proc, found.group(1), log_path)
-
-
-async def stop_server(server: ServerProcess) -> None:
-    if server.proc.returncode is None:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(server.proc.wait(), 15)
-        except TimeoutError:
-            server.proc.kill()
-            await server.proc.wait()
+def server_env() -> dict[str, str]:
+    """What the benches' ``truerun dev`` accepts: one runtime token for OWNER, one API token."""
+    return {
+        "TRUERUN_RUNTIME_TOKENS": f"{OWNER}:{RUNTIME_TOKEN}",
+        "TRUERUN_API_TOKENS": f"bench={API_TOKEN}:*",
+    }
 
 
 # -- CPU accounting ---------------------------------------------------------------------------
@@ -817,7 +762,7 @@ async def bench(opts: Options) -> float:
     server: ServerProcess | None = None
     try:
         await upgrade(url)
-        server = await start_server(url, tmp)
+        server = await start_server(url, tmp, server_env())
         store = await PostgresStore.connect(url, min_size=4, max_size=STREAMS)
         try:
             return await _bench(store, server, url, tmp, opts)

@@ -56,14 +56,13 @@ from bench.ingest import (
     CpuMeter,
     Profiler,
     RuntimeStream,
-    ServerProcess,
     Started,
     api_channel,
     code_version,
     cores,
-    start_server,
-    stop_server,
+    server_env,
 )
+from bench.server import ServerProcess, start_server, stop_server
 from bench.transition import _progress
 from services.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
@@ -156,6 +155,8 @@ async def truerun_round(
 ) -> Measured:
     runtimes.target = runtimes.done + runs
     runtimes.finished.clear()
+    if runs <= 0:  # --warmup 0: nothing to wait for
+        return Measured("truerun", 0, 0.0, 0.0, {})
     meter.begin()
     t0 = time.time()
     produced = await create_runs(server.address, runs, producers)
@@ -174,6 +175,8 @@ async def pgqueuer_worker(dsn: str, expect: int, warmup: int) -> None:
     connection = await asyncpg.connect(dsn)
     pgq = PgQueuer(AsyncpgDriver(connection))
     handled = 0
+    if warmup <= 0:
+        print("warm", flush=True)
 
     async def noop(job: Job) -> None:
         nonlocal handled
@@ -228,14 +231,12 @@ async def pgqueuer_round(
     try:
         await asyncio.sleep(1.0)  # let it connect and LISTEN; the warm-up proves it works
         await enqueue(url, warmup, producers)
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if line.strip() != b"warm":
-            raise RuntimeError(f"pgqueuer worker: {line!r}")
+        await asyncio.wait_for(_worker_line(proc.stdout, b"warm"), 60)
         meter.pids["worker"] = proc.pid
         meter.begin()
         t0 = time.time()
         produced = await enqueue(url, runs, producers)
-        line = await asyncio.wait_for(proc.stdout.readline(), 600)
+        line = await asyncio.wait_for(_worker_line(proc.stdout, b"flushed"), 600)
         used = meter.end()
         del meter.pids["worker"]
         fields = line.split()
@@ -247,6 +248,16 @@ async def pgqueuer_round(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def _worker_line(stdout: asyncio.StreamReader, word: bytes) -> bytes:
+    """The worker's next line starting with ``word``, whatever else it prints before it."""
+    seen: list[bytes] = []
+    while line := await stdout.readline():
+        if line.split(maxsplit=1)[:1] == [word]:
+            return line
+        seen.append(line)
+    raise RuntimeError(f"pgqueuer worker ended before {word!r}: {seen!r}")
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -277,7 +288,7 @@ async def bench(opts: Options) -> float:
             await Queries(AsyncpgDriver(connection)).install()
         finally:
             await connection.close()
-        server = await start_server(url, tmp)
+        server = await start_server(url, tmp, server_env())
         try:
             return await _bench(server, url, opts)
         except BaseException:
@@ -407,6 +418,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
     )
     parser.add_argument("--pgqueuer-worker", default="", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
+    if ns.runs < 1 or ns.warmup < 0 or (ns.seconds > 0 and ns.warmup < 1):
+        parser.error("--runs must be positive, --warmup not negative (positive with --seconds)")
     opts = Options(
         runs=ns.runs,
         warmup=ns.warmup,

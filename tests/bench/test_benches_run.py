@@ -1,0 +1,127 @@
+"""Every benchmark runs once at its tiniest size (bench/README.md): it completes and its own
+consistency checks pass. Timings and rates are printed by the benches and never asserted.
+
+The benches need PostgreSQL, and all but ``bench.claim`` pgbench; like the rest of the suite,
+these tests fail (never skip) when either is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from services.tls import DEV_PLAINTEXT
+from tests.support.databases import pg_admin_url
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 120  # a tiny run takes a few seconds; this only bounds a hang
+
+
+def run_bench(module: str, *args: str) -> str:
+    """``python -m bench.<module> <args>`` from the repository root; its stdout, after
+    asserting it exited 0 and printed no MISMATCH."""
+    paths = [str(ROOT), str(ROOT / "protos" / "gen"), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+    proc = subprocess.run(
+        [sys.executable, "-m", f"bench.{module}", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    report = f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"bench.{module} failed (PostgreSQL at {pg_admin_url()}): {report}"
+    assert "MISMATCH" not in proc.stdout, report
+    return proc.stdout
+
+
+def require_pgbench() -> None:
+    if shutil.which("pgbench") is None:
+        pytest.fail(
+            "pgbench is required (PostgreSQL's client tools) but not on PATH", pytrace=False
+        )
+
+
+async def _printed(*lines: str) -> str:
+    """The address ``start_server`` reads from a process printing ``lines``.
+
+    Imported here, not at the top: importing ``bench`` sets GRPC_ENABLE_FORK_SUPPORT for the
+    bench processes (bench/__init__.py), which the tests' own process must not inherit; the
+    caller's monkeypatch undoes it."""
+    from bench.server import read_grpc_address
+
+    script = "import sys; sys.stdout.write(sys.argv[1])"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, "".join(f"{x}\n" for x in lines), stdout=subprocess.PIPE
+    )
+    try:
+        return await asyncio.wait_for(read_grpc_address(proc), 30)
+    finally:
+        await proc.wait()
+
+
+@pytest.mark.bench
+async def test_the_grpc_line_is_found_whatever_comes_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GRPC_ENABLE_FORK_SUPPORT", os.environ.get("GRPC_ENABLE_FORK_SUPPORT", "0"))
+    before = [
+        "metrics listening on 127.0.0.1:9464",
+        DEV_PLAINTEXT,
+        "http listening on 127.0.0.1:8080",
+    ]
+    assert await _printed(*before, "grpc listening on 127.0.0.1:5050") == "127.0.0.1:5050"
+    assert await _printed("grpc listening on 127.0.0.1:1 (tls)", *before) == "127.0.0.1:1"
+    with pytest.raises(RuntimeError, match="without a grpc line"):
+        await _printed(*before)
+
+
+@pytest.mark.bench
+@pytest.mark.postgres
+def test_transition_runs_and_checks_both_sides() -> None:
+    require_pgbench()
+    out = run_bench("transition", "--seconds", "1", "--warmup", "0", "--runs-per-writer", "1")
+    check = "transitions committed, checked against versions and events"
+    assert [line.split(":")[0] for line in out.splitlines() if check in line] == [
+        "python",
+        "pgbench",
+    ], out
+    assert "ratio " in out, out
+
+
+@pytest.mark.bench
+@pytest.mark.postgres
+def test_claim_runs_and_checks_seeding_and_queue() -> None:
+    out = run_bench("claim", "--sizes", "1", "--agents", "1", "--calls", "1", "--warmup", "0")
+    assert "checked: seeded rows are what Transitions.create writes" in out, out
+    assert "checked: 1 queued before and after the claims" in out, out
+    assert "p50 ms" in out, out
+
+
+@pytest.mark.bench
+@pytest.mark.postgres
+def test_ingest_runs_and_checks_both_sides() -> None:
+    require_pgbench()
+    out = run_bench(
+        "ingest", "--seconds", "1", "--warmup", "0", "--runs", "1", "--heartbeat-s", "0"
+    )
+    check = "events committed, checked against attempt seqs and attempt_output"
+    assert [line.split(":")[0] for line in out.splitlines() if check in line] == [
+        "python",
+        "pgbench",
+    ], out
+    assert "ratio " in out, out
+
+
+@pytest.mark.bench
+@pytest.mark.postgres
+def test_lifecycle_runs_and_checks_both_sides() -> None:
+    out = run_bench("lifecycle", "--runs", "1", "--warmup", "0", "--producers", "1")
+    assert "checked: 1 runs succeeded, none in another state; pgqueuer table empty" in out, out
+    assert "ratio " in out, out
