@@ -119,6 +119,9 @@ async def test_reported_secrets_never_reach_storage_or_any_read(
     events = await rest.get(f"/v1/projects/p/runs/{run_id}/events")
     assert got.status_code == 200 and events.status_code == 200
     assert _leaks(got.text + events.text) == [] and start.callback_token not in events.text
+    read = await rest.get(f"/v1/projects/p/runs/{run_id}/output")
+    assert read.status_code == 200 and "Slack webhook URL" in read.text
+    assert _leaks(read.text) == [] and start.callback_token not in read.text
     assert got.json()["spec"]["env"]["DB_PASSWORD"] == {"secret_ref": "db"}
 
 
