@@ -24,6 +24,7 @@ dev: setup
 test: setup lint typecheck protos pytest
 
 lint: setup
+	$(BIN)/python scripts/architecture.py
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/hadolint Dockerfile

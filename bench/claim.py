@@ -30,7 +30,6 @@ import uvloop
 
 from bench.transition import _progress
 from capacity.observations.memory import MemoryObservationStore
-from capacity.observations.model import Observation, Route
 from capacity.service.claims import Blocked
 from capacity.store.base import AgentConfig
 from capacity.store.postgres import _HEADS, _LANES, PostgresCapacitySql
@@ -48,9 +47,10 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.sql import events_from_decision
+from kernel.db.migrate import upgrade
+from kernel.ids import new_token, now_ms, uuid7
+from kernel.observation import Observation, Route
 from services.bootstrap import Capacity, Coordinator, capacity, coordinator, open_store
-from services.db.migrate import upgrade
-from services.ids import new_token, now_ms, uuid7
 from tests.support.databases import create_pg_database, drop_pg_database
 
 OWNER = "owner-1"

@@ -64,7 +64,7 @@ from bench.ingest import (
 )
 from bench.server import ServerProcess, start_server, stop_server
 from bench.transition import _progress
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
 
 ENTRYPOINT = "noop"

@@ -38,7 +38,7 @@ from coordinator.domain.states import ActorType, AttemptStatus, RunStatus
 from coordinator.service.transitions import Transitions
 from coordinator.store.postgres import _STATEMENTS, LOAD, PostgresStore, _parameters
 from coordinator.store.rows import attempt_values, run_values
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
 
 WRITERS = 16

@@ -21,10 +21,10 @@ import grpc
 from truerun.v1 import capacity_service_pb2 as pb
 from truerun.v1 import capacity_service_pb2_grpc
 
-from capacity.observations.model import Observation
 from coordinator.dispatch.capacity_port import ClaimAnswer, ClaimedStart
-from services.ids import uuid7
-from services.tls import TlsFiles, aio_channel
+from kernel.ids import uuid7
+from kernel.observation import Observation
+from kernel.tls import TlsFiles, aio_channel
 
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
@@ -76,7 +76,7 @@ class CapacityClient:
         self.ttl_ms = ttl_ms
         self._timeout_s = timeout_s
         self._attempts = attempts
-        # TLS when the address is https://... or ``tls`` names files (services/tls.py)
+        # TLS when the address is https://... or ``tls`` names files (kernel/tls.py)
         self._channel = aio_channel(
             address,
             tls or TlsFiles(),

@@ -48,8 +48,8 @@ from gateway.problems import Problem, code_of, from_rpc_error
 from gateway.sse import event_stream
 from gateway.tokens import ApiTokens, FailureLimit, Principal
 from gateway.tracing import TracingMiddleware
-from services.telemetry import client_interceptors
-from services.tls import TlsFiles, aio_channel
+from kernel.telemetry import client_interceptors
+from kernel.tls import TlsFiles, aio_channel
 
 HERE = Path(__file__).resolve().parent
 OPENAPI_PATH = HERE / "openapi.json"
@@ -78,7 +78,7 @@ class GatewayConfig:
     heartbeat_s: float = 15.0
     static_dir: Path | None = STATIC_DIR
     failures: FailureLimit | None = None  # failed authentications per client (429 past it)
-    # TLS to the services: an https:// target or any of these files (services/tls.py)
+    # TLS to the services: an https:// target or any of these files (kernel/tls.py)
     tls: TlsFiles = field(default_factory=TlsFiles)
 
 

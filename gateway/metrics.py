@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from starlette.routing import Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.tls import ServerTls
+from kernel.tls import ServerTls
 
 COMMAND_VERBS = frozenset(
     {"cancel", "approve", "retry", "resolve", "fail", "pause", "resume", "requeue"}

@@ -17,10 +17,10 @@ import uvicorn
 from gateway.app import GatewayConfig, create_app
 from gateway.metrics import GatewayMetrics, MetricsMiddleware
 from gateway.tokens import ALL_PROJECTS, ApiTokens
-from services.config import ConfigError, Settings
-from services.ids import new_token
-from services.telemetry import configure
-from services.tls import (
+from kernel.config import ConfigError, Settings
+from kernel.ids import new_token
+from kernel.telemetry import configure
+from kernel.tls import (
     PLAINTEXT,
     ServerTls,
     TlsFiles,

@@ -1,5 +1,5 @@
 """A server span per REST request (its context then rides the gRPC metadata to the
-coordinator: services.telemetry's client interceptor). Spans are named by method and route
+coordinator: kernel.telemetry's client interceptor). Spans are named by method and route
 template, never by the concrete path (which holds ids); an incoming W3C ``traceparent`` header
 is honoured, so a caller's trace continues through truerun."""
 
@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.telemetry import tracer
+from kernel.telemetry import tracer
 
 
 class TracingMiddleware:

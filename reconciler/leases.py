@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable
 
 from coordinator.domain import commands as c
 from coordinator.domain import staleness
-from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.states import ActorType
 from coordinator.service.recovery import lose_in
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RunTx, Scan
-from services.ids import now_ms
+from kernel.errors import DomainError
+from kernel.ids import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 
 from coordinator.store.base import RunStore
-from services.ids import now_ms
+from kernel.ids import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
 from coordinator.store.postgres import PostgresStore
 from coordinator.store.sqlite import SqliteStore
-from services.config import Settings
-from services.ids import now_ms
+from kernel.config import Settings
+from kernel.ids import now_ms
 from services.metrics import Metrics
 
 

@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 
 from coordinator.service.transitions import Result
 from coordinator.store.base import RunStore
-from services.ids import now_ms
-from services.tls import ServerTls
+from kernel.ids import now_ms
+from kernel.tls import ServerTls
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from coordinator.api.auth import BearerAuth
 from coordinator.api.credentials import ApiTokens, FailureLimit
 from coordinator.api.run_servicer import RunServicer
 from coordinator.api.runtime_servicer import RuntimeServicer
+from kernel.config import Settings
+from kernel.tls import PLAINTEXT, ServerTls, listening
 from services.bootstrap import Capacity, Coordinator, Runtimes
-from services.config import Settings
-from services.tls import PLAINTEXT, ServerTls, listening
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database, pg_admin_url
 
 

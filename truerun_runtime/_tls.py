@@ -1,6 +1,6 @@
 """Client-side TLS from PEM files: the one place a truerun client builds its channel
 credentials (the agent here; the CLI, the coordinator's capacity client and the gateway
-through services/tls.py). It lives in the runtime SDK because a device installs the agent
+through kernel/tls.py). It lives in the runtime SDK because a device installs the agent
 without the server, and the server's clients must not build TLS a second way.
 
 A client uses TLS when its target starts with ``https://`` (stripped before dialing; the

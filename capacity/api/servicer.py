@@ -9,17 +9,17 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from truerun.v1 import capacity_service_pb2 as pb
 from truerun.v1 import capacity_service_pb2_grpc
 
-from capacity.observations.model import Observation, Route
 from capacity.service.agents import AgentService, AgentView
 from capacity.service.claims import Blocked, ClaimOutcome, ClaimService
 from capacity.service.reports import ObservationService
 from coordinator.api import convert, validation
+from coordinator.api.convert import observation_from_proto
 from coordinator.api.errors import unary
 from coordinator.api.request_ids import once
-from coordinator.domain.errors import InvalidArgument
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from coordinator.store.base import RequestRecord, RunStore
+from kernel.errors import InvalidArgument
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 
@@ -52,23 +52,6 @@ def _ts(ms: int) -> timestamp_pb2.Timestamp:
     stamp = timestamp_pb2.Timestamp()
     stamp.FromMilliseconds(ms)
     return stamp
-
-
-def observation_from_proto(o: pb.Observation) -> Observation:
-    """Validated later by the observation service; only names are checked here."""
-    return Observation(
-        owner_id=validation.name(o.owner_id, "owner_id") or "",
-        runtime_instance_id=validation.name(o.runtime_instance_id, "runtime_instance_id") or "",
-        routes=tuple(Route(r.device_id, r.kind) for r in o.routes),
-        limit=o.limit,
-        active=o.active,
-        active_task_ids=tuple(o.active_task_ids),
-        queued=o.queued,
-        labels=tuple(o.labels),
-        observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
-        received_at_ms=0,
-        queued_task_ids=tuple(o.queued_task_ids),
-    )
 
 
 def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:

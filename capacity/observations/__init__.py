@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from capacity.observations.base import ObservationStore
 from capacity.observations.memory import MemoryObservationStore
-from capacity.observations.model import (
+from capacity.observations.redis_store import RedisObservationStore, observation_key
+from kernel.observation import (
     CorruptObservation,
     Observation,
     ObservationRejected,
@@ -14,7 +15,6 @@ from capacity.observations.model import (
     is_fresh,
     validate,
 )
-from capacity.observations.redis_store import RedisObservationStore, observation_key
 
 __all__ = [
     "CorruptObservation",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from capacity.observations.model import Observation
+from kernel.observation import Observation
 
 
 class ObservationStore(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capacity.observations.model import (
+from kernel.observation import (
     CorruptObservation,
     Observation,
     decode,

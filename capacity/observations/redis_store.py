@@ -21,7 +21,7 @@ from urllib.parse import quote
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from capacity.observations.model import (
+from kernel.observation import (
     CorruptObservation,
     Observation,
     decode,

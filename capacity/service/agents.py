@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capacity.store.base import AgentConfig, CapacitySql
-from coordinator.domain.errors import AgentNotFound, InvalidArgument, WorkspaceNotIsolated
-from services.ids import now_ms
+from kernel.errors import AgentNotFound, InvalidArgument, WorkspaceNotIsolated
+from kernel.ids import now_ms
 
 WORKSPACE_KINDS = ("git", "directory", "none")
 MAX_CONCURRENCY = 1000

@@ -16,17 +16,17 @@ from enum import StrEnum
 from capacity.domain.occupancy import occupancy
 from capacity.domain.planner import NO_AGENT, AgentBudget, Candidate, Plan, plan_claims
 from capacity.observations.base import ObservationStore
-from capacity.observations.model import Observation
 from capacity.store.base import AgentConfig, CapacitySql, ClaimTx
 from coordinator.domain import commands as c
-from coordinator.domain.errors import VersionConflict
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RequestRecord, RunStore
-from services import telemetry
-from services.ids import now_ms
-from services.telemetry import span
+from kernel import telemetry
+from kernel.errors import VersionConflict
+from kernel.ids import now_ms
+from kernel.observation import Observation
+from kernel.telemetry import span
 
 #: R for an agent nobody configured: one live attempt at a time, the safe choice.
 DEFAULT_AGENT_CONCURRENCY = 1

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 
 from capacity.domain.occupancy import Occupancy, occupancy
 from capacity.observations.base import ObservationStore
-from capacity.observations.model import Observation, validate
 from capacity.store.base import CapacitySql
-from services.ids import now_ms
+from kernel.ids import now_ms
+from kernel.observation import Observation, validate
 
 DEFAULT_OBSERVATION_TTL_MS = 15_000
 

@@ -15,7 +15,7 @@ import grpc
 
 from coordinator.api.credentials import ApiTokens, FailureLimit, Principal, bearer
 from coordinator.api.errors import abort
-from coordinator.domain.errors import PermissionDenied, TooManyFailures, Unauthenticated
+from kernel.errors import PermissionDenied, TooManyFailures, Unauthenticated
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 PROTECTED = frozenset({"truerun.v1.RunService", "truerun.v1.CapacityService"})

@@ -6,13 +6,15 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
-from truerun.v1 import common_pb2, run_service_pb2
+from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2
 
+from coordinator.api.validation import name
 from coordinator.domain.model import Actor, Attempt, RunEvent
 from coordinator.domain.output import ChunkKind
 from coordinator.domain.redaction import redact_strings
 from coordinator.service.output_reads import OutputPage
 from coordinator.service.queries import RunView
+from kernel.observation import Observation, Route
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -181,4 +183,21 @@ def output_page_to_proto(page: OutputPage) -> run_service_pb2.ReadRunOutputRespo
         attempt_finished=page.attempt_finished,
         run_finished=page.run_finished,
         expired=page.expired,
+    )
+
+
+def observation_from_proto(o: capacity_service_pb2.Observation) -> Observation:
+    """Validated later by the observation service; only names are checked here."""
+    return Observation(
+        owner_id=name(o.owner_id, "owner_id") or "",
+        runtime_instance_id=name(o.runtime_instance_id, "runtime_instance_id") or "",
+        routes=tuple(Route(r.device_id, r.kind) for r in o.routes),
+        limit=o.limit,
+        active=o.active,
+        active_task_ids=tuple(o.active_task_ids),
+        queued=o.queued,
+        labels=tuple(o.labels),
+        observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
+        received_at_ms=0,
+        queued_task_ids=tuple(o.queued_task_ids),
     )

@@ -11,7 +11,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from coordinator.domain.errors import DomainError, ErrorReason
+from kernel.errors import DomainError, ErrorReason
 
 log = logging.getLogger(__name__)
 

@@ -10,18 +10,18 @@ from dataclasses import replace
 import grpc
 from truerun.v1 import runtime_service_pb2 as pb
 
-from capacity.api.servicer import observation_from_proto
-from capacity.observations.model import Observation
+from coordinator.api.convert import observation_from_proto
 from coordinator.dispatch.capacity_port import ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.domain import commands as c
 from coordinator.domain import staleness
 from coordinator.domain.commands import CALLBACK_TOKEN_TTL_MS
-from coordinator.domain.errors import DomainError
 from coordinator.domain.model import RUNTIME_TASK_PREFIX, Actor
 from coordinator.domain.states import ActorType, AttemptStatus
 from coordinator.service.transitions import Transitions
+from kernel.errors import DomainError
+from kernel.observation import Observation
 
 log = logging.getLogger(__name__)
 

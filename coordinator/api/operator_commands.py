@@ -14,13 +14,13 @@ from coordinator.api import convert, validation
 from coordinator.api.auth import operator as operator_caller
 from coordinator.api.errors import unary
 from coordinator.domain import commands as c
-from coordinator.domain.errors import InvalidArgument
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from coordinator.service import operator
 from coordinator.service.queries import view
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Applied, Loaded, RequestRecord
+from kernel.errors import InvalidArgument
 
 M = TypeVar("M", bound=Message)
 Ctx = grpc.aio.ServicerContext[Any, Any]

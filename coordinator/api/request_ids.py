@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from coordinator.api import validation
-from coordinator.domain.errors import DomainError, RequestIdReused
 from coordinator.store.base import RequestIdTaken, RequestRecord, RunStore
+from kernel.errors import DomainError, RequestIdReused
 
 M = TypeVar("M", bound=Message)
 

@@ -18,7 +18,6 @@ from coordinator.api.operator_commands import OperatorCommands
 from coordinator.api.request_ids import once
 from coordinator.domain import commands as c
 from coordinator.domain.cursor import EventCursor
-from coordinator.domain.errors import InvalidArgument, PermissionDenied, RunNotFound
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.feed import EventFeed
@@ -27,6 +26,7 @@ from coordinator.service.output_reads import read_output
 from coordinator.service.queries import RunQueries, RunView, view
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Applied, Loaded, RequestRecord, RunFilter
+from kernel.errors import InvalidArgument, PermissionDenied, RunNotFound
 
 M = TypeVar("M", bound=Message)
 Ctx = grpc.aio.ServicerContext[Any, Any]

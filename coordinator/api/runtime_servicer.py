@@ -22,19 +22,19 @@ from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
-from coordinator.domain.errors import (
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
+from coordinator.service.recovery import lose
+from coordinator.service.transitions import Transitions
+from kernel import telemetry
+from kernel.errors import (
     DomainError,
     InstanceOfAnotherOwner,
     InvalidArgument,
     StoreBusy,
     Unauthenticated,
 )
-from coordinator.domain.model import Actor
-from coordinator.domain.states import ActorType
-from coordinator.service.recovery import lose
-from coordinator.service.transitions import Transitions
-from services import telemetry
-from services.ids import now_ms
+from kernel.ids import now_ms
 
 log = logging.getLogger(__name__)
 Ctx = grpc.aio.ServicerContext[Any, Any]

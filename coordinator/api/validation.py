@@ -6,8 +6,8 @@ import re
 import uuid
 from collections.abc import Iterator
 
-from coordinator.domain.errors import InvalidArgument
 from coordinator.domain.redaction import secret_values
+from kernel.errors import InvalidArgument
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
 MAX_TEXT = 512

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from google.protobuf import struct_pb2
 
-from capacity.observations.model import Observation
+from kernel.observation import Observation
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,14 @@ from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
-from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.staleness import START_UNANSWERED, start_unanswered
 from coordinator.domain.states import ActorType, SyncState
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
-from services.ids import new_token
-from services.telemetry import current_traceparent, span
+from kernel.errors import DomainError
+from kernel.ids import new_token
+from kernel.telemetry import current_traceparent, span
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from coordinator.api.convert import struct_to_dict
 from coordinator.dispatch.tokens import ANY_OWNER, callback_token_valid
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Decision, RunWrite, chain, decide
-from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import CasMiss, DedupeKeyTaken, Loaded
+from kernel.errors import DomainError
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ import logging
 from collections.abc import Callable
 
 from coordinator.domain import commands as c
-from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from coordinator.service.transitions import Transitions
-from services.ids import now_ms
+from kernel.errors import DomainError
+from kernel.ids import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from coordinator.domain.errors import InvalidCursor
+from kernel.errors import InvalidCursor
 
 _WIRE = re.compile(r"([0-9a-f]{16})\.([0-9a-f]{16})")
 _MAX = 2**63 - 1  # both parts are PostgreSQL BIGINTs

@@ -13,12 +13,6 @@ from typing import Any
 
 from coordinator.domain import commands as c
 from coordinator.domain import output
-from coordinator.domain.errors import (
-    InvalidArgument,
-    InvalidTransition,
-    RuntimeTaskMismatch,
-    VersionConflict,
-)
 from coordinator.domain.model import Actor, Attempt, NewEvent, Run, runtime_task_id_for
 from coordinator.domain.redaction import clean_payload, summary
 from coordinator.domain.rules import attempt_transition_allowed, run_transition_allowed
@@ -28,6 +22,12 @@ from coordinator.domain.states import (
     ObservedState,
     RunStatus,
     SyncState,
+)
+from kernel.errors import (
+    InvalidArgument,
+    InvalidTransition,
+    RuntimeTaskMismatch,
+    VersionConflict,
 )
 
 

@@ -26,7 +26,7 @@ _SECRET_PATTERNS = [
         r"(\"[^\"]*\"|'[^']*'|\S+)"
     ),
 ]
-#: Every token truerun issues starts with this (services/ids.new_token), so any of them is
+#: Every token truerun issues starts with this (kernel/ids.new_token), so any of them is
 #: recognised wherever it turns up, in clear or not, without truerun keeping its value.
 ISSUED_PREFIX = "trt"
 _SECRET_TOKENS = [

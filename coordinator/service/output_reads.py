@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from coordinator.domain.errors import AttemptNotFound, InvalidArgument, RunNotFound
 from coordinator.domain.model import Attempt
 from coordinator.domain.output import ChunkKind, Stored
 from coordinator.store.base import RunStore
+from kernel.errors import AttemptNotFound, InvalidArgument, RunNotFound
 
 DEFAULT_BYTES = 64 * 1024
 MAX_BYTES = 1024 * 1024

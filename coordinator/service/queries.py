@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.display import Display, explain
-from coordinator.domain.errors import InvalidArgument, RunNotFound
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.domain.states import DisplayState
 from coordinator.store.base import Loaded, RunCursor, RunFilter, RunStore
+from kernel.errors import InvalidArgument, RunNotFound
 
 T = TypeVar("T")
 

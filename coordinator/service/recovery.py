@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 
 from coordinator.domain import commands as c
-from coordinator.domain.errors import DomainError, VersionConflict
 from coordinator.domain.model import Actor
 from coordinator.domain.states import RunStatus
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RunTx
+from kernel.errors import DomainError, VersionConflict
 
 log = logging.getLogger(__name__)
 

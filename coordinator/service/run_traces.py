@@ -5,7 +5,7 @@ whichever process they happen, join the trace of the request that created the ru
 from __future__ import annotations
 
 from coordinator.store.base import RunStore
-from services import telemetry
+from kernel import telemetry
 
 
 async def run_trace_parent(store: RunStore, run_id: str) -> str:

@@ -14,12 +14,6 @@ from opentelemetry.trace import Span
 
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, decide
-from coordinator.domain.errors import (
-    ExecutionScopeBusy,
-    IdempotencyKeyConflict,
-    RunNotFound,
-    VersionConflict,
-)
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
@@ -32,8 +26,14 @@ from coordinator.store.base import (
     RunStore,
     RunTx,
 )
-from services.ids import new_token, now_ms, uuid7
-from services.telemetry import current_traceparent, span
+from kernel.errors import (
+    ExecutionScopeBusy,
+    IdempotencyKeyConflict,
+    RunNotFound,
+    VersionConflict,
+)
+from kernel.ids import new_token, now_ms, uuid7
+from kernel.telemetry import current_traceparent, span
 
 DEDUPLICATED = "deduplicated"
 

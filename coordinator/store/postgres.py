@@ -63,7 +63,7 @@ from coordinator.store.sql import (
     scan_sql,
     stored_events,
 )
-from services.ids import now_ms
+from kernel.ids import now_ms
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 _ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)

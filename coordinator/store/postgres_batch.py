@@ -26,7 +26,7 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.sql import EVENT_TX_ID, events_from_decision, stored_events
-from services.db.schema import attempts, runs
+from kernel.db.schema import attempts, runs
 
 
 def _pg_type(column: Any) -> str:

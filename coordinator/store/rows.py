@@ -16,7 +16,7 @@ from coordinator.domain.states import (
     ScopePolicy,
     SyncState,
 )
-from services.db.schema import attempts, run_events, runs
+from kernel.db.schema import attempts, run_events, runs
 
 RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in runs.columns)
 ATTEMPT_COLUMNS: tuple[str, ...] = tuple(c.name for c in attempts.columns)

@@ -10,7 +10,7 @@ from coordinator.domain.model import RunEvent
 from coordinator.domain.states import RUN_TERMINAL
 from coordinator.store.base import Scan
 from coordinator.store.rows import ATTEMPT_COLUMNS, dumps
-from services.ids import uuid7
+from kernel.ids import uuid7
 
 TERMINAL_STATUSES = sorted(status.value for status in RUN_TERMINAL)
 

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
-from coordinator.domain.errors import StoreBusy
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.domain.output import Stored
 from coordinator.store.base import (
@@ -63,7 +62,8 @@ from coordinator.store.sql import (
     scan_sql,
     stored_events,
 )
-from services.ids import now_ms
+from kernel.errors import StoreBusy
+from kernel.ids import now_ms
 
 T = TypeVar("T")
 

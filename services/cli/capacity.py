@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 
 from coordinator.api.credentials import ApiTokens
+from kernel.config import ConfigError, Settings
+from kernel.telemetry import configure, server_interceptors
+from kernel.tls import server_tls
 from services.bootstrap import capacity, coordinator, open_observations, open_store
-from services.config import ConfigError, Settings
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
-from services.telemetry import configure, server_interceptors
-from services.tls import server_tls
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from coordinator.api.bearer import with_bearer
 from coordinator.api.errors import reason_of
-from services.tls import TlsFiles, sync_channel
+from kernel.tls import TlsFiles, sync_channel
 
 
 def _enum_name(enum: Any, number: int, prefix: str) -> str:
@@ -110,7 +110,7 @@ class Client:
     def __init__(
         self, address: str, timeout: float = 10.0, token: str = "", tls: TlsFiles | None = None
     ) -> None:
-        # TLS when the address is https://... or ``tls`` names files (services/tls.py)
+        # TLS when the address is https://... or ``tls`` names files (kernel/tls.py)
         self._raw = sync_channel(
             address,
             tls or TlsFiles(),

@@ -16,12 +16,12 @@ from coordinator.api.bearer import bearer_interceptors
 from coordinator.api.credentials import ApiTokens
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import RuntimeTokens
+from kernel.config import ConfigError, Settings
+from kernel.telemetry import client_interceptors, configure, server_interceptors
+from kernel.tls import checked_target, client_files, server_tls
 from services.bootstrap import coordinator, open_store, output_policy, remote_runtimes
-from services.config import ConfigError, Settings
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
-from services.telemetry import client_interceptors, configure, server_interceptors
-from services.tls import checked_target, client_files, server_tls
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,10 @@ import os
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from gateway.server import api_tokens, dev_upstream_tls, start_dev_gateway
+from kernel.config import Settings
+from kernel.db.migrate import upgrade
+from kernel.ids import new_token
+from kernel.tls import DEV_PLAINTEXT, checked_target, listening, require_loopback, server_tls
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
@@ -19,12 +23,8 @@ from services.bootstrap import (
     output_policy,
     runtimes,
 )
-from services.config import Settings
-from services.db.migrate import upgrade
-from services.ids import new_token
 from services.metrics import Metrics
 from services.server import start_serving, until_signal
-from services.tls import DEV_PLAINTEXT, checked_target, listening, require_loopback, server_tls
 
 log = logging.getLogger(__name__)
 

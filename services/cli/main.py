@@ -16,10 +16,10 @@ from google.protobuf import struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
+from kernel.config import Settings
 from services.cli import operator
 from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
 from services.cli.logs import logs as follow_logs
-from services.config import Settings
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
 
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(run_gateway(_settings(args)))
         return 0
     if args.cmd == "reconciler":
-        from reconciler.service import run_reconciler
+        from services.cli.reconciler import run_reconciler
 
         _install_uvloop()
         asyncio.run(run_reconciler(_settings(args)))
@@ -203,7 +203,7 @@ def _service(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from services.db.migrate import upgrade
+    from kernel.db.migrate import upgrade
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)

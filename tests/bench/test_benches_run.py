@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from services.tls import DEV_PLAINTEXT
+from kernel.tls import DEV_PLAINTEXT
 from tests.support.databases import pg_admin_url
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,6 @@ from capacity.service.claims import Blocked, ClaimService
 from coordinator.api.errors import reason_of
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Decision
-from coordinator.domain.errors import AgentNotFound, WorkspaceNotIsolated
 from coordinator.domain.model import Run
 from coordinator.domain.states import AttemptStatus, SyncState
 from coordinator.store.base import (
@@ -34,8 +33,9 @@ from coordinator.store.base import (
     RunStore,
     RunTx,
 )
+from kernel.errors import AgentNotFound, WorkspaceNotIsolated
+from kernel.ids import now_ms
 from services.bootstrap import Capacity, Coordinator, capacity_sql
-from services.ids import now_ms
 from services.server import create_server
 from tests.support.auth import aio_channel, server_tokens
 from tests.support.capacity import (

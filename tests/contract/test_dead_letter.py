@@ -8,10 +8,10 @@ import pytest
 
 from coordinator.domain import commands as c
 from coordinator.domain.display import explain
-from coordinator.domain.errors import InvalidTransition
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, AttemptStatus, DisplayState, RunStatus
 from coordinator.service.transitions import Transitions
+from kernel.errors import InvalidTransition
 from reconciler.leases import LeaseReconciler
 from tests.support.factories import SCHEDULER, spec
 

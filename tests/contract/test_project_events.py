@@ -14,8 +14,8 @@ from coordinator.domain.cursor import EventCursor
 from coordinator.domain.model import RunEvent
 from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
+from kernel.db.migrate import upgrade
 from services.bootstrap import open_store
-from services.db.migrate import upgrade
 from tests.support.factories import USER, spec
 
 WRITERS = 6

@@ -12,9 +12,9 @@ from coordinator.domain import commands as c
 from coordinator.domain.states import ActorType, AttemptStatus, RunStatus, SyncState
 from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
+from kernel.ids import now_ms
 from reconciler.leases import LeaseReconciler
 from services.bootstrap import open_store
-from services.ids import now_ms
 from tests.support.factories import RUNTIME, SCHEDULER, evidence, spec, started
 
 RUNS = 200

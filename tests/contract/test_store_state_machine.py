@@ -23,12 +23,12 @@ from hypothesis.stateful import (
 )
 
 from coordinator.domain import commands as c
-from coordinator.domain.errors import DomainError
 from coordinator.domain.model import Attempt, Run
 from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunFilter
+from kernel.db.schema import metadata
+from kernel.errors import DomainError
 from services.bootstrap import open_store
-from services.db.schema import metadata
 from tests.support.factories import RUNTIME, SCHEDULER, USER, spec
 
 RUNTIME_KINDS: list[type[c.RuntimeCommand]] = [

@@ -11,7 +11,10 @@ from coordinator.dispatch.retries import RetryScheduler
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, decide
 from coordinator.domain.display import display_state
-from coordinator.domain.errors import (
+from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus, ScopePolicy
+from coordinator.service.transitions import DEDUPLICATED, Transitions
+from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunStore
+from kernel.errors import (
     ExecutionScopeBusy,
     IdempotencyKeyConflict,
     InvalidTransition,
@@ -19,11 +22,8 @@ from coordinator.domain.errors import (
     RuntimeTaskMismatch,
     VersionConflict,
 )
-from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus, ScopePolicy
-from coordinator.service.transitions import DEDUPLICATED, Transitions
-from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunStore
+from kernel.ids import new_token, now_ms, uuid7
 from reconciler.leases import LeaseReconciler
-from services.ids import new_token, now_ms, uuid7
 from tests.support.factories import RUNTIME, SCHEDULER, USER, evidence, spec, started
 from tests.support.snapshot import snapshot
 

@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from services.config import CONFIG_FILE_ENV, Settings, env_name, is_secret
+from kernel.config import CONFIG_FILE_ENV, Settings, env_name, is_secret
 from tests.deploy.chart import (
     BROKEN_VALUES,
     CHART,

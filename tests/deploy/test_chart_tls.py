@@ -1,5 +1,5 @@
 """The chart's optional TLS (``tls.enabled``): the certificate Secret mounted read-only in every
-service, the settings pointing at its files (read back by services.tls), probes that still
+service, the settings pointing at its files (read back by kernel.tls), probes that still
 work over TLS, and manifests that pass kubernetes-validate in strict mode."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import fields
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from services.config import Settings, env_name
+from kernel.config import Settings, env_name
 from tests.deploy.chart import COMPONENTS, default_values, one, render
 from tests.deploy.dockerfile import Stage, instructions, stages
 

@@ -15,7 +15,7 @@ from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import run_service_pb2_grpc
 
 from coordinator.api.bearer import with_bearer
-from services.tls import DEV_PLAINTEXT, sync_channel
+from kernel.tls import DEV_PLAINTEXT, sync_channel
 from tests.e2e.conftest import OWNER, display, eventually
 from tests.support.processes import TRUERUN, Processes
 from tests.support.tls import make_pki
@@ -131,7 +131,7 @@ def test_tls_settings_that_cannot_work_stop_dev_with_one_line(
     }[case]
     data_dir = tmp_path / "data"
     result = _truerun("dev", "--data-dir", str(data_dir), env=env)
-    assert result.returncode == 1  # what every config error exits with (services/config.py)
+    assert result.returncode == 1  # what every config error exits with (kernel/config.py)
     assert message.format(missing=missing) in _one_line(result)
     assert not data_dir.exists()  # refused before anything was created
 

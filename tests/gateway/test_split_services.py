@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from gateway.tokens import ApiTokens
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
 from services.server import start_serving
 from tests.support.capacity import open_capacity
 from tests.support.gateway_stack import TOKENS, bearer

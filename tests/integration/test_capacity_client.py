@@ -24,9 +24,9 @@ from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
+from kernel.db.migrate import upgrade
 from services.bootstrap import Capacity, Coordinator, capacity, coordinator, open_store
 from services.bootstrap import runtimes as local_runtimes
-from services.db.migrate import upgrade
 from services.server import Serving, start_serving
 from tests.integration.test_claim_race import REDIS_URL
 from tests.support.auth import TEST_TOKEN, server_tokens

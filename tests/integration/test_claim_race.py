@@ -36,8 +36,8 @@ from redis.asyncio import Redis
 from capacity.observations.redis_store import RedisObservationStore
 from coordinator.domain import commands as c
 from coordinator.service.transitions import Transitions
+from kernel.db.migrate import upgrade
 from services.bootstrap import Capacity, Coordinator
-from services.db.migrate import upgrade
 from tests.support.capacity import git_workspace, observe, open_capacity
 from tests.support.factories import RUNTIME, SCHEDULER, spec
 

@@ -19,8 +19,8 @@ from truerun.v1 import run_service_pb2 as rs
 
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.api.credentials import ApiTokens, FailureLimit
+from kernel.db.migrate import upgrade
 from services.bootstrap import capacity, coordinator, open_store
-from services.db.migrate import upgrade
 from services.server import start_serving
 from tests.integration.test_run_service_grpc import error_info
 from tests.support.auth import aio_channel

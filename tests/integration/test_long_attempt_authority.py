@@ -13,7 +13,7 @@ from truerun.v1 import common_pb2
 from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import runtime_service_pb2 as pb
 
-from services.ids import now_ms
+from kernel.ids import now_ms
 from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime
 

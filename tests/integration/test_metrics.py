@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from coordinator.domain import commands as c
-from coordinator.domain.errors import VersionConflict
+from kernel.errors import VersionConflict
 from services.bootstrap import coordinator, open_store
 from services.metrics import Metrics
 from tests.support.factories import SCHEDULER, USER, evidence, spec, started

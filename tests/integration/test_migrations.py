@@ -1,4 +1,4 @@
-"""The alembic migrations produce exactly services/db/schema.py, on SQLite and PostgreSQL."""
+"""The alembic migrations produce exactly kernel/db/schema.py, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from services.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
-from services.db.schema import metadata
+from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
+from kernel.db.schema import metadata
 
 HEAD = "0008_attempt_output"
 PROJECT_TABLES = set(metadata.tables)
@@ -131,7 +131,7 @@ async def test_concurrent_upgrades_in_one_process(database_url: str) -> None:
 
 
 async def test_concurrent_upgrades_from_several_processes(database_url: str) -> None:
-    script = "import asyncio, sys; from services.db.migrate import upgrade; "
+    script = "import asyncio, sys; from kernel.db.migrate import upgrade; "
     script += "asyncio.run(upgrade(sys.argv[1]))"
     processes = [
         await asyncio.create_subprocess_exec(

@@ -7,11 +7,11 @@ import asyncio
 import asyncpg
 
 from coordinator.domain import commands as c
-from coordinator.domain.errors import VersionConflict
 from coordinator.domain.states import RunStatus
 from coordinator.service.transitions import Transitions
 from coordinator.store.postgres import PostgresStore
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
+from kernel.errors import VersionConflict
 from tests.support.factories import SCHEDULER, spec
 
 WRITERS = 32

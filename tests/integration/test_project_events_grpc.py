@@ -13,7 +13,7 @@ import grpc
 import pytest
 from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
 from tests.integration.test_run_service_grpc import (
     WAIT,
     cancel,

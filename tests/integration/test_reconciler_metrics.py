@@ -20,8 +20,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from coordinator.domain import commands as c
 from coordinator.service.transitions import Transitions
+from kernel.db.migrate import upgrade
 from services.bootstrap import open_store
-from services.db.migrate import upgrade
 from tests.support.factories import SCHEDULER, spec
 
 DEADLINE_S = 60.0  # the machine may be loaded; every wait polls something observable

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from coordinator.domain import commands as c
-from coordinator.domain.errors import StoreBusy
 from coordinator.service.transitions import Transitions
 from coordinator.store.sqlite import SqliteStore
-from services.db.migrate import upgrade
+from kernel.db.migrate import upgrade
+from kernel.errors import StoreBusy
 from tests.support.factories import SCHEDULER, spec
 
 

@@ -1,6 +1,6 @@
 """Issue #11 §3: every listener serves TLS from files, gRPC optionally mTLS. The servers are
 the production ones (services.server.start_serving, gateway.server.HttpServer,
-services.metrics.Metrics.serve) with the TLS the settings give (services.tls.server_tls), on
+services.metrics.Metrics.serve) with the TLS the settings give (kernel.tls.server_tls), on
 127.0.0.1 with a throwaway PKI (tests/support/tls.py)."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from truerun.v1 import run_service_pb2, run_service_pb2_grpc
 from coordinator.api.bearer import bearer_interceptors
 from gateway.app import GatewayConfig
 from gateway.server import HttpServer
+from kernel.config import Settings
+from kernel.db.migrate import upgrade
+from kernel.tls import ServerTls, TlsFiles, aio_channel, server_tls
 from services.bootstrap import coordinator, open_store
-from services.config import Settings
-from services.db.migrate import upgrade
 from services.metrics import Metrics
 from services.server import Serving, start_serving
-from services.tls import ServerTls, TlsFiles, aio_channel, server_tls
 from tests.support.auth import TEST_TOKEN, server_tokens
 from tests.support.tls import Pki, make_pki
 

@@ -18,15 +18,15 @@ import asyncpg
 
 from capacity.observations.base import ObservationStore
 from capacity.observations.memory import MemoryObservationStore
-from capacity.observations.model import Observation, Route
 from capacity.service.agents import AgentService
 from capacity.service.claims import Claimed, ClaimOutcome, ClaimService
 from capacity.service.reports import ObservationService
 from coordinator.domain import commands as c
 from coordinator.domain.model import Attempt
 from coordinator.service.transitions import Transitions
+from kernel.ids import now_ms
+from kernel.observation import Observation, Route
 from services.bootstrap import Capacity, Coordinator, capacity_sql, coordinator, open_store
-from services.ids import now_ms
 from tests.support.factories import RUNTIME, SCHEDULER
 
 ROUTE_KIND = "local"

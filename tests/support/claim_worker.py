@@ -29,8 +29,8 @@ import asyncpg
 
 from capacity.observations.redis_store import RedisObservationStore
 from capacity.service.claims import lock_keys
+from kernel.ids import now_ms
 from services.bootstrap import coordinator, open_store
-from services.ids import now_ms
 from tests.support.capacity import LEASE_TTL_MS, LIVE_SQL, wire
 from tests.support.factories import SCHEDULER
 

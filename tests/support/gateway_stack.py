@@ -17,8 +17,8 @@ from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc
 from gateway.app import GatewayConfig
 from gateway.server import HttpServer
 from gateway.tokens import ApiTokens
+from kernel.db.migrate import upgrade
 from services.bootstrap import Capacity, Coordinator
-from services.db.migrate import upgrade
 from services.server import create_server
 from tests.support.auth import aio_channel
 from tests.support.capacity import open_capacity

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from truerun.v1 import run_service_pb2_grpc
 
 from coordinator.store.base import RunStore
+from kernel.db.migrate import upgrade
 from services.bootstrap import coordinator, open_store
-from services.db.migrate import upgrade
 from services.server import create_server
 from tests.support.auth import aio_channel, server_tokens
 

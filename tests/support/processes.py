@@ -23,7 +23,7 @@ from pathlib import Path
 from runtime.agent.procfs import Proof, prove, read_json
 
 TRUERUN = str(Path(sys.executable).with_name("truerun"))
-# a TLS listener says so after the address (services/tls.py listening())
+# a TLS listener says so after the address (kernel/tls.py listening())
 LISTENING = re.compile(r"^grpc listening on (\S+:\d+)(?: \((?:tls|mtls)\))?$", re.MULTILINE)
 STREAM_OPEN = re.compile(r"runtime stream to \S+ open")
 MARKER_VAR = "TRUERUN_E2E_MARKER"

@@ -16,6 +16,8 @@ from truerun.v1 import (
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
+from kernel.db.migrate import upgrade
+from kernel.ids import now_ms
 from services.bootstrap import (
     Capacity,
     Coordinator,
@@ -25,8 +27,6 @@ from services.bootstrap import (
     open_store,
     runtimes,
 )
-from services.db.migrate import upgrade
-from services.ids import now_ms
 from services.server import create_server
 from tests.support.auth import aio_channel, server_tokens
 

@@ -4,7 +4,7 @@ wherever truerun stores or logs text (issue #11 §4)."""
 
 from __future__ import annotations
 
-from services.ids import new_token
+from kernel.ids import new_token
 
 _A = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"  # 40 mixed characters to cut from
 _HEX = "0123456789abcdef" * 4

@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from services.db.schema import metadata
+from kernel.db.schema import metadata
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
 

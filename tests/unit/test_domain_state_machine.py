@@ -18,17 +18,17 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from coordinator.domain import commands as c
 from coordinator.domain.decide import AttemptWrite, Context, Decision, RunWrite, decide
 from coordinator.domain.display import display_state
-from coordinator.domain.errors import (
-    InvalidTransition,
-    RuntimeTaskMismatch,
-    VersionConflict,
-)
 from coordinator.domain.model import Actor, Attempt, NewEvent, Run, runtime_task_id_for
 from coordinator.domain.rules import ATTEMPT_TRANSITIONS, RUN_TRANSITIONS
 from coordinator.domain.states import ActorType, DisplayState
 from coordinator.domain.states import AttemptStatus as A
 from coordinator.domain.states import ObservedState as O
 from coordinator.domain.states import RunStatus as R
+from kernel.errors import (
+    InvalidTransition,
+    RuntimeTaskMismatch,
+    VersionConflict,
+)
 
 ACTORS: Final = [
     Actor(ActorType.USER, "user-1"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from truerun.v1 import common_pb2
 
 from coordinator.api.errors import CODES
-from coordinator.domain.errors import ErrorReason
+from kernel.errors import ErrorReason
 
 
 def test_every_reason_has_a_grpc_code() -> None:

@@ -9,7 +9,6 @@ import pytest
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, decide
 from coordinator.domain.display import display_state
-from coordinator.domain.errors import InvalidTransition, RuntimeTaskMismatch
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import (
     ActorType,
@@ -19,6 +18,7 @@ from coordinator.domain.states import (
     RunStatus,
     SyncState,
 )
+from kernel.errors import InvalidTransition, RuntimeTaskMismatch
 from tests.support.factories import RUNTIME, SCHEDULER, USER, spec
 
 _ids = itertools.count(1)

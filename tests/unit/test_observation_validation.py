@@ -17,7 +17,7 @@ from capacity.observations import (
     is_fresh,
     validate,
 )
-from coordinator.domain.errors import DomainError, ErrorReason
+from kernel.errors import DomainError, ErrorReason
 
 
 def observation(**changes: Any) -> Observation:

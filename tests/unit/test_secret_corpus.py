@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from coordinator.api import validation
-from coordinator.domain.errors import InvalidArgument
 from coordinator.domain.redaction import (
     REDACTED,
     RedactingFilter,
@@ -18,6 +17,7 @@ from coordinator.domain.redaction import (
     register_secret,
     summary,
 )
+from kernel.errors import InvalidArgument
 from tests.support.secret_corpus import FORMATS, secret_part
 
 CASES = sorted(FORMATS.items())

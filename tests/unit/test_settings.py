@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.config import CONFIG_FILE_ENV, ConfigError, Settings, env_name, is_secret
+from kernel.config import CONFIG_FILE_ENV, ConfigError, Settings, env_name, is_secret
 
 
 def _config(tmp_path: Path, text: str) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from services.config import Settings
-from services.config_doc import HEADER, markdown_table
+from kernel.config import Settings
+from kernel.config_doc import HEADER, markdown_table
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -21,7 +21,7 @@ def _documented_table() -> str:
 def test_operations_table_matches_settings() -> None:
     assert _documented_table() == markdown_table(), (
         "docs/operations.md's settings table is stale: replace it with the output of "
-        "`python -m services.config_doc`"
+        "`python -m kernel.config_doc`"
     )
 
 

@@ -24,14 +24,6 @@ from coordinator.domain.decide import (
     RunWrite,
     decide,
 )
-from coordinator.domain.errors import (
-    DomainError,
-    ErrorReason,
-    InvalidArgument,
-    InvalidTransition,
-    RuntimeTaskMismatch,
-    VersionConflict,
-)
 from coordinator.domain.model import Actor, Attempt, Run, runtime_task_id_for
 from coordinator.domain.redaction import REDACTED
 from coordinator.domain.rules import ATTEMPT_TRANSITIONS, RUN_TRANSITIONS
@@ -40,6 +32,14 @@ from coordinator.domain.states import AttemptStatus as A
 from coordinator.domain.states import ObservedState as O
 from coordinator.domain.states import RunStatus as R
 from coordinator.domain.states import SyncState as S
+from kernel.errors import (
+    DomainError,
+    ErrorReason,
+    InvalidArgument,
+    InvalidTransition,
+    RuntimeTaskMismatch,
+    VersionConflict,
+)
 
 # -- fixed identities and a deterministic context -------------------------------------------
 

@@ -10,13 +10,13 @@ import asyncio
 import logging
 
 from coordinator.dispatch.retries import RetryScheduler
+from kernel.config import Settings
+from kernel.tls import server_tls
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
 from services.bootstrap import coordinator, open_store
-from services.config import Settings
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
-from services.tls import server_tls
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from coordinator.domain.errors import DomainError, ErrorReason
+from kernel.errors import DomainError, ErrorReason
 
 #: Version of the stored JSON layout; a value with another version is treated as corrupt.
 FORMAT_VERSION: Final = 1

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from services.config import ConfigError, Settings
+from kernel.config import ConfigError, Settings
 from truerun_runtime._tls import TlsFileError, TlsFiles, channel_target, read_pair, read_pem
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Alembic environment: online only, on a connection handed in by services.db.migrate.
+"""Alembic environment: online only, on a connection handed in by kernel.db.migrate.
 
 The same scripts run on SQLite and PostgreSQL. There is no alembic.ini: the Config is built
 in code and carries the open (sync-facing) connection in ``config.attributes["connection"]``.
@@ -10,7 +10,7 @@ from alembic import context
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from services.db.schema import metadata
+from kernel.db.schema import metadata
 
 # Any fixed 64-bit key will do; every truerun process migrating PostgreSQL uses this one.
 MIGRATION_LOCK_KEY = 0x7472756572756E  # "truerun"
@@ -20,7 +20,7 @@ def run_migrations_online() -> None:
     connection = context.config.attributes.get("connection")
     if not isinstance(connection, Connection):
         raise RuntimeError(
-            "run migrations through services.db.migrate; offline (SQL script) mode is not supported"
+            "run migrations through kernel.db.migrate; offline (SQL script) mode is not supported"
         )
     is_sqlite = connection.dialect.name == "sqlite"
     context.configure(

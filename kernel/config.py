@@ -4,7 +4,7 @@ Where a value comes from, strongest first: a CLI flag, a `TRUERUN_*` environment
 for a secret its `TRUERUN_*_FILE` twin naming a mounted file), the TOML file named by
 `TRUERUN_CONFIG_FILE`, the default. Secrets are never read from the config file: that file
 usually lives in a ConfigMap or a repository. `docs/operations.md` lists every setting
-(`python -m services.config_doc` prints that table).
+(`python -m kernel.config_doc` prints that table).
 
 Adding a setting is one line: `name: type = setting(default, "help")`; its variable is
 `TRUERUN_<NAME>`, its config-file key `name`.

@@ -1,11 +1,11 @@
 """The settings table in docs/operations.md, generated from `Settings` so that it cannot drift
-(a test compares them). `python -m services.config_doc` prints it."""
+(a test compares them). `python -m kernel.config_doc` prints it."""
 
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
 
-from services.config import Settings, env_name, is_secret
+from kernel.config import Settings, env_name, is_secret
 
 HEADER = "| variable | config file key | default | what it is |"
 

@@ -1,6 +1,6 @@
 """Initial schema: runs, attempts, run_events, request_log.
 
-Written by hand to reproduce services/db/schema.py exactly, constraint names included
+Written by hand to reproduce kernel/db/schema.py exactly, constraint names included
 (they follow schema.metadata's naming convention). tests/integration/test_migrations.py
 compares the migrated database with schema.metadata on SQLite and PostgreSQL.
 

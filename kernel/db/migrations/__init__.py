@@ -1,0 +1,1 @@
+"""Alembic migrations for kernel.db.schema; run them through kernel.db.migrate."""

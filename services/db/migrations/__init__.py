@@ -1,1 +1,0 @@
-"""Alembic migrations for services.db.schema; run them through services.db.migrate."""
