@@ -19,7 +19,6 @@ COPY coordinator coordinator
 COPY capacity capacity
 COPY reconciler reconciler
 COPY gateway gateway
-COPY runtime runtime
 COPY truerun_runtime truerun_runtime
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
     && python -m venv /opt/truerun \

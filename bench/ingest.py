@@ -98,7 +98,8 @@ def api_channel(address: str) -> grpc.aio.Channel:
 
 
 DEVICE = "device-1"
-#: Every OUTPUT event's payload, shaped like the reference agent's (runtime/agent/output.py).
+#: Every OUTPUT event's payload, shaped like the reference agent's
+#: (truerun_runtime/agent/output.py).
 PAYLOAD: dict[str, Any] = {"stream": "output", "data": "bench output line\n"}
 HEARTBEAT_S = 5.0  # the server's Welcome says 5 s; observations live 15 s, leases 30 s
 PGBENCH_INSTANCE = "pgbench-runtime"

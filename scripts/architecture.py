@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("truerun",),  # generated protobuf code (protos/gen)
     ("truerun_runtime",),  # the runtime side: SDK and reference agent, installs alone
-    ("runtime",),
     ("kernel",),  # ids, clock, settings, TLS, telemetry, schema, errors, observation
     ("coordinator",),  # runs and attempts: the domain, the one write door, its stores
     ("capacity",),  # observations and claims, through the coordinator's door

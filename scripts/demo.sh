@@ -28,7 +28,7 @@ cleanup() {
     "$python" - "$state" <<'PY'
 import os, signal, sys
 from pathlib import Path
-from runtime.agent.procfs import Proof, prove, read_json
+from truerun_runtime.agent.procfs import Proof, prove, read_json
 for name in ("handle.json", "supervisor.json"):
     for path in Path(sys.argv[1]).glob(f"tasks/*/{name}"):
         record = read_json(path) or {}

@@ -19,10 +19,10 @@ import pytest
 from truerun.v1 import capacity_service_pb2, common_pb2
 from truerun.v1 import run_service_pb2 as rs
 
-from runtime.agent.procfs import read_json
 from tests.e2e.conftest import OWNER, Live, display, eventually, payload
 from tests.support.output import read_output
 from tests.support.processes import TRUERUN, pids_with_arg
+from truerun_runtime.agent.procfs import read_json
 
 pytestmark = pytest.mark.e2e
 

@@ -104,10 +104,10 @@ def _env(copy: Path) -> dict[str, str]:
 
 def _check_imports_the_copy(copy: Path, env: dict[str, str]) -> None:
     probe = (
-        "import coordinator.domain.decide, capacity.store.postgres, runtime.agent.supervisor, "
-        "tests.support.processes, truerun.v1.common_pb2 as pb\n"
+        "import coordinator.domain.decide, capacity.store.postgres, "
+        "truerun_runtime.agent.supervisor, tests.support.processes, truerun.v1.common_pb2 as pb\n"
         "for m in (coordinator.domain.decide, capacity.store.postgres, "
-        "runtime.agent.supervisor, tests.support.processes, pb):\n"
+        "truerun_runtime.agent.supervisor, tests.support.processes, pb):\n"
         "    print(m.__file__)"
     )
     files = subprocess.run(

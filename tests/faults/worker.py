@@ -8,8 +8,8 @@ import os
 import signal
 import time
 
-from runtime.agent.procfs import Proof, prove, read_json
 from tests.faults.harness import Cluster, Service
+from truerun_runtime.agent.procfs import Proof, prove, read_json
 
 
 def signal_tasks(agent: Service, signum: int) -> int:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from runtime.agent.agent import Agent
-from runtime.agent.config import AgentConfig
 from tests.runtime.helpers import OWNER, TOKEN, RunningAgent, sweep
 from tests.support.fake_runtime_server import FakeRuntimeServer, fake_runtime_server
 from truerun_runtime import Backoff
+from truerun_runtime.agent.agent import Agent
+from truerun_runtime.agent.config import AgentConfig
 
 StartAgent = Callable[..., Awaitable[RunningAgent]]
 

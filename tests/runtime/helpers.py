@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.agent.agent import Agent
-from runtime.agent.procfs import Proof, prove, read_json
+from truerun_runtime.agent.agent import Agent
+from truerun_runtime.agent.procfs import Proof, prove, read_json
 
 OWNER = "owner-1"
 TOKEN = "runtime-token-1"
@@ -47,7 +47,7 @@ class RunningAgent:
 
 
 class AgentProcess:
-    """``python -m runtime.agent`` as a real process (it can be SIGKILLed)."""
+    """``python -m truerun_runtime.agent`` as a real process (it can be SIGKILLed)."""
 
     def __init__(self, address: str, state_dir: Path, limit: int = 1) -> None:
         self.address = address
@@ -65,7 +65,7 @@ class AgentProcess:
                 [
                     sys.executable,
                     "-m",
-                    "runtime.agent",
+                    "truerun_runtime.agent",
                     "--server",
                     self.address,
                     "--owner",

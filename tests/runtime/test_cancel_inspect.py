@@ -11,10 +11,10 @@ from pathlib import Path
 
 from truerun.v1 import runtime_service_pb2 as pb
 
-from runtime.agent.procfs import ProcStat, read_stat
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import handle_of, process_alive
 from tests.support.fake_runtime_server import FakeRuntimeServer
+from truerun_runtime.agent.procfs import ProcStat, read_stat
 
 SIGNALLED = pb.RUNTIME_EVENT_TYPE_SIGNALLED
 CANCELLED = pb.RUNTIME_EVENT_TYPE_CANCELLED

@@ -10,11 +10,11 @@ import pytest
 from truerun.v1 import capacity_service_pb2 as cpb
 from truerun.v1 import runtime_service_pb2 as pb
 
-from runtime.agent.procfs import read_json
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import AgentProcess, eventually, handle_of, process_alive
 from tests.support.fake_runtime_server import FakeRuntimeServer, task_id
 from tests.support.processes import kill_tasks
+from truerun_runtime.agent.procfs import read_json
 
 RUNNING = pb.RUNTIME_EVENT_TYPE_RUNNING
 ACCEPTED = pb.RUNTIME_EVENT_TYPE_ACCEPTED

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from truerun.v1 import runtime_service_pb2 as pb
 
-from runtime.agent import cli
-from runtime.agent.local import request
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import eventually
 from tests.support.fake_runtime_server import FakeRuntimeServer, task_id
+from truerun_runtime.agent import cli
+from truerun_runtime.agent.local import request
 
 RUNNING = pb.RUNTIME_EVENT_TYPE_RUNNING
 SUCCEEDED = pb.RUNTIME_EVENT_TYPE_SUCCEEDED

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from runtime.agent import cli
-from runtime.agent.output import OutputTailer
-from runtime.agent.procfs import Proof, identity, prove, signal_group
-from runtime.agent.tasks import SpecError, parse_spec
 from truerun_runtime import Backoff
+from truerun_runtime.agent import cli
+from truerun_runtime.agent.output import OutputTailer
+from truerun_runtime.agent.procfs import Proof, identity, prove, signal_group
+from truerun_runtime.agent.tasks import SpecError, parse_spec
 
 
 @pytest.fixture

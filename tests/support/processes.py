@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from runtime.agent.procfs import Proof, prove, read_json
+from truerun_runtime.agent.procfs import Proof, prove, read_json
 
 TRUERUN = str(Path(sys.executable).with_name("truerun"))
 # a TLS listener says so after the address (kernel/tls.py listening())

@@ -1,5 +1,5 @@
 """The per-task supervisor (like conmon or a containerd shim): ``python -m
-runtime.agent.supervisor <task dir>``.
+truerun_runtime.agent.supervisor <task dir>``.
 
 The agent starts it in a session of its own, so it outlives the agent (SIGKILL included). It
 reads ``launch.json`` ({argv, cwd}) from the task dir and takes the command's environment from
@@ -40,7 +40,7 @@ _RESTORED_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFS
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m runtime.agent.supervisor <task dir>", file=sys.stderr)
+        print("usage: python -m truerun_runtime.agent.supervisor <task dir>", file=sys.stderr)
         return 2
     task_dir = Path(args[0])
     for signum in (signal.SIGINT, signal.SIGHUP):

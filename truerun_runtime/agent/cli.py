@@ -1,10 +1,12 @@
-"""``truerun agent``: the reference runtime.
+"""``truerun agent`` (``truerun-agent`` from the truerun-runtime distribution): the reference
+runtime.
 
     truerun agent [--server H:P --token T --owner O --limit D ...]   run the agent
     truerun agent run-local [--state-dir S] [--now] [--detach] -- CMD ARGS...
     truerun agent status [--state-dir S]
 
-``main(argv)`` takes the arguments after ``agent``. Every flag has a TRUERUN_* env twin
+``main(argv)`` takes the arguments after ``agent``; ``console()`` is the ``truerun-agent``
+console script (the same command, under its own name). Every flag has a TRUERUN_* env twin
 (the flag wins); prefer TRUERUN_TOKEN to --token, so the secret stays out of ``ps``.
 """
 
@@ -43,10 +45,8 @@ def _flag(
     parser.add_argument(flag, default=value, help=help_text + shown)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="truerun agent", description="the truerun reference runtime"
-    )
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="the truerun reference runtime")
     _flag(
         parser,
         "--server",
@@ -122,8 +122,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+def console() -> int:
+    """The ``truerun-agent`` console script of the truerun-runtime distribution."""
+    return main(prog="truerun-agent")
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "truerun agent") -> int:
+    parser = _parser(prog)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.cmd == "run-local":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command

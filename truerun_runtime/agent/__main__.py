@@ -1,4 +1,4 @@
-"""``python -m runtime.agent ...`` is ``truerun agent ...``."""
+"""``python -m truerun_runtime.agent ...`` is ``truerun agent ...``."""
 
 from __future__ import annotations
 
