@@ -15,20 +15,19 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 from truerun.v1 import common_pb2, run_service_pb2
 
 from gateway import messages
 from gateway.http import int_param, json_response, last_event_id, sse_response
 from gateway.problems import Problem, from_rpc_error
+from gateway.routes.common import CALL_TIMEOUT_S, context, endpoint, principal, visible_run
 from gateway.sse import RETRY_MS
-from gateway.tokens import Principal
 
 if TYPE_CHECKING:
     from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub as Runs
@@ -37,7 +36,6 @@ log = logging.getLogger(__name__)
 
 R = run_service_pb2
 POLL_S = 0.5  # how often a follow asks again while nothing new came
-CALL_TIMEOUT_S = 10.0
 _MAX_OFFSET = 2**63
 _FINISHED = {
     common_pb2.RUN_STATUS_SUCCEEDED,
@@ -45,69 +43,56 @@ _FINISHED = {
     common_pb2.RUN_STATUS_CANCELLED,
     common_pb2.RUN_STATUS_TIMED_OUT,
 }
-Handler = Callable[[Request], Awaitable[Response]]
 Page = run_service_pb2.ReadRunOutputResponse
 
 
-def output_routes(
-    base: str,
-    *,
-    endpoint: Callable[[Handler], Handler],
-    principal: Callable[..., Principal],
-    visible_run: Callable[[Principal, str, str], Awaitable[common_pb2.Run]],
-    runs: Callable[[], Runs],
-    heartbeat_s: float,
-    poll_s: float = POLL_S,
-) -> list[Route]:
-    """The routes, over the gateway's authentication (``principal``), project scoping
-    (``visible_run``: another project's run is the same 404 as a missing one) and stubs."""
+@endpoint
+async def read_output(request: Request) -> Response:
+    who = principal(request)
+    query = request.query_params
+    offset = _offset(query.get("offset"), "offset")
+    max_bytes = int_param(query.get("max_bytes"), "max_bytes")
+    attempt_id = query.get("attempt_id", "").strip()
+    run = await visible_run(
+        request, who, request.path_params["project"], request.path_params["run"]
+    )
+    if not attempt_id and not run.current_attempt_id:
+        # Not yet started: nothing to read, which is not an error for a reader.
+        return json_response(messages.to_dict(_not_started(run)))
+    page = await context(request).runs.ReadRunOutput(
+        R.ReadRunOutputRequest(
+            run_id=run.id, attempt_id=attempt_id, offset=offset, max_bytes=max_bytes
+        ),
+        timeout=CALL_TIMEOUT_S,
+    )
+    return json_response(messages.to_dict(page))
 
-    @endpoint
-    async def read_output(request: Request) -> Response:
-        who = principal(request)
-        query = request.query_params
-        offset = _offset(query.get("offset"), "offset")
-        max_bytes = int_param(query.get("max_bytes"), "max_bytes")
-        attempt_id = query.get("attempt_id", "").strip()
-        run = await visible_run(who, request.path_params["project"], request.path_params["run"])
-        if not attempt_id and not run.current_attempt_id:
-            # Not yet started: nothing to read, which is not an error for a reader.
-            return json_response(messages.to_dict(_not_started(run)))
-        page = await runs().ReadRunOutput(
+
+@endpoint
+async def stream_output(request: Request) -> Response:
+    who = principal(request, query_token=True)
+    ctx = context(request)
+    query = request.query_params
+    pinned = query.get("attempt_id", "").strip()
+    attempt_id, offset = pinned, _offset(query.get("offset"), "offset")
+    resume = last_event_id(request)
+    if resume:
+        attempt_id, offset = _resume_id(resume)
+        if pinned and attempt_id != pinned:
+            raise Problem(400, "INVALID_ARGUMENT", "Last-Event-ID is of another attempt")
+    run = await visible_run(
+        request, who, request.path_params["project"], request.path_params["run"]
+    )
+    if attempt_id:
+        # An unknown attempt or a bad offset fails here, as a 4xx, not as an ended stream.
+        await ctx.runs.ReadRunOutput(
             R.ReadRunOutputRequest(
-                run_id=run.id, attempt_id=attempt_id, offset=offset, max_bytes=max_bytes
+                run_id=run.id, attempt_id=attempt_id, offset=offset, max_bytes=1
             ),
             timeout=CALL_TIMEOUT_S,
         )
-        return json_response(messages.to_dict(page))
-
-    @endpoint
-    async def stream_output(request: Request) -> Response:
-        who = principal(request, query_token=True)
-        query = request.query_params
-        pinned = query.get("attempt_id", "").strip()
-        attempt_id, offset = pinned, _offset(query.get("offset"), "offset")
-        resume = last_event_id(request)
-        if resume:
-            attempt_id, offset = _resume_id(resume)
-            if pinned and attempt_id != pinned:
-                raise Problem(400, "INVALID_ARGUMENT", "Last-Event-ID is of another attempt")
-        run = await visible_run(who, request.path_params["project"], request.path_params["run"])
-        if attempt_id:
-            # An unknown attempt or a bad offset fails here, as a 4xx, not as an ended stream.
-            await runs().ReadRunOutput(
-                R.ReadRunOutputRequest(
-                    run_id=run.id, attempt_id=attempt_id, offset=offset, max_bytes=1
-                ),
-                timeout=CALL_TIMEOUT_S,
-            )
-        follow = _Follow(runs(), run.id, pinned, attempt_id, offset, poll_s)
-        return sse_response(_framed(follow.messages(), heartbeat_s))
-
-    return [
-        Route(f"{base}/runs/{{run}}/output", read_output, methods=["GET"]),
-        Route(f"{base}/runs/{{run}}/output:stream", stream_output, methods=["GET"]),
-    ]
+    follow = _Follow(ctx.runs, run.id, pinned, attempt_id, offset, POLL_S)
+    return sse_response(_framed(follow.messages(), ctx.heartbeat_s))
 
 
 class _Follow:

@@ -1,0 +1,36 @@
+"""The gateway's gRPC stubs, and the token the calls made for a request carry."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc
+
+from coordinator.api.bearer import bearer_interceptors
+from kernel.telemetry import client_interceptors
+from kernel.tls import TlsFiles, aio_channel
+
+#: The bearer token of the request being served: what the gRPC calls made for it carry.
+FORWARDED: ContextVar[str] = ContextVar("gateway_forwarded_token", default="")
+
+
+class Upstream:
+    """The gRPC stubs, on channels opened inside the server's event loop: one, or a second
+    one for CapacityService when it has its own address."""
+
+    def __init__(self, target: str, capacity_target: str = "", tls: TlsFiles | None = None) -> None:
+        # Every call carries the token of the request it serves: the gateway forwards the
+        # caller's identity and grants none of its own.
+        interceptors = [*bearer_interceptors(FORWARDED.get), *client_interceptors()]
+        files = tls or TlsFiles()
+        self.channel = aio_channel(target, files, interceptors=interceptors)
+        self.capacity_channel = self.channel
+        if capacity_target and capacity_target != target:
+            self.capacity_channel = aio_channel(capacity_target, files, interceptors=interceptors)
+        self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
+        self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
+
+    async def close(self) -> None:
+        await self.channel.close(None)
+        if self.capacity_channel is not self.channel:
+            await self.capacity_channel.close(None)
