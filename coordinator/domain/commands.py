@@ -75,7 +75,7 @@ class Claim(RunCommand):
 @dataclass(frozen=True, slots=True)
 class ReleaseBeforeFence(RunCommand):
     reason: str = "released"
-    lease_token: str = ""  # when given, it must be the claim's: see decide._check_lease
+    lease_token: str = ""  # when given, it must be the claim's: see decide.claim._check_lease
     #: The reconciler recovering an expired claim: counted, and past ``max_recoveries``
     #: (0: no limit) the run is dead-lettered instead of queued again.
     recovery: bool = False
@@ -85,7 +85,7 @@ class ReleaseBeforeFence(RunCommand):
 @dataclass(frozen=True, slots=True)
 class StartFence(RunCommand):
     callback_token_hash: str = ""
-    lease_token: str = ""  # when given, it must be the claim's: see decide._check_lease
+    lease_token: str = ""  # when given, it must be the claim's: see decide.claim._check_lease
     callback_token_ttl_ms: int = CALLBACK_TOKEN_TTL_MS
 
 
