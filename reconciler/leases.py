@@ -28,8 +28,8 @@ from coordinator.domain import staleness
 from coordinator.domain.model import Actor, Attempt
 from coordinator.domain.states import ActorType
 from coordinator.service.recovery import lose_in
-from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import RunTx, Scan
+from coordinator.service.transitions import DoorTx, Result, Transitions
+from coordinator.store.base import Scan
 from kernel.errors import DomainError
 from kernel.ids import now_ms
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 ACTOR = Actor(ActorType.RECONCILER, "leases")
 NO_OUTPUT_ACTOR = Actor(ActorType.RECONCILER, "no_output")
 
-Action = Callable[[RunTx, Attempt, list[Result]], Awaitable[str | None]]
+Action = Callable[[DoorTx, Attempt, list[Result]], Awaitable[str | None]]
 
 
 class LeaseReconciler:
@@ -90,7 +90,7 @@ class LeaseReconciler:
         while len(tried) < limit:
             results: list[Result] = []
             try:
-                async with self._transitions.store.transaction([]) as tx:
+                async with self._transitions.transaction([]) as tx:
                     found = await tx.lock_scan(scan, mark_ms, tried, 1)
                     if not found:
                         return
@@ -106,7 +106,7 @@ class LeaseReconciler:
             if self._on_action is not None:
                 self._on_action(outcome or "moved_on")
 
-    async def _declare_lost(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
+    async def _declare_lost(self, tx: DoorTx, attempt: Attempt, results: list[Result]) -> str:
         """The lost_after policy: silent that long, the attempt is lost by policy (the reason
         says so); an idempotent run then gets a new attempt, any other waits for a person."""
         reason = f"lost_after_policy: runtime silent for over {self._lost_after_ms} ms"
@@ -114,7 +114,7 @@ class LeaseReconciler:
         results += await lose_in(self._transitions, tx, command, ACTOR, self._max_recoveries)
         return "lost"
 
-    async def _cancel_quiet(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
+    async def _cancel_quiet(self, tx: DoorTx, attempt: Attempt, results: list[Result]) -> str:
         """No runtime event for too long: the durable cancel request (as CancelRun makes it);
         the dispatcher sends the runtime Cancel, the runtime's answer finishes the run."""
         reason = f"no output for {self._no_output_ms} ms"
@@ -122,7 +122,7 @@ class LeaseReconciler:
         results.append(await self._transitions.execute_in(tx, command))
         return "cancelled"
 
-    async def _settle(self, tx: RunTx, attempt: Attempt, results: list[Result]) -> str:
+    async def _settle(self, tx: DoorTx, attempt: Attempt, results: list[Result]) -> str:
         if attempt.fenced:
             command: c.RunCommand = c.DispatchUnknown(
                 attempt.run_id,

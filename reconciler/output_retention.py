@@ -1,6 +1,7 @@
 """Output retention: the stored output of attempts that ended longer ago than the retention
 period is deleted, a batch at a time (readers then answer ``expired``). Output is not state:
-no transition is involved, and the attempt rows keep their byte counts."""
+no transition is involved, and the attempt rows keep their byte counts; the delete still goes
+through the one write door (``Transitions.delete_output``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from coordinator.store.base import RunStore
+from coordinator.service.transitions import Transitions
 from kernel.ids import now_ms
 
 log = logging.getLogger(__name__)
@@ -19,13 +20,13 @@ DAY_MS = 24 * 3600 * 1000
 class OutputRetention:
     def __init__(
         self,
-        store: RunStore,
+        transitions: Transitions,
         retention_days: int,
         interval_s: float = 600.0,
         batch: int = 5000,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self._store = store
+        self._transitions = transitions
         self._retention_days = retention_days
         self._interval_s = interval_s
         self._batch = batch
@@ -37,7 +38,7 @@ class OutputRetention:
             return 0
         cutoff = self._clock() - self._retention_days * DAY_MS
         deleted = 0
-        while (count := await self._store.delete_output(cutoff, self._batch)) > 0:
+        while (count := await self._transitions.delete_output(cutoff, self._batch)) > 0:
             deleted += count
         return deleted
 

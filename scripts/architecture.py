@@ -1,8 +1,10 @@
 """The house's floors, checked from the code (docs/architecture.md).
 
 Prints the import graph between truerun's top-level packages and fails (exit 1) when an
-import goes up a floor or sideways into a cycle, or when a module outside a table's owner
-writes that table. `make lint` runs it; tests/unit/test_architecture.py keeps it true.
+import goes up a floor or sideways into a cycle, when a module outside a table's owner
+writes that table, or when a module reaches the run store's writes around the one door
+(coordinator/service/transitions.py). `make lint` runs it; tests/unit/test_architecture.py
+keeps it true.
 
     python scripts/architecture.py
 """
@@ -58,6 +60,34 @@ _SQL_WRITE = re.compile(
 )
 
 
+#: The run store's writes (coordinator/store/base.py: what RunStore and RunTx add to their
+#: read-only faces RunReader and RunTxReader).
+STORE_WRITES = frozenset(
+    {
+        "apply",
+        "apply_all",
+        "put_request",
+        "transaction",
+        "renew_leases",
+        "record_lineage",
+        "bind_instance",
+        "mark_replaced",
+        "delete_output",
+    }
+)
+#: The types that carry those writes; a module that names one could hold the store's writes.
+STORE_WRITERS = frozenset({"RunStore", "RunTx"})
+#: The only modules that may call a store write or name a writer type: the stores, the door,
+#: and the composition root (it opens the store and gives it to the door, readers get it as
+#: a RunReader). Tests are not checked.
+DOOR_KEEPERS = (
+    "coordinator/store/",
+    "coordinator/service/transitions.py",
+    "services/bootstrap.py",
+    "services/cli/",
+)
+
+
 def _modules(package: str) -> Iterator[tuple[str, ast.Module]]:
     base = SOURCES[package]
     for path in sorted(base.rglob("*.py")):
@@ -93,16 +123,21 @@ def floor_violations(edges: dict[tuple[str, str], list[str]]) -> list[str]:
     return found
 
 
+def _sources() -> dict[str, str]:
+    """path -> text of every handwritten module of the packages."""
+    return {
+        name: (ROOT / name).read_text()
+        for package in FLOOR_OF
+        if package != "truerun"
+        for name, _ in _modules(package)
+    }
+
+
 def state_writes(sources: dict[str, str] | None = None) -> list[str]:
     """Modules that write a table they do not own: SQL text in a string, or a SQLAlchemy
     insert/update/delete of the table. ``sources``: path -> text (default: the repo)."""
     if sources is None:
-        sources = {
-            name: (ROOT / name).read_text()
-            for package in FLOOR_OF
-            if package != "truerun"
-            for name, _ in _modules(package)
-        }
+        sources = _sources()
     found = []
     for name, text in sorted(sources.items()):
         if name.startswith(_MIGRATIONS):
@@ -132,6 +167,45 @@ def _writes(tree: ast.Module) -> Iterator[tuple[str, int]]:
                 yield subject, node.lineno
 
 
+def door_bypasses(sources: dict[str, str] | None = None) -> list[str]:
+    """Modules outside DOOR_KEEPERS that call a store write (a method named like one, on
+    anything but the door: an expression ending in ``transitions``, whose methods of those
+    names are the door's own) or import a writer type. ``sources``: path -> text."""
+    if sources is None:
+        sources = _sources()
+    found = []
+    for name, text in sorted(sources.items()):
+        if not name.startswith(DOOR_KEEPERS):
+            found += [f"{name}:{line} {what}" for line, what in sorted(_bypasses(ast.parse(text)))]
+    return found
+
+
+def _bypasses(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("coordinator"):
+            for alias in node.names:
+                if alias.name in STORE_WRITERS:
+                    yield node.lineno, f"imports {alias.name}, the store's writer"
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in STORE_WRITES
+            and not _is_the_door(node.func.value)
+        ):
+            yield node.lineno, f"calls the store's {node.func.attr} around the door"
+
+
+def _is_the_door(receiver: ast.expr) -> bool:
+    """``transitions``, ``self._transitions``, ``app.transitions``: the Transitions object."""
+    if isinstance(receiver, ast.Name):
+        last = receiver.id
+    elif isinstance(receiver, ast.Attribute):
+        last = receiver.attr
+    else:
+        return False
+    return last.lstrip("_") == "transitions"
+
+
 def describe(edges: dict[tuple[str, str], list[str]]) -> str:
     lines = []
     for level in range(len(FLOORS) - 1, -1, -1):
@@ -144,7 +218,7 @@ def describe(edges: dict[tuple[str, str], list[str]]) -> str:
 def main() -> int:
     edges = import_graph()
     print(describe(edges))
-    problems = floor_violations(edges) + state_writes()
+    problems = floor_violations(edges) + state_writes() + door_bypasses()
     for problem in problems:
         print(f"architecture: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -165,7 +165,7 @@ def capacity(
     sql = capacity_sql(app.store)
     return Capacity(
         observations,
-        ClaimService(app.store, sql, observations, app.transitions, clock=clock),
+        ClaimService(sql, observations, app.transitions, clock=clock),
         ObservationService(observations, sql, observation_ttl_ms, clock=clock),
         AgentService(sql),
     )

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from coordinator.service.transitions import Result
-from coordinator.store.base import RunStore
+from coordinator.store.base import RunReader
 from kernel.ids import now_ms
 from kernel.tls import ServerTls
 
@@ -91,14 +91,14 @@ class Metrics:
     def conflict(self, command: str) -> None:
         self.conflicts.labels(command).inc()
 
-    async def watch_ages_once(self, store: RunStore) -> None:
+    async def watch_ages_once(self, store: RunReader) -> None:
         oldest = await store.oldest_non_terminal()
         now = now_ms()
         self.non_terminal_age.clear()
         for status, since in oldest.items():
             self.non_terminal_age.labels(status).set(max(0, now - since) / 1000)
 
-    async def watch_ages(self, store: RunStore, interval_s: float = 15.0) -> None:
+    async def watch_ages(self, store: RunReader, interval_s: float = 15.0) -> None:
         while True:
             try:
                 await self.watch_ages_once(store)

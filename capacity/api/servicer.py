@@ -18,7 +18,7 @@ from coordinator.api.errors import unary
 from coordinator.api.request_ids import once
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
-from coordinator.store.base import RequestRecord, RunStore
+from coordinator.store.base import RequestRecord, RunReader
 from kernel.errors import InvalidArgument
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -92,7 +92,7 @@ def _agent(view: AgentView) -> pb.Agent:
 class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
     def __init__(
         self,
-        store: RunStore,
+        store: RunReader,
         claims: ClaimService,
         observations: ObservationService,
         agents: AgentService,

@@ -21,7 +21,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import RequestRecord, RunStore
+from coordinator.store.base import RequestRecord
 from kernel import telemetry
 from kernel.errors import VersionConflict
 from kernel.ids import now_ms
@@ -74,13 +74,11 @@ def workspace_for(config: AgentConfig | None, attempt_id: str) -> str:
 class ClaimService:
     def __init__(
         self,
-        store: RunStore,
         sql: CapacitySql,
         observations: ObservationStore,
         transitions: Transitions,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self._store = store
         self._sql = sql
         self._observations = observations
         self._transitions = transitions
@@ -107,7 +105,7 @@ class ClaimService:
             current.set_attribute("truerun.claimed", len(outcome.claimed))
             current.set_attribute("truerun.blocked", str(outcome.blocked))
         for item in outcome.claimed:  # each claimed run's own trace gets the claim too
-            parent = await run_trace_parent(self._store, item.run.id)
+            parent = await run_trace_parent(self._transitions.reader, item.run.id)
             telemetry.record(
                 "capacity claimed",
                 parent,
@@ -165,7 +163,7 @@ class ClaimService:
         owner, instance = obs.owner_id, obs.runtime_instance_id
         results: list[Result] = []
         claimed: list[Claimed] = []
-        async with self._store.transaction(lock_keys(owner, instance)) as tx:
+        async with self._transitions.transaction(lock_keys(owner, instance)) as tx:
             durable = await self._sql.durable_task_ids(tx, owner, instance)
             occ = occupancy(obs.limit, obs.active_task_ids, durable)
             if occ.free_slots == 0:
@@ -173,7 +171,7 @@ class ClaimService:
                 detail += f"durable-only {len(occ.durable_only_task_ids)})"
                 full = ClaimOutcome((), Blocked.DEVICE_FULL, detail)
                 if request is not None:
-                    await tx.put_request(request, full)
+                    await self._transitions.record_request_in(tx, request, full)
                 return full
             slots = min(max_claims, occ.free_slots)
             lanes = await self._sql.lanes_with_work(tx, owner)
@@ -201,7 +199,7 @@ class ClaimService:
                 blocked, detail = Blocked.SCOPE_BUSY, "queued work waits for its execution scope"
             outcome = ClaimOutcome(tuple(claimed), blocked, detail)
             if request is not None:
-                await tx.put_request(request, outcome)
+                await self._transitions.record_request_in(tx, request, outcome)
         self._transitions.published(results)
         return outcome
 

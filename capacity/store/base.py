@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from capacity.domain.planner import Candidate
-from coordinator.store.base import RunTx
+from coordinator.store.base import RunTxReader
 
 #: Attempt states that hold a device slot, an agent slot and their scope. An `unknown`
 #: attempt is one of these with a stale sync, so it keeps its slot.
@@ -24,8 +24,9 @@ class AgentConfig:
     updated_at_ms: int
 
 
-#: An open store transaction (coordinator.store's PostgresTx or SqliteTx).
-ClaimTx = RunTx
+#: An open transaction, as the coordinator's door hands it out (Transitions.transaction):
+#: reads, locks and this package's own statements; no run write.
+ClaimTx = RunTxReader
 
 
 class CapacitySql(Protocol):

@@ -40,7 +40,7 @@ class Heartbeats:
         self._dispatcher = dispatcher
         self._observations = observations
         self._transitions = transitions
-        self._store = transitions.store
+        self._reader = transitions.reader
         self._grace_ms = grace_ms
 
     async def handle(self, session: Session, heartbeat: pb.Heartbeat) -> None:
@@ -75,14 +75,14 @@ class Heartbeats:
         owner, instance = session.owner_id, session.runtime_instance_id
         now = observation.received_at_ms
         vouched = staleness.vouch(
-            await self._store.started_attempts(owner, instance),
+            await self._reader.started_attempts(owner, instance),
             {*observation.active_task_ids, *observation.queued_task_ids},
             lists_queue=observation.queued == len(observation.queued_task_ids),
             now_ms=now,
             start_timeout_ms=self._dispatcher.start_timeout_ms,
             grace_ms=self._grace_ms,
         )
-        await self._store.renew_leases(
+        await self._transitions.renew_leases(
             owner,
             instance,
             vouched.renew,
@@ -115,7 +115,7 @@ class Heartbeats:
         ]
         if not attempt_ids:
             return
-        loaded = await self._store.load_attempts(attempt_ids)
+        loaded = await self._reader.load_attempts(attempt_ids)
         for attempt_id, item in loaded.items():
             attempt = item.attempt
             if attempt is not None and attempt.owner_id != session.owner_id:

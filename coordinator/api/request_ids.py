@@ -9,14 +9,14 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from coordinator.api import validation
-from coordinator.store.base import RequestIdTaken, RequestRecord, RunStore
+from coordinator.store.base import RequestIdTaken, RequestRecord, RunReader
 from kernel.errors import DomainError, RequestIdReused
 
 M = TypeVar("M", bound=Message)
 
 
 async def once(
-    store: RunStore,
+    store: RunReader,
     method: str,
     request: Any,
     response_type: type[M],

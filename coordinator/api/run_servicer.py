@@ -65,7 +65,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         self._transitions = transitions
         self._queries = queries
         self._hub = hub
-        self._feed = EventFeed(transitions.store, hub)
+        self._feed = EventFeed(transitions.reader, hub)
 
     async def _once(
         self,
@@ -75,7 +75,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         execute: Callable[[RequestRecord | None], Awaitable[M]],
         render: Callable[[Applied], M],
     ) -> M:
-        return await once(self._transitions.store, method, request, response_type, execute, render)
+        return await once(self._transitions.reader, method, request, response_type, execute, render)
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -292,7 +292,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     ) -> run_service_pb2.ReadRunOutputResponse:
         run_id = await self._visible(request.run_id, "run_id")
         page = await read_output(
-            self._transitions.store, run_id, request.attempt_id, request.offset, request.max_bytes
+            self._transitions.reader, run_id, request.attempt_id, request.offset, request.max_bytes
         )
         return convert.output_page_to_proto(page)
 

@@ -54,8 +54,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         transitions: Transitions,
     ) -> None:
         self._transitions = transitions
-        store = transitions.store
-        self._store = store
+        self._reader = transitions.reader
         self._tokens = tokens
         self._sessions = sessions
         self._ingest = ingest
@@ -152,7 +151,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         Hello of another owner is refused before anything (it would take over that owner's
         stream, its Starts, Cancels and Inspects, and answer them)."""
         try:
-            bound = await self._store.bind_instance(
+            bound = await self._transitions.bind_instance(
                 session.owner_id, session.runtime_instance_id, now_ms()
             )
         except Exception as error:
@@ -180,7 +179,9 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             return
         owner, instance = session.owner_id, session.runtime_instance_id
         try:
-            earlier = await self._store.record_lineage(owner, instance, session.lineage, now_ms())
+            earlier = await self._transitions.record_lineage(
+                owner, instance, session.lineage, now_ms()
+            )
             for replaced in earlier:
                 if self._sessions.get(replaced) is not None:
                     # Connected here right now: alive, so not replaced whatever it promised.
@@ -190,7 +191,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                     continue
                 reason = f"instance_replaced: {replaced} by {instance} (lineage {session.lineage})"
                 actor = Actor(ActorType.RUNTIME, instance)
-                for attempt in await self._store.started_attempts(owner, replaced):
+                for attempt in await self._reader.started_attempts(owner, replaced):
                     command = c.MarkLost(attempt.run_id, actor, reason=reason)
                     try:
                         await lose(
@@ -198,8 +199,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                         )
                     except DomainError as error:  # it moved on meanwhile (e.g. finished)
                         log.info("attempt %s left as is: %s", attempt.id, error.message)
-                if not await self._store.started_attempts(owner, replaced):
-                    await self._store.mark_replaced(owner, replaced, now_ms())
+                if not await self._reader.started_attempts(owner, replaced):
+                    await self._transitions.mark_replaced(owner, replaced, now_ms())
         except DomainError:
             raise
         except Exception as error:
@@ -257,7 +258,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             )
             return
         state = _INSPECT_STATES.get(answer.state)
-        loaded = (await self._store.load_attempts([answer.attempt_id])).get(answer.attempt_id)
+        loaded = (await self._reader.load_attempts([answer.attempt_id])).get(answer.attempt_id)
         if state is None or loaded is None or loaded.attempt is None:
             return
         if (loaded.attempt.runtime_instance_id, loaded.attempt.owner_id) != (

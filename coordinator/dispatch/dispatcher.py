@@ -137,7 +137,7 @@ class Dispatcher:
 
     async def _start(self, session: Session, item: ClaimedStart, actor: Actor) -> None:
         """The dispatch of one claimed attempt, as a span in its run's trace (tracing on)."""
-        parent = await run_trace_parent(self._transitions.store, item.run_id)
+        parent = await run_trace_parent(self._transitions.reader, item.run_id)
         attributes = {"truerun.run_id": item.run_id, "truerun.attempt_id": item.attempt_id}
         with span("dispatch start", attributes, parent=parent):
             await self._start_traced(session, item, actor)
@@ -341,8 +341,8 @@ class Dispatcher:
                 log.exception("re-send for %s failed", session.runtime_instance_id)
 
     async def _resend_due(self, session: Session) -> None:
-        store = self._transitions.store
-        started = await store.started_attempts(session.owner_id, session.runtime_instance_id)
+        reader = self._transitions.reader
+        started = await reader.started_attempts(session.owner_id, session.runtime_instance_id)
         cancels = {a.id: a for a in started if a.cancel_requested_at_ms is not None}
         unknown = {
             a.id: a
@@ -367,8 +367,8 @@ class Dispatcher:
         tasks: the runtime may have restarted without them (a whole worker died: it answers
         LOST), or a Start may have died with an earlier coordinator (NOT_FOUND, or
         ACCEPTED if it arrived). Its answers, not the reconnect, bring each back in sync."""
-        store = self._transitions.store
-        for attempt in await store.started_attempts(session.owner_id, session.runtime_instance_id):
+        reader = self._transitions.reader
+        for attempt in await reader.started_attempts(session.owner_id, session.runtime_instance_id):
             if attempt.cancel_requested_at_ms is not None:
                 self.send_cancel(attempt)
             self.send_inspect(attempt)

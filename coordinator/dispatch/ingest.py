@@ -4,9 +4,10 @@ ignored as late, or refused). A refused event changes nothing.
 
 A micro-batch (everything a stream buffered since the last flush) is applied together: one
 read for all its attempts, each attempt's events decided one after another in memory and
-folded into one write (domain.decide.chain), all writes in one transaction. A refused or
-ignored event never fails the batch; if another writer moved one of the runs meanwhile, the
-batch falls back to applying its events one by one, each decided again on fresh state.
+folded into one write (domain.decide.chain), all writes in one transaction through the door
+(``Transitions.apply_batch``). A refused or ignored event never fails the batch; if another
+writer moved one of the runs meanwhile, the batch falls back to applying its events one by
+one, each decided again on fresh state.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from coordinator.domain.decide import Decision, RunWrite, chain, decide
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType
 from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import CasMiss, DedupeKeyTaken, Loaded
+from coordinator.store.base import Loaded
 from kernel.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class EventIngest:
         for event in events:
             by_attempt.setdefault(event.attempt_id, []).append(event)
         actor = Actor(ActorType.RUNTIME, instance_id)
-        loaded = await self._transitions.store.load_attempts(list(by_attempt))
+        loaded = await self._transitions.reader.load_attempts(list(by_attempt))
         decisions: list[Decision] = []
         statuses: list[str] = []
         refused = 0
@@ -114,16 +115,9 @@ class EventIngest:
             if (decision := self._fold(item, batch, actor)) is not None:
                 decisions.append(decision)
                 statuses.append(item.run.status.value)
-        try:
-            applied = await self._transitions.store.apply_all(decisions)
-        except (CasMiss, DedupeKeyTaken):
+        results = await self._transitions.apply_batch(decisions, statuses)
+        if results is None:  # a run moved since it was read: decide again, event by event
             results = await self._one_by_one(loaded, authorized, actor)
-            return Ingested(acks, results, refused)
-        results = [
-            Result(d.outcome.value, a.run, a.attempt, a.events, from_status=before)
-            for d, a, before in zip(decisions, applied, statuses, strict=True)
-        ]
-        self._transitions.published(results)
         return Ingested(acks, results, refused)
 
     def _fold(self, item: Loaded, events: list[pb.RuntimeEvent], actor: Actor) -> Decision | None:
@@ -161,7 +155,7 @@ class EventIngest:
             if item is None:
                 continue
             for event in batch:
-                fresh = await self._transitions.store.load(item.run.id, attempt_id)
+                fresh = await self._transitions.reader.load(item.run.id, attempt_id)
                 if fresh is None or fresh.attempt is None:
                     break
                 if not _token_ok(event, fresh.attempt, self._transitions.context().now_ms):

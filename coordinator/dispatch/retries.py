@@ -35,7 +35,7 @@ class RetryScheduler:
 
     async def run_once(self, limit: int = 100) -> int:
         """Requeue the runs whose backoff has passed; returns how many were requeued."""
-        due = await self._transitions.store.due_retries(self._clock() - self._backoff_ms, limit)
+        due = await self._transitions.reader.due_retries(self._clock() - self._backoff_ms, limit)
         requeued = 0
         for run_id in due:
             try:

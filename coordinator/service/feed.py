@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from coordinator.domain.cursor import EventCursor
 from coordinator.service.hub import EventHub
 from coordinator.service.transitions import Result
-from coordinator.store.base import RunStore
+from coordinator.store.base import RunReader
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ Key = tuple[str, str]  # ("run", run_id) or ("project", project_id)
 
 class EventFeed:
     def __init__(
-        self, store: RunStore, hub: EventHub, poll_seconds: float = TAIL_POLL_SECONDS
+        self, store: RunReader, hub: EventHub, poll_seconds: float = TAIL_POLL_SECONDS
     ) -> None:
         self._store = store
         self._poll_seconds = poll_seconds

@@ -17,12 +17,12 @@ async def resolve(
     transaction, so no one ever sees the run stuck in between."""
     if command.resolved_as is not c.ResolveAs.NOT_STARTED:
         return await transitions.execute(command, request)
-    async with transitions.store.transaction([f"run:{command.run_id}"]) as tx:
+    async with transitions.transaction([f"run:{command.run_id}"]) as tx:
         results = [await transitions.execute_in(tx, command)]
         if results[0].run.status is RunStatus.LOST:
             retry = c.RetryAttempt(command.run_id, Actor(ActorType.OPERATOR, command.actor.id))
             results.append(await transitions.execute_in(tx, retry))
         if request is not None:
-            await tx.put_request(request, results[-1])
+            await transitions.record_request_in(tx, request, results[-1])
     transitions.published(results)
     return results[-1]

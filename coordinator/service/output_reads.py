@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from coordinator.domain.model import Attempt
 from coordinator.domain.output import ChunkKind, Stored
-from coordinator.store.base import RunStore
+from coordinator.store.base import RunReader
 from kernel.errors import AttemptNotFound, InvalidArgument, RunNotFound
 
 DEFAULT_BYTES = 64 * 1024
@@ -31,7 +31,7 @@ class OutputPage:
 
 
 async def read_output(
-    store: RunStore, run_id: str, attempt_id: str, offset: int, max_bytes: int
+    store: RunReader, run_id: str, attempt_id: str, offset: int, max_bytes: int
 ) -> OutputPage:
     if offset < 0:
         raise InvalidArgument("offset must be 0 or more", field="offset")

@@ -16,7 +16,7 @@ from coordinator.domain.cursor import EventCursor
 from coordinator.domain.display import Display, explain
 from coordinator.domain.model import Attempt, Run, RunEvent
 from coordinator.domain.states import DisplayState
-from coordinator.store.base import Loaded, RunCursor, RunFilter, RunStore
+from coordinator.store.base import Loaded, RunCursor, RunFilter, RunReader
 from kernel.errors import InvalidArgument, RunNotFound
 
 T = TypeVar("T")
@@ -74,7 +74,7 @@ def _binding(*parts: object) -> str:
 
 
 class RunQueries:
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RunReader) -> None:
         self._store = store
 
     async def get(self, run_id: str) -> RunView:

@@ -15,8 +15,7 @@ import logging
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
 from coordinator.domain.states import RunStatus
-from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import RunTx
+from coordinator.service.transitions import DoorTx, Result, Transitions
 from kernel.errors import DomainError, VersionConflict
 
 log = logging.getLogger(__name__)
@@ -26,7 +25,7 @@ TRIES = 3
 
 async def lose_in(
     transitions: Transitions,
-    tx: RunTx,
+    tx: DoorTx,
     command: c.RunCommand,
     retrier: Actor,
     max_recoveries: int,
@@ -50,7 +49,7 @@ async def lose(
     """The same in a transaction of its own, decided again when the run changed meanwhile."""
     for _ in range(TRIES):
         try:
-            async with transitions.store.transaction([f"run:{command.run_id}"]) as tx:
+            async with transitions.transaction([f"run:{command.run_id}"]) as tx:
                 results = await lose_in(transitions, tx, command, retrier, max_recoveries)
         except VersionConflict:
             continue

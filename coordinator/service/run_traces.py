@@ -4,11 +4,11 @@ whichever process they happen, join the trace of the request that created the ru
 
 from __future__ import annotations
 
-from coordinator.store.base import RunStore
+from coordinator.store.base import RunReader
 from kernel import telemetry
 
 
-async def run_trace_parent(store: RunStore, run_id: str) -> str:
+async def run_trace_parent(store: RunReader, run_id: str) -> str:
     """The run's traceparent; "" when tracing is off here or the run was created without it
     (the lookup is skipped entirely when this process exports no spans)."""
     if not telemetry.enabled():

@@ -1,14 +1,21 @@
 """The one way to change state: read -> decide -> compare-and-set + append, in one transaction.
 
 Every service (the RunService API, the capacity claim, runtime ingest, the reconciler) calls
-``Transitions``; nothing else writes a state column.
+``Transitions``; nothing else writes. It holds the store privately and offers every write
+the services need: one command (``execute``, ``create``), commands inside a transaction the
+caller opened through it (``transaction`` + ``execute_in``), a batch the caller decided on
+state it read (``apply_batch``, runtime ingest), and the rows beside the state machine
+(leases, runtime lineage and bindings, output retention). Readers get ``reader``, the
+store's read-only face (``RunReader``). scripts/architecture.py checks that no other
+module calls a store write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 from opentelemetry.trace import Span
 
@@ -23,8 +30,10 @@ from coordinator.store.base import (
     IdempotencyKeyTaken,
     Loaded,
     RequestRecord,
+    RunReader,
     RunStore,
     RunTx,
+    Scan,
 )
 from kernel.errors import (
     ExecutionScopeBusy,
@@ -48,6 +57,39 @@ class Result:
     from_status: str = ""  # the run's status before (empty for a new run)
 
 
+class DoorTx:
+    """A transaction opened through the door (``Transitions.transaction``): it reads, locks
+    and scans (``RunTxReader``); its writes are commands decided in it
+    (``Transitions.execute_in``) and the AIP-155 answer (``Transitions.record_request_in``).
+    The raw transaction, which could write a decision nobody checked, stays inside."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, tx: RunTx) -> None:
+        self._tx = tx
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        return await self._tx.load(run_id, attempt_id, dedupe_key)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        """A statement in the backend's own dialect: capacity's queries and its own tables
+        (scripts/architecture.py keeps SQL that writes a run table in coordinator/store)."""
+        return await self._tx.fetch(sql, *args)
+
+    async def lock(self, lock_keys: Sequence[str]) -> None:
+        await self._tx.lock(lock_keys)
+
+    async def open_runs_in_scope(self, scope: str) -> list[str]:
+        return await self._tx.open_runs_in_scope(scope)
+
+    async def lock_scan(
+        self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
+    ) -> Sequence[Attempt]:
+        return await self._tx.lock_scan(scan, mark_ms, skip, limit)
+
+
 class Transitions:
     def __init__(
         self,
@@ -60,7 +102,7 @@ class Transitions:
         on_conflict: Callable[[str], None] | None = None,
         output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
     ) -> None:
-        self.store = store
+        self._store = store
         self._output = output
         self._clock = clock
         self._new_id = new_id
@@ -68,6 +110,11 @@ class Transitions:
         self._max_retries = max_retries
         self._on_commit = on_commit
         self._on_conflict = on_conflict
+
+    @property
+    def reader(self) -> RunReader:
+        """The store's read-only face, for the callers that read around a write."""
+        return self._store
 
     def context(self) -> Context:
         """The clock and id sources decisions are made with (for batch callers)."""
@@ -96,7 +143,7 @@ class Transitions:
         self, spec: c.RunSpec, use_existing: bool, request: RequestRecord | None
     ) -> Result:
         if spec.idempotency_key:
-            existing = await self.store.find_by_idempotency_key(
+            existing = await self._store.find_by_idempotency_key(
                 spec.project_id, spec.idempotency_key
             )
             if existing is not None:
@@ -105,10 +152,10 @@ class Transitions:
         try:
             if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
                 return await self._create_in_scope(spec, decision, request)
-            applied = await self.store.apply(decision, None, request)
+            applied = await self._store.apply(decision, None, request)
         except IdempotencyKeyTaken:
             assert spec.idempotency_key is not None
-            existing = await self.store.find_by_idempotency_key(
+            existing = await self._store.find_by_idempotency_key(
                 spec.project_id, spec.idempotency_key
             )
             assert existing is not None, "the key was taken by a committed run"
@@ -127,7 +174,7 @@ class Transitions:
         scope = spec.execution_scope
         assert scope is not None
         cancels: list[Result] = []
-        async with self.store.transaction([f"scope:{scope}"]) as tx:
+        async with self.transaction([f"scope:{scope}"]) as tx:
             open_runs = await tx.open_runs_in_scope(scope)
             if open_runs and spec.scope_policy is ScopePolicy.REJECT_NEW:
                 raise ExecutionScopeBusy(
@@ -138,9 +185,9 @@ class Transitions:
             for run_id in open_runs:
                 cancel = c.RequestCancel(run_id, spec.created_by, reason="superseded_in_scope")
                 cancels.append(await self.execute_in(tx, cancel))
-            applied = await tx.apply(decision)
+            applied = await tx._tx.apply(decision)
             if request is not None:
-                await tx.put_request(request, applied)
+                await tx._tx.put_request(request, applied)
         self.published(cancels)
         return self._committed(
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
@@ -173,7 +220,7 @@ class Transitions:
         attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
         pinned_version = isinstance(command, c.RunCommand) and command.expected_version is not None
         for _ in range(self._max_retries):
-            loaded = await self.store.load(command.run_id, attempt_id, dedupe_key)
+            loaded = await self._store.load(command.run_id, attempt_id, dedupe_key)
             if loaded is None:
                 raise RunNotFound(f"run {command.run_id} does not exist", run_id=command.run_id)
             if loaded.dedupe_hit:
@@ -182,7 +229,7 @@ class Transitions:
             if decision.run_write is RunWrite.NONE:
                 return Result(decision.outcome.value, decision.run, decision.attempt)
             try:
-                applied = await self.store.apply(decision, dedupe_key, request)
+                applied = await self._store.apply(decision, dedupe_key, request)
             except CasMiss:
                 if self._on_conflict is not None:
                     self._on_conflict(type(command).__name__)
@@ -209,7 +256,19 @@ class Transitions:
             run_id=command.run_id,
         )
 
-    async def execute_in(self, tx: RunTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
+    def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[DoorTx]:
+        """One transaction that first takes the named locks, in the order given, for callers
+        that read and lock before they decide (recovery, operator commands, the claim, the
+        reconciler's scans). Write in it with ``execute_in``; once it has committed, hand
+        the results to ``published``."""
+        return self._transaction(lock_keys)
+
+    @asynccontextmanager
+    async def _transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[DoorTx]:
+        async with self._store.transaction(lock_keys) as tx:
+            yield DoorTx(tx)
+
+    async def execute_in(self, tx: DoorTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
         """Apply one command inside a caller's transaction (a batch). Nothing is retried: a
         conflict raises and the caller's whole transaction rolls back. Call ``published``
         with the results once the transaction has committed."""
@@ -218,7 +277,7 @@ class Transitions:
             _describe(current, result)
             return result
 
-    async def _execute_in(self, tx: RunTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
+    async def _execute_in(self, tx: DoorTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
         attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
         loaded = await tx.load(command.run_id, attempt_id)
         if loaded is None:
@@ -227,7 +286,7 @@ class Transitions:
         if decision.run_write is RunWrite.NONE:
             return Result(decision.outcome.value, decision.run, decision.attempt)
         try:
-            applied = await tx.apply(decision)
+            applied = await tx._tx.apply(decision)
         except CasMiss:
             raise VersionConflict(
                 f"run {command.run_id} changed inside a locked batch", run_id=command.run_id
@@ -239,6 +298,64 @@ class Transitions:
             applied.events,
             from_status=loaded.run.status.value,
         )
+
+    async def record_request_in(self, tx: DoorTx, request: RequestRecord, answer: Any) -> None:
+        """Keep the AIP-155 answer (``request.render(answer)``) in the caller's transaction,
+        beside the change it answers (RequestIdTaken if a twin committed first)."""
+        await tx._tx.put_request(request, answer)
+
+    async def apply_batch(
+        self, decisions: Sequence[Decision], from_statuses: Sequence[str]
+    ) -> list[Result] | None:
+        """Decisions on different runs that the caller made (``decide``, with ``context()``)
+        on state it read through ``reader``, each run's ``from_statuses`` beside it: runtime
+        ingest's micro-batch. Written in one transaction, all or nothing, and published.
+        ``None`` when another writer moved one of the runs since it was read: nothing was
+        written, and the caller decides again on fresh state (``execute``)."""
+        try:
+            applied = await self._store.apply_all(decisions)
+        except (CasMiss, DedupeKeyTaken):
+            return None
+        results = [
+            Result(d.outcome.value, a.run, a.attempt, a.events, from_status=before)
+            for d, a, before in zip(decisions, applied, from_statuses, strict=True)
+        ]
+        self.published(results)
+        return results
+
+    async def renew_leases(
+        self,
+        owner_id: str,
+        runtime_instance_id: str,
+        attempt_ids: Sequence[str],
+        now_ms: int,
+        until_ms: int,
+        token_until_ms: int = 0,
+    ) -> int:
+        """A heartbeat vouched for these started attempts of its runtime: their leases (and
+        callback tokens) last longer. No state column changes (``RunStore.renew_leases``)."""
+        return await self._store.renew_leases(
+            owner_id, runtime_instance_id, attempt_ids, now_ms, until_ms, token_until_ms
+        )
+
+    async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:
+        """Bind a runtime instance to its owner at Hello; the owner it is bound to."""
+        return await self._store.bind_instance(owner_id, runtime_instance_id, now_ms)
+
+    async def record_lineage(
+        self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int
+    ) -> Sequence[str]:
+        """This instance of ``lineage`` said Hello; the earlier instances it replaces."""
+        return await self._store.record_lineage(owner_id, runtime_instance_id, lineage, now_ms)
+
+    async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
+        """A replaced instance's started attempts are all settled: not returned again."""
+        await self._store.mark_replaced(owner_id, runtime_instance_id, now_ms)
+
+    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
+        """Output retention: delete up to ``limit`` stored output pieces of attempts that
+        finished before the cutoff (output, not state: no transition, no event)."""
+        return await self._store.delete_output(finished_before_ms, limit)
 
     def published(self, results: Sequence[Result]) -> None:
         for result in results:

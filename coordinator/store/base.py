@@ -90,14 +90,15 @@ class Scan(StrEnum):
     QUIET_RUNNING = "quiet_running"
 
 
-class RunTx(Protocol):
-    """Store operations inside one open transaction; any raise rolls all of it back."""
+class RunTxReader(Protocol):
+    """What a transaction shows a caller outside the store and the transition service (the
+    one it gets from ``Transitions.transaction``): reads, locks, scans and the backend's own
+    statements for capacity's tables. Every run write in it goes through the door
+    (``Transitions.execute_in``, ``Transitions.record_request_in``)."""
 
     async def load(
         self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
     ) -> Loaded | None: ...
-
-    async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied: ...
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         """A statement in the backend's own dialect (for the capacity queries)."""
@@ -111,10 +112,6 @@ class RunTx(Protocol):
         """Ids of the runs in this execution scope that are not terminal, oldest first."""
         ...
 
-    async def put_request(self, record: RequestRecord, committed: Any) -> None:
-        """Keep the AIP-155 answer in this transaction (RequestIdTaken if a twin won)."""
-        ...
-
     async def lock_scan(
         self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
     ) -> Sequence[Attempt]:
@@ -125,22 +122,25 @@ class RunTx(Protocol):
         ...
 
 
-class RunStore(Protocol):
-    async def close(self) -> None: ...
+class RunTx(RunTxReader, Protocol):
+    """Store operations inside one open transaction; any raise rolls all of it back. Only
+    the transition service holds one (callers get it as a ``RunTxReader``)."""
+
+    async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied: ...
+
+    async def put_request(self, record: RequestRecord, committed: Any) -> None:
+        """Keep the AIP-155 answer in this transaction (RequestIdTaken if a twin won)."""
+        ...
+
+
+class RunReader(Protocol):
+    """The store's reads: what queries, feeds, output reads, the dispatcher's and the
+    reconciler's scans and the metrics are given. None of these writes."""
 
     async def load(
         self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
     ) -> Loaded | None:
         """The run and its current attempt (or ``attempt_id``), and whether the key is taken."""
-
-    async def apply(
-        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
-    ) -> Applied:
-        """Write a decision atomically; raise CasMiss, DedupeKeyTaken or IdempotencyKeyTaken."""
-
-    def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
-        """One transaction that first takes the named locks, in the order given."""
-        ...
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None: ...
 
@@ -172,12 +172,48 @@ class RunStore(Protocol):
         """Up to ``limit`` stored pieces of the attempt's output in offset order, from the
         one holding byte ``offset`` on. Never writes."""
 
+    async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
+        """Each known attempt with its run, by attempt id (unknown ids are left out)."""
+
+    async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
+        """Live attempts whose lease ran out and that are not already marked stale."""
+
+    async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
+        """Started attempts whose sync is stale and whose lease ran out before
+        ``silent_since_ms`` (no heartbeat renewed it since)."""
+
+    async def oldest_non_terminal(self) -> dict[str, int]:
+        """Per non-terminal run status, the oldest run's last change (UTC ms)."""
+
+    async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
+        """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
+
+    async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
+        """The started (fenced, not finished) attempts of this runtime instance."""
+
+    async def queue_position(self, run: Run) -> int:
+        """1-based position among the owner's queued runs in claim order; 0 if not queued."""
+
+
+class RunStore(RunReader, Protocol):
+    """The reads and the writes. Only the transition service (``Transitions``, the one write
+    door) and the composition root hold a ``RunStore``; every other module is handed a
+    ``RunReader`` (scripts/architecture.py checks it)."""
+
+    async def close(self) -> None: ...
+
+    async def apply(
+        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
+    ) -> Applied:
+        """Write a decision atomically; raise CasMiss, DedupeKeyTaken or IdempotencyKeyTaken."""
+
+    def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
+        """One transaction that first takes the named locks, in the order given."""
+        ...
+
     async def delete_output(self, finished_before_ms: int, limit: int) -> int:
         """Retention: delete up to ``limit`` stored pieces of attempts that finished before
         the cutoff; how many were deleted."""
-
-    async def load_attempts(self, attempt_ids: Sequence[str]) -> dict[str, Loaded]:
-        """Each known attempt with its run, by attempt id (unknown ids are left out)."""
 
     async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
         """Several decisions (on different runs) in one transaction, all or nothing."""
@@ -201,25 +237,6 @@ class RunStore(Protocol):
         lives. Touches no state column; returns how many were renewed. The callback token of
         each renewed attempt stays valid until at least ``token_until_ms``: an attempt whose
         runtime keeps vouching for it keeps its authority however long it runs."""
-
-    async def expired_leases(self, now_ms: int, limit: int) -> Sequence[Attempt]:
-        """Live attempts whose lease ran out and that are not already marked stale."""
-
-    async def silent_unknowns(self, silent_since_ms: int, limit: int) -> Sequence[Attempt]:
-        """Started attempts whose sync is stale and whose lease ran out before
-        ``silent_since_ms`` (no heartbeat renewed it since)."""
-
-    async def oldest_non_terminal(self) -> dict[str, int]:
-        """Per non-terminal run status, the oldest run's last change (UTC ms)."""
-
-    async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
-        """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
-
-    async def started_attempts(self, owner_id: str, runtime_instance_id: str) -> Sequence[Attempt]:
-        """The started (fenced, not finished) attempts of this runtime instance."""
-
-    async def queue_position(self, run: Run) -> int:
-        """1-based position among the owner's queued runs in claim order; 0 if not queued."""
 
     async def record_lineage(
         self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int

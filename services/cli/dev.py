@@ -74,7 +74,9 @@ async def run_dev(settings: Settings) -> None:
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(lease_scan.serve()),
             asyncio.create_task(metrics.watch_ages(store)),
-            asyncio.create_task(OutputRetention(store, settings.output_retention_days).serve()),
+            asyncio.create_task(
+                OutputRetention(app.transitions, settings.output_retention_days).serve()
+            ),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         metrics_host = settings.metrics_addr.rsplit(":", 1)[0]

@@ -39,7 +39,9 @@ async def run_reconciler(settings: Settings) -> None:
             ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(metrics.watch_ages(store)),
-            asyncio.create_task(OutputRetention(store, settings.output_retention_days).serve()),
+            asyncio.create_task(
+                OutputRetention(app.transitions, settings.output_retention_days).serve()
+            ),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         # gRPC health (and reflection) only: what the chart's probes and load balancers ask.

@@ -27,6 +27,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Run
 from coordinator.domain.states import AttemptStatus, SyncState
+from coordinator.service.transitions import Transitions
 from coordinator.store.base import (
     Applied,
     CasMiss,
@@ -443,7 +444,8 @@ class FailingStore:
 def failing_claims(w: Wired, failing: int) -> tuple[ClaimService, FailingStore]:
     store = FailingStore(w.app.store, failing)
     sql = capacity_sql(w.app.store)
-    return ClaimService(cast(RunStore, store), sql, w.cap.observations, w.app.transitions), store
+    door = Transitions(cast(RunStore, store))  # the claim's transactions open on the wrapper
+    return ClaimService(sql, w.cap.observations, door), store
 
 
 async def test_batch_claim_is_all_or_nothing(wired: Wired) -> None:

@@ -35,11 +35,11 @@ async def test_too_many_recoveries_dead_letter_the_run_until_an_operator_requeue
     run_id = (await transitions.create(spec())).run.id
     for n in range(1, MAX + 1):
         assert (await expire_claim(transitions, run_id))["requeued"] == 1
-        loaded = await transitions.store.load(run_id)
+        loaded = await transitions.reader.load(run_id)
         assert loaded is not None
         assert loaded.run.status is RunStatus.QUEUED and loaded.run.recovery_count == n
     await expire_claim(transitions, run_id)
-    loaded = await transitions.store.load(run_id)
+    loaded = await transitions.reader.load(run_id)
     assert loaded is not None and loaded.attempt is not None
     assert loaded.run.status is RunStatus.DEAD_LETTER
     assert loaded.attempt.status is AttemptStatus.QUEUED  # the same row, released
@@ -48,12 +48,12 @@ async def test_too_many_recoveries_dead_letter_the_run_until_an_operator_requeue
     assert shown.state is DisplayState.DEAD_LETTER and f"recovered {MAX} times" in shown.reason
     with pytest.raises(InvalidTransition):  # a dead-lettered run is never claimed
         await transitions.execute(c.Claim(run_id, SCHEDULER, runtime_instance_id="i"))
-    events = [e.type for e in await transitions.store.list_events(run_id, 0, 100)]
+    events = [e.type for e in await transitions.reader.list_events(run_id, 0, 100)]
     assert events.count("run.dead_lettered") == 1 and events[-1] == "run.dead_lettered"
 
     requeued = await transitions.execute(c.Requeue(run_id, OPERATOR, reason="runtime fixed"))
     assert requeued.run.status is RunStatus.QUEUED and requeued.run.recovery_count == 0
-    reread = await transitions.store.load(run_id)
+    reread = await transitions.reader.load(run_id)
     assert reread is not None and reread.run.recovery_count == 0
     assert (await expire_claim(transitions, run_id))["requeued"] == 1  # counting starts again
 

@@ -147,7 +147,7 @@ async def test_an_open_older_transaction_holds_later_commits_back(pg_url: str) -
         wrote, finish = asyncio.Event(), asyncio.Event()
 
         async def slow_writer() -> None:
-            async with store.transaction(["hold"]) as tx:
+            async with transitions.transaction(["hold"]) as tx:
                 await transitions.execute_in(tx, c.Approve(slow.run.id, USER))
                 wrote.set()
                 await finish.wait()
@@ -186,7 +186,7 @@ async def test_a_run_stays_in_sequence_order_when_an_older_transaction_writes_it
         wrote_a, b_committed = asyncio.Event(), asyncio.Event()
 
         async def older() -> None:
-            async with store.transaction(["older"]) as tx:
+            async with transitions.transaction(["older"]) as tx:
                 await transitions.execute_in(tx, c.Approve(a.run.id, USER))
                 wrote_a.set()
                 await b_committed.wait()

@@ -87,12 +87,12 @@ async def test_no_output_past_the_threshold_requests_a_cancel(transitions: Trans
         transitions, clock=lambda: observed + 10_001, no_output_cancel_after_ms=10_000
     )
     assert (await scan.run_once())["cancelled"] == 1
-    loaded = await transitions.store.load(run_id)
+    loaded = await transitions.reader.load(run_id)
     assert loaded is not None and loaded.attempt is not None
     assert loaded.run.status is RunStatus.RUNNING  # cancelling: never a made-up failed
     assert loaded.run.cancel_requested_at_ms is not None
     assert loaded.attempt.status is AttemptStatus.RUNNING
-    events = await transitions.store.list_events(run_id, 0, 100)
+    events = await transitions.reader.list_events(run_id, 0, 100)
     requested = [e for e in events if e.type == "run.cancel_requested"]
     assert len(requested) == 1
     assert requested[0].actor.type is ActorType.RECONCILER
@@ -112,7 +112,7 @@ async def test_an_unknown_attempt_is_not_taken_for_a_quiet_one(transitions: Tran
     )
     await transitions.execute(c.DispatchUnknown(run_id, SCHEDULER, reason="lease_expired"))
     assert (await scan.run_once())["cancelled"] == 0
-    loaded = await transitions.store.load(run_id)
+    loaded = await transitions.reader.load(run_id)
     assert loaded is not None and loaded.attempt is not None
     assert loaded.attempt.sync_state is SyncState.STALE
     assert loaded.run.cancel_requested_at_ms is None
@@ -145,7 +145,7 @@ async def test_recent_output_is_left_alone(transitions: Transitions) -> None:
         transitions, clock=lambda: observed + 9_000, no_output_cancel_after_ms=10_000
     )
     assert (await scan.run_once())["cancelled"] == 0
-    loaded = await transitions.store.load(run_id)
+    loaded = await transitions.reader.load(run_id)
     assert loaded is not None and loaded.run.cancel_requested_at_ms is None
 
 
@@ -153,7 +153,7 @@ async def test_no_output_cancel_is_off_by_default(transitions: Transitions) -> N
     run_id, observed = await _running(transitions)
     scan = LeaseReconciler(transitions, clock=lambda: observed + 20_000)
     assert "cancelled" not in await scan.run_once()
-    loaded = await transitions.store.load(run_id)
+    loaded = await transitions.reader.load(run_id)
     assert loaded is not None and loaded.run.cancel_requested_at_ms is None
-    events = await transitions.store.list_events(run_id, 0, 100)
+    events = await transitions.reader.list_events(run_id, 0, 100)
     assert not [e for e in events if e.type == "run.cancel_requested"]

@@ -13,7 +13,7 @@ from coordinator.domain.decide import Context, decide
 from coordinator.domain.display import display_state
 from coordinator.domain.states import AttemptStatus, DisplayState, RunStatus, ScopePolicy
 from coordinator.service.transitions import DEDUPLICATED, Transitions
-from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunStore
+from coordinator.store.base import CasMiss, DedupeKeyTaken, RunFilter, RunReader, RunStore
 from kernel.errors import (
     ExecutionScopeBusy,
     IdempotencyKeyConflict,
@@ -35,7 +35,7 @@ async def test_same_trigger_twice_creates_one_run(transitions: Transitions) -> N
     second = await transitions.create(spec(idempotency_key=key))
     assert second.existing and second.run.id == first.run.id
     assert not first.existing
-    runs = await transitions.store.list_runs(RunFilter(project_id="proj"), None, 10)
+    runs = await transitions.reader.list_runs(RunFilter(project_id="proj"), None, 10)
     assert [r.run.id for r in runs] == [first.run.id]
     with pytest.raises(IdempotencyKeyConflict) as raised:
         await transitions.create(spec(idempotency_key=key), use_existing=False)
@@ -62,15 +62,18 @@ async def test_two_transitions_on_one_version_one_wins(transitions: Transitions)
     conflicts = [o for o in outcomes if isinstance(o, VersionConflict)]
     wins = [o for o in outcomes if not isinstance(o, BaseException)]
     assert len(conflicts) == 1 and len(wins) == 1
-    events = await transitions.store.list_events(created.run.id, 0, 100)
+    events = await transitions.reader.list_events(created.run.id, 0, 100)
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert len(events) == 2 + len(wins[0].events)
 
 
-async def test_failed_run_cas_appends_no_event(transitions: Transitions) -> None:
+async def test_failed_run_cas_appends_no_event(
+    transitions: Transitions,
+    store: RunStore,
+) -> None:
     """§21.3: when the run compare-and-set misses, no event is written."""
     created = await transitions.create(spec())
-    loaded = await transitions.store.load(created.run.id)
+    loaded = await transitions.reader.load(created.run.id)
     assert loaded is not None
     decision = decide(
         c.Claim(created.run.id, SCHEDULER, runtime_instance_id="a"),
@@ -79,22 +82,22 @@ async def test_failed_run_cas_appends_no_event(transitions: Transitions) -> None
         Context(now_ms(), uuid7, new_token),
     )
     with pytest.raises(CasMiss):
-        await transitions.store.apply(decision, None, None)
-    events = await transitions.store.list_events(created.run.id, 0, 100)
+        await store.apply(decision, None, None)
+    events = await transitions.reader.list_events(created.run.id, 0, 100)
     assert [e.type for e in events] == ["run.created", "run.queued"]
-    after = await transitions.store.load(created.run.id)
+    after = await transitions.reader.load(created.run.id)
     assert after is not None and after.run == loaded.run and after.attempt == loaded.attempt
 
 
 async def test_failed_event_append_commits_no_state(
-    transitions: Transitions, migrated_database_url: str
+    transitions: Transitions, store: RunStore, migrated_database_url: str
 ) -> None:
     """§21.4: when the event append fails, the run and attempt changes roll back too."""
     created = await transitions.create(spec())
     run_id = created.run.id
     await transitions.execute(c.Claim(run_id, SCHEDULER, runtime_instance_id="a", dedupe_key="k"))
     before = await snapshot(migrated_database_url)
-    loaded = await transitions.store.load(run_id)
+    loaded = await transitions.reader.load(run_id)
     assert loaded is not None
     decision = decide(
         c.ReleaseBeforeFence(run_id, SCHEDULER),
@@ -103,7 +106,7 @@ async def test_failed_event_append_commits_no_state(
         Context(now_ms(), uuid7, new_token),
     )
     with pytest.raises(DedupeKeyTaken):  # the dedupe key is taken: the event insert fails
-        await transitions.store.apply(decision, "k", None)
+        await store.apply(decision, "k", None)
     assert await snapshot(migrated_database_url) == before
 
 
@@ -114,7 +117,7 @@ async def test_repeated_dedupe_key_returns_current_state(transitions: Transition
     again = await transitions.execute(claim)
     assert again.outcome == DEDUPLICATED
     assert again.run == first.run
-    events = await transitions.store.list_events(created.run.id, 0, 100)
+    events = await transitions.reader.list_events(created.run.id, 0, 100)
     assert [e.dedupe_key for e in events].count("claim-1") == 1
 
 
@@ -128,7 +131,7 @@ async def test_success_callback_twice_gives_one_terminal_state(transitions: Tran
     assert first.run.status is RunStatus.SUCCEEDED
     assert second.outcome == third.outcome == "ignored"
     assert second.run.version == third.run.version == first.run.version
-    events = await transitions.store.list_events(attempt.run_id, 0, 100)
+    events = await transitions.reader.list_events(attempt.run_id, 0, 100)
     types = [e.type for e in events]
     assert types.count("attempt.succeeded") == 1 and types.count("run.succeeded") == 1
     assert types.count("attempt.late_callback_ignored") == 2
@@ -154,7 +157,7 @@ async def test_cancel_and_exit_zero_race(transitions: Transitions, cancel_first:
         await transitions.execute(exit_zero)
         late = await transitions.execute(cancel)
         assert late.outcome == "already_terminal" and late.run.status is RunStatus.SUCCEEDED
-        events = await transitions.store.list_events(run_id, 0, 100)
+        events = await transitions.reader.list_events(run_id, 0, 100)
         assert "run.cancel_requested" not in [e.type for e in events]
 
 
@@ -165,9 +168,9 @@ async def test_concurrent_cancel_and_exit_zero(transitions: Transitions) -> None
         transitions.execute(c.RequestCancel(attempt.run_id, USER)),
         transitions.execute(evidence(c.RuntimeResult, attempt, 2, exit_code=0)),
     )
-    loaded = await transitions.store.load(attempt.run_id)
+    loaded = await transitions.reader.load(attempt.run_id)
     assert loaded is not None and loaded.run.status.terminal
-    events = [e.type for e in await transitions.store.list_events(attempt.run_id, 0, 100)]
+    events = [e.type for e in await transitions.reader.list_events(attempt.run_id, 0, 100)]
     # Whichever committed first decides: a committed cancel request turns the exit into
     # "cancelled"; a committed exit makes the cancel a no-op that leaves no event.
     if "run.cancel_requested" in events:
@@ -186,7 +189,7 @@ async def test_automatic_retry_makes_a_new_attempt(transitions: Transitions) -> 
     assert failed.run.status is RunStatus.RETRY_WAIT
     retried = await transitions.execute(c.RetryAttempt(attempt.run_id, SCHEDULER))
     assert retried.run.id == attempt.run_id and retried.run.status is RunStatus.QUEUED
-    attempts = await transitions.store.list_attempts(attempt.run_id)
+    attempts = await transitions.reader.list_attempts(attempt.run_id)
     assert [(a.attempt_no, a.status) for a in attempts] == [
         (1, AttemptStatus.FAILED),
         (2, AttemptStatus.QUEUED),
@@ -215,7 +218,7 @@ async def test_manual_retry_creates_a_new_run(transitions: Transitions) -> None:
     assert retry.run.id != created.run.id
     assert retry.run.retry_of_run_id == created.run.id
     assert retry.run.status is RunStatus.QUEUED
-    original = await transitions.store.load(created.run.id)
+    original = await transitions.reader.load(created.run.id)
     assert original is not None and original.run == cancelled.run
 
 
@@ -224,7 +227,7 @@ async def test_runtime_task_id_is_checked(transitions: Transitions) -> None:
     wrong = c.RuntimeRunning(attempt.run_id, attempt.id, "truerun-someone-else", 1, RUNTIME)
     with pytest.raises(RuntimeTaskMismatch):
         await transitions.execute(wrong)
-    loaded = await transitions.store.load(attempt.run_id)
+    loaded = await transitions.reader.load(attempt.run_id)
     assert loaded is not None and loaded.attempt == attempt
 
 
@@ -250,7 +253,7 @@ async def test_payloads_hold_no_secrets(transitions: Transitions) -> None:
     )
     assert result.run.error_summary is not None
     for text in [result.run.error_summary] + [
-        str(e.payload) for e in await transitions.store.list_events(attempt.run_id, 0, 100)
+        str(e.payload) for e in await transitions.reader.list_events(attempt.run_id, 0, 100)
     ]:
         assert "hunter2" not in text and "ghp_" not in text and "abcdefghijklmnop" not in text
         assert len(text) <= 4096
@@ -268,7 +271,7 @@ async def test_reads_change_nothing(transitions: Transitions, migrated_database_
     await transitions.execute(evidence(c.RuntimeRunning, attempt, 1))
     await transitions.create(spec(requires_approval=True))
     before = await snapshot(migrated_database_url)
-    store: RunStore = transitions.store
+    store: RunReader = transitions.reader
     for _ in range(50):
         listed = await store.list_runs(RunFilter(), None, 50)
         for loaded in listed:
@@ -286,7 +289,7 @@ async def test_scope_policy_reject_new(transitions: Transitions) -> None:
             spec(execution_scope="repo-1", scope_policy=ScopePolicy.REJECT_NEW)
         )
     assert raised.value.metadata["run_id"] == first.run.id
-    runs = await transitions.store.list_runs(RunFilter(project_id="proj"), None, 10)
+    runs = await transitions.reader.list_runs(RunFilter(project_id="proj"), None, 10)
     assert [r.run.id for r in runs] == [first.run.id]
     await transitions.execute(c.RequestCancel(first.run.id, USER))
     second = await transitions.create(
@@ -302,12 +305,12 @@ async def test_scope_policy_cancel_in_progress(transitions: Transitions) -> None
         spec(execution_scope="repo-2", scope_policy=ScopePolicy.CANCEL_IN_PROGRESS)
     )
     assert newest.run.status is RunStatus.QUEUED
-    before_fence = await transitions.store.load(queued.run.id)
-    after_fence = await transitions.store.load(live.run_id)
+    before_fence = await transitions.reader.load(queued.run.id)
+    after_fence = await transitions.reader.load(live.run_id)
     assert before_fence is not None and before_fence.run.status is RunStatus.CANCELLED
     assert after_fence is not None
     assert display_state(after_fence.run, after_fence.attempt) is DisplayState.CANCELLING
-    events = await transitions.store.list_events(live.run_id, 0, 100)
+    events = await transitions.reader.list_events(live.run_id, 0, 100)
     assert events[-1].type == "run.cancel_requested"
     assert events[-1].payload["reason"] == "superseded_in_scope"
 
@@ -322,7 +325,7 @@ async def test_retry_scheduler_requeues_after_the_backoff(transitions: Transitio
     assert await early.run_once() == 0
     due = RetryScheduler(transitions, backoff_ms=60_000, clock=lambda: now + 61_000)
     assert await due.run_once() == 1
-    loaded = await transitions.store.load(attempt.run_id)
+    loaded = await transitions.reader.load(attempt.run_id)
     assert loaded is not None and loaded.run.status is RunStatus.QUEUED
     assert loaded.attempt is not None and loaded.attempt.attempt_no == 2
     assert await due.run_once() == 0  # nothing is retried twice
@@ -343,9 +346,9 @@ async def test_expired_claim_before_the_fence_goes_back_to_the_queue(
     }
     after = LeaseReconciler(transitions, clock=lambda: expiry + 1)
     assert await after.run_once() == {"requeued": 1, "unknown": 0}
-    attempts = await transitions.store.list_attempts(created.run.id)
+    attempts = await transitions.reader.list_attempts(created.run.id)
     assert [(a.attempt_no, a.status) for a in attempts] == [(1, AttemptStatus.QUEUED)]
-    loaded = await transitions.store.load(created.run.id)
+    loaded = await transitions.reader.load(created.run.id)
     assert loaded is not None and loaded.run.status is RunStatus.QUEUED
     assert loaded.run.attempt_count == 1  # the retry budget is untouched
 
@@ -360,7 +363,7 @@ async def test_heartbeats_never_keep_an_unfenced_claim_alive(transitions: Transi
     )
     assert claimed.attempt is not None and claimed.attempt.lease_expires_at_ms is not None
     expiry = claimed.attempt.lease_expires_at_ms
-    renewed = await transitions.store.renew_leases(
+    renewed = await transitions.renew_leases(
         claimed.attempt.owner_id, "i", [claimed.attempt.id], expiry - 1, expiry + 60_000
     )
     assert renewed == 0
@@ -375,21 +378,24 @@ async def test_expired_lease_after_the_fence_is_unknown_and_holds_capacity(
     assert attempt.lease_expires_at_ms is not None
     later = LeaseReconciler(transitions, clock=lambda: attempt.lease_expires_at_ms + 1)  # type: ignore[operator]
     assert await later.run_once() == {"requeued": 0, "unknown": 1}
-    loaded = await transitions.store.load(attempt.run_id)
+    loaded = await transitions.reader.load(attempt.run_id)
     assert loaded is not None and loaded.attempt is not None
     assert display_state(loaded.run, loaded.attempt) is DisplayState.UNKNOWN
     assert loaded.attempt.status is AttemptStatus.STARTING  # still live: capacity is held
     assert await later.run_once() == {"requeued": 0, "unknown": 0}  # nothing twice
 
 
-async def test_a_transition_keeps_a_lease_renewed_meanwhile(transitions: Transitions) -> None:
+async def test_a_transition_keeps_a_lease_renewed_meanwhile(
+    transitions: Transitions,
+    store: RunStore,
+) -> None:
     """A heartbeat's renewal that lands between a command's read and its write survives."""
     _, attempt = await started(transitions)
     assert attempt.lease_expires_at_ms is not None
-    loaded = await transitions.store.load(attempt.run_id)
+    loaded = await transitions.reader.load(attempt.run_id)
     assert loaded is not None
     renewed_until = attempt.lease_expires_at_ms + 60_000
-    await transitions.store.renew_leases(
+    await transitions.renew_leases(
         attempt.owner_id, "inst-1", [attempt.id], attempt.lease_expires_at_ms, renewed_until
     )
     decision = decide(  # decided on the state read before the renewal
@@ -398,8 +404,8 @@ async def test_a_transition_keeps_a_lease_renewed_meanwhile(transitions: Transit
         loaded.attempt,
         Context(now_ms(), uuid7, new_token),
     )
-    await transitions.store.apply(decision, None, None)
-    after = await transitions.store.load(attempt.run_id)
+    await store.apply(decision, None, None)
+    after = await transitions.reader.load(attempt.run_id)
     assert after is not None and after.attempt is not None
     assert after.attempt.status is AttemptStatus.RUNNING
     assert after.attempt.lease_expires_at_ms == renewed_until
@@ -407,7 +413,7 @@ async def test_a_transition_keeps_a_lease_renewed_meanwhile(transitions: Transit
 
 
 async def test_a_batch_of_writes_is_all_or_nothing(
-    transitions: Transitions, migrated_database_url: str
+    transitions: Transitions, store: RunStore, migrated_database_url: str
 ) -> None:
     """apply_all (runtime event batches): one stale decision and none of the batch lands."""
     _, first = await started(transitions, task_id="one")
@@ -415,7 +421,7 @@ async def test_a_batch_of_writes_is_all_or_nothing(
     ctx = Context(now_ms(), uuid7, new_token)
     decisions = []
     for attempt in (first, second):
-        loaded = await transitions.store.load(attempt.run_id)
+        loaded = await transitions.reader.load(attempt.run_id)
         assert loaded is not None
         decisions.append(
             decide(evidence(c.RuntimeRunning, attempt, 1), loaded.run, loaded.attempt, ctx)
@@ -423,9 +429,9 @@ async def test_a_batch_of_writes_is_all_or_nothing(
     await transitions.execute(evidence(c.RuntimeAccepted, second, 1))  # the second moves on
     before = await snapshot(migrated_database_url)
     with pytest.raises(CasMiss):
-        await transitions.store.apply_all(decisions)
+        await store.apply_all(decisions)
     assert await snapshot(migrated_database_url) == before
-    written = await transitions.store.apply_all(decisions[:1])
+    written = await store.apply_all(decisions[:1])
     assert written[0].run.status is RunStatus.RUNNING
     assert [e.type for e in written[0].events] == ["attempt.running", "run.running"]
 
@@ -444,8 +450,8 @@ async def test_lost_after_policy_declares_silent_unknowns_lost(
     assert (await early.run_once())["lost"] == 0
     late = LeaseReconciler(transitions, clock=lambda: expiry + 11_000, lost_after_ms=10_000)
     assert (await late.run_once())["lost"] == 1
-    loaded = await transitions.store.load(attempt.run_id)
-    attempts = await transitions.store.list_attempts(attempt.run_id)
+    loaded = await transitions.reader.load(attempt.run_id)
+    attempts = await transitions.reader.list_attempts(attempt.run_id)
     assert loaded is not None
     assert attempts[0].status is AttemptStatus.LOST
     assert attempts[0].termination_reason is not None

@@ -138,10 +138,10 @@ async def test_retention_deletes_the_output_of_attempts_ended_long_ago_and_reade
     finally:
         await runtime.close()
     two_days_later = int(time.time() * 1000) + 2 * DAY_MS
-    retention = OutputRetention(stack.app.store, 1, clock=lambda: two_days_later)
+    retention = OutputRetention(stack.app.transitions, 1, clock=lambda: two_days_later)
     assert await retention.run_once() == 1  # the ended attempt's one piece
     gone = await stack.runs.ReadRunOutput(rs.ReadRunOutputRequest(run_id=ended))
     assert gone.expired and not gone.chunks and gone.next_offset == gone.stored_bytes == 9
     kept = await stack.runs.ReadRunOutput(rs.ReadRunOutputRequest(run_id=live))
     assert [chunk.text for chunk in kept.chunks] == ["still running\n"] and not kept.expired
-    assert await OutputRetention(stack.app.store, 0).run_once() == 0  # 0 = keep forever
+    assert await OutputRetention(stack.app.transitions, 0).run_once() == 0  # 0 = keep forever

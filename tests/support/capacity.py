@@ -60,13 +60,13 @@ def wire(
     if clock is None:
         return Capacity(
             observations,
-            ClaimService(app.store, sql, observations, app.transitions),
+            ClaimService(sql, observations, app.transitions),
             ObservationService(observations, sql, ttl_ms),
             AgentService(sql),
         )
     return Capacity(
         observations,
-        ClaimService(app.store, sql, observations, app.transitions, clock),
+        ClaimService(sql, observations, app.transitions, clock),
         ObservationService(observations, sql, ttl_ms, clock),
         AgentService(sql, clock),
     )
