@@ -80,6 +80,7 @@ async def test_ten_megabytes_of_output_leave_the_event_table_within_a_constant_b
     finally:
         await runtime.close()
     small_types, big_types = await _event_types(stack, small), await _event_types(stack, big)
+    print(f"run events: 6 bytes of output {len(small_types)}, 10 MiB {len(big_types)}")
     # 2,560 OUTPUT events; the event log got at most one more progress note than for 6 bytes
     assert len(big_chunks) == 2560
     assert len(small_types) <= len(big_types) <= len(small_types) + 1, big_types
