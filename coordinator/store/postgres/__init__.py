@@ -39,7 +39,7 @@ from coordinator.store.output_sql import (
     read_sql,
     stored_from_row,
 )
-from coordinator.store.postgres_batch import apply_batch, batchable
+from coordinator.store.postgres.batch import apply_batch, batchable
 from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
     ATTEMPT_MUTABLE,
