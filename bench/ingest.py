@@ -14,9 +14,9 @@ window; latency = event put on the stream -> its Ack read.
 The server applies what a stream buffered as one micro-batch (``EventIngest.ingest``: one
 ``load_attempts`` read, the events of each attempt folded into one decision, the writes in one
 transaction, then one Ack per attempt). pgbench runs the single-event transaction of the same
-shape on runs of its own: the store's ``_LOAD_ATTEMPTS`` select for one attempt plus the
-``_STATEMENTS[(UPDATE, UPDATE)]`` CTE of a real ``RuntimeNote`` (OUTPUT) decision, SQL text
-imported from ``coordinator.store.postgres`` and ``$n`` turned into pgbench variables the way
+shape on runs of its own: the store's ``LOAD_ATTEMPTS`` select for one attempt plus the
+``STATEMENTS[(UPDATE, UPDATE)]`` CTE of a real ``RuntimeNote`` (OUTPUT) decision, SQL text
+imported from ``coordinator.store.postgres.sql`` and ``$n`` turned into pgbench variables the way
 ``bench.transition`` does; 16 clients, same seconds. The ratio says how much of PostgreSQL's
 own single-event rate the whole path keeps.
 
@@ -80,7 +80,9 @@ from coordinator.domain.decide import AttemptWrite, Context, RunWrite, decide
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType, AttemptStatus, RunStatus
 from coordinator.service.transitions import Transitions
-from coordinator.store.postgres import _LOAD_ATTEMPTS, _STATEMENTS, PostgresStore, _parameters
+from coordinator.store.postgres import PostgresStore
+from coordinator.store.postgres.sql import LOAD_ATTEMPTS, STATEMENTS
+from coordinator.store.postgres.writer import parameters
 from coordinator.store.rows import attempt_values, run_values
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
@@ -631,8 +633,8 @@ def note_decision(run: Run, attempt: Attempt) -> tuple[str, list[str], dict[str,
     assert decision.run_write is RunWrite.UPDATE
     assert decision.attempt_write is AttemptWrite.UPDATE
     assert len(decision.events) == 1
-    sql, placeholders = _STATEMENTS[(decision.run_write, decision.attempt_write)]
-    values = _parameters(decision, None)  # exactly what PostgresStore.apply binds
+    sql, placeholders = STATEMENTS[(decision.run_write, decision.attempt_write)]
+    values = parameters(decision, None)  # exactly what PostgresStore.apply binds
     names: list[str] = placeholders.bind({name: name for name in values})
     if any(n is None for n in names):
         raise AssertionError("a placeholder has no parameter value")
@@ -702,7 +704,7 @@ def pgbench_script(run: Run, attempt: Attempt, runs_per_client: int) -> PgbenchS
 
     note_sql = _substitute(_one_line(sql), [expr(n) for n in names])
     # What ingest reads for a micro-batch: store.load_attempts([attempt ids]), here of one.
-    load_sql = _substitute(_one_line(_LOAD_ATTEMPTS), ["ARRAY[:aid]"])
+    load_sql = _substitute(_one_line(LOAD_ATTEMPTS), ["ARRAY[:aid]"])
     lines = [
         r"\set i :i + 1",
         rf"\set rid {PGBENCH_BASE} + 2 * (:client_id * {runs_per_client}"

@@ -4,7 +4,7 @@
 ``Transitions.execute``: Claim (run queued -> dispatching, attempt queued -> claimed), then
 ReleaseBeforeFence (both back to queued). One transition is the LOAD select plus one
 data-modifying CTE, as the store runs them. pgbench then runs the same two statements, with
-their SQL text taken from ``coordinator.store.postgres`` and the ``$n`` parameters replaced by
+their SQL text taken from ``coordinator.store.postgres.sql`` and the ``$n`` parameters replaced by
 pgbench variables, on its own runs, with 16 clients for the same number of seconds. The
 ratio python/pgbench says how much of PostgreSQL's own rate the service keeps.
 
@@ -36,7 +36,9 @@ from coordinator.domain.decide import Context, Decision, decide
 from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType, AttemptStatus, RunStatus
 from coordinator.service.transitions import Transitions
-from coordinator.store.postgres import _STATEMENTS, LOAD, PostgresStore, _parameters
+from coordinator.store.postgres import PostgresStore
+from coordinator.store.postgres.sql import LOAD, STATEMENTS
+from coordinator.store.postgres.writer import parameters
 from coordinator.store.rows import attempt_values, run_values
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
@@ -245,8 +247,8 @@ def _statement(
 ) -> str:
     """The store's CTE for this decision, each $n replaced by what varies like it does."""
     decision = sample.decision
-    sql, placeholders = _STATEMENTS[(decision.run_write, decision.attempt_write)]
-    values = _parameters(decision, None)  # exactly what PostgresStore.apply binds
+    sql, placeholders = STATEMENTS[(decision.run_write, decision.attempt_write)]
+    values = parameters(decision, None)  # exactly what PostgresStore.apply binds
     names: list[str] = placeholders.bind({name: name for name in values})
     if any(n is None for n in names):
         raise AssertionError("a placeholder has no parameter value")

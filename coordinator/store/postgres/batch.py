@@ -1,0 +1,81 @@
+"""Many decisions, each on its own run, written by one statement (runtime event batches).
+
+Every row keeps the single-decision guarantees: compare-and-set of the run version and of the
+attempt status + sequence, events numbered from the run's own counter. If any row misses, a
+division by zero aborts the whole statement, so a batch is all or nothing. The statement is
+BATCH_UPDATE of postgres/sql.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+
+from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
+from coordinator.store.base import Applied, CasMiss
+from coordinator.store.output_sql import output_rows
+from coordinator.store.postgres.sql import BATCH_UPDATE
+from coordinator.store.rows import ATTEMPT_MUTABLE, RUN_MUTABLE, attempt_values, run_values
+from coordinator.store.sql import events_from_decision, stored_events
+
+
+def batchable(decision: Decision) -> bool:
+    return decision.run_write is RunWrite.UPDATE and decision.attempt_write is AttemptWrite.UPDATE
+
+
+def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str, Any]]]:
+    rows: list[list[Any]] = []
+    events: list[list[Any]] = [[] for _ in range(9)]
+    arrays: list[dict[str, Any]] = []
+    for d in decisions:
+        assert d.attempt is not None and d.attempt_expected_status is not None
+        evs = events_from_decision(d)
+        arrays.append(evs)
+        run_row, attempt_row = run_values(d.run), attempt_values(d.attempt)
+        rows.append(
+            [d.run.id, d.expected_version, evs["n_events"]]
+            + [run_row[c] for c in RUN_MUTABLE]
+            + [d.attempt.id, d.attempt_expected_status.value, d.attempt_expected_seq]
+            + [d.lease_written]
+            + [attempt_row[c] for c in ATTEMPT_MUTABLE]
+        )
+        for i in range(evs["n_events"]):
+            for column, value in enumerate(
+                [
+                    evs["ev1"][i],
+                    d.run.id,
+                    i + 1,
+                    evs["ev2"][i],
+                    evs["ev3"][i],
+                    evs["ev4"][i],
+                    evs["ev5"][i],
+                    evs["ev6"][i],
+                    evs["created"],
+                ]
+            ):
+                events[column].append(value)
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else []
+    pieces = [row for d in decisions for row in output_rows(d.output, d.run.updated_at_ms)]
+    output = [list(column) for column in zip(*pieces, strict=True)] if pieces else [[]] * 5
+    return columns + events + output, arrays
+
+
+async def apply_batch(conn: asyncpg.Connection, decisions: Sequence[Decision]) -> list[Applied]:
+    """Write ``decisions`` (all ``batchable``, on distinct runs) in one statement."""
+    args, arrays = _arguments(decisions)
+    try:
+        rows = await conn.fetch(BATCH_UPDATE, *args)
+    except asyncpg.DivisionByZeroError as exc:
+        raise CasMiss("a run or attempt of the batch moved; nothing was written") from exc
+    if len(rows) != len(decisions):
+        raise CasMiss("no run of the batch matched; nothing was written")
+    sequences = {row["id"]: row["event_sequence"] for row in rows}
+    applied = []
+    for d, evs in zip(decisions, arrays, strict=True):
+        sequence = sequences[d.run.id]
+        run = d.run if d.run.event_sequence == sequence else replace(d.run, event_sequence=sequence)
+        applied.append(Applied(run, d.attempt, stored_events(d, evs, sequence, None)))
+    return applied

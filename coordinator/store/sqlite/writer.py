@@ -1,0 +1,253 @@
+"""The SQLite store's writes, on the writer connection: one decision (with its AIP-155
+answer), several in one transaction, the transaction the door hands out (SqliteTx) and output
+retention. Each write is one IMMEDIATE transaction (connection.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
+from coordinator.domain.model import Attempt
+from coordinator.store.base import (
+    Applied,
+    CasMiss,
+    DedupeKeyTaken,
+    IdempotencyKeyTaken,
+    Loaded,
+    RequestIdTaken,
+    RequestRecord,
+    Scan,
+)
+from coordinator.store.output_sql import output_rows
+from coordinator.store.rows import (
+    ATTEMPT_MUTABLE,
+    RUN_MUTABLE,
+    attempt_from_row,
+    attempt_values,
+    run_from_row,
+    run_values,
+)
+from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, stored_events
+from coordinator.store.sqlite.connection import SqliteConnections
+from coordinator.store.sqlite.sql import (
+    ATTEMPT_INSERT,
+    ATTEMPT_UPDATE,
+    EVENT_INSERT,
+    EVENTS_ONLY,
+    LOAD,
+    OPEN_IN_SCOPE,
+    OUTPUT_DELETE,
+    OUTPUT_INSERT,
+    PUT_REQUEST,
+    RUN_INSERT,
+    RUN_UPDATE,
+    lock_scan_sql,
+)
+from kernel.ids import now_ms
+
+
+class SqliteWriter(SqliteConnections):
+    """The writes of SqliteStore."""
+
+    async def apply(
+        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
+    ) -> Applied:
+        async with self._write_lock:
+            return await self._write(lambda conn: self._apply(conn, decision, dedupe_key, request))
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[SqliteTx]:
+        """One IMMEDIATE transaction: SQLite's single writer lock stands in for every
+        advisory lock PostgreSQL would take."""
+        async with self._write_lock:
+            await self._write(self._begin_immediate)
+            try:
+                yield SqliteTx(self)
+            except BaseException:
+                await self._write(lambda conn: conn.execute("ROLLBACK"))
+                raise
+            await self._write(lambda conn: conn.execute("COMMIT"))
+
+    def _apply(
+        self,
+        conn: sqlite3.Connection,
+        decision: Decision,
+        dedupe_key: str | None,
+        request: RequestRecord | None,
+    ) -> Applied:
+        self._begin_immediate(conn)
+        try:
+            applied = _write_decision(conn, decision, dedupe_key)
+            if request is not None:
+                conn.execute(
+                    PUT_REQUEST,
+                    (
+                        request.request_id,
+                        request.method,
+                        request.payload_hash,
+                        request.render(applied),
+                        decision.run.updated_at_ms,
+                    ),
+                )
+            conn.execute("COMMIT")
+            return applied
+        except sqlite3.IntegrityError as exc:
+            conn.execute("ROLLBACK")
+            message = str(exc)
+            if "request_log" in message:
+                raise RequestIdTaken(message) from exc
+            if "dedupe_key" in message:
+                raise DedupeKeyTaken(message) from exc
+            if "idempotency_key" in message:
+                raise IdempotencyKeyTaken(message) from exc
+            raise
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            self._begin_immediate(conn)
+            try:
+                deleted = conn.execute(OUTPUT_DELETE, (finished_before_ms, limit)).rowcount
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return int(deleted)
+
+        async with self._write_lock:
+            return await self._write(run)
+
+    async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
+        def run(conn: sqlite3.Connection) -> list[Applied]:
+            self._begin_immediate(conn)
+            try:
+                applied = [_write_decision(conn, decision, None) for decision in decisions]
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return applied
+
+        async with self._write_lock:
+            return await self._write(run)
+
+
+class SqliteTx:
+    """The store's operations inside one open transaction (see SqliteWriter.transaction)."""
+
+    def __init__(self, store: SqliteConnections) -> None:
+        self._store = store
+
+    async def load(
+        self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
+    ) -> Loaded | None:
+        params = {"run_id": run_id, "attempt_id": attempt_id, "dedupe": dedupe_key}
+        row = await self._store._write(lambda conn: conn.execute(LOAD, params).fetchone())
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"), bool(row["dedupe_hit"]))
+
+    async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied:
+        """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
+        return await self._store._write(lambda conn: _write_decision(conn, decision, dedupe_key))
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._store._write(lambda conn: conn.execute(sql, args).fetchall())
+
+    async def execute(self, sql: str, *args: Any) -> None:
+        await self._store._write(lambda conn: conn.execute(sql, args))
+
+    async def open_runs_in_scope(self, scope: str) -> list[str]:
+        rows = await self.fetch(OPEN_IN_SCOPE, scope, *TERMINAL_STATUSES)
+        return [row[0] for row in rows]
+
+    async def put_request(self, record: RequestRecord, committed: Any) -> None:
+        response = record.render(committed)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    PUT_REQUEST,
+                    (record.request_id, record.method, record.payload_hash, response, now_ms()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise RequestIdTaken(str(exc)) from exc
+
+        await self._store._write(insert)
+
+    async def lock(self, lock_keys: Sequence[str]) -> None:
+        """Nothing to take: the IMMEDIATE transaction already excludes every other writer."""
+
+    async def lock_scan(
+        self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
+    ) -> Sequence[Attempt]:
+        """No row locks: the IMMEDIATE transaction already excludes every other writer."""
+        rows = await self.fetch(lock_scan_sql(scan, len(skip)), mark_ms, *skip, limit)
+        return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+
+def _write_decision(
+    conn: sqlite3.Connection, decision: Decision, dedupe_key: str | None
+) -> Applied:
+    run = decision.run
+    events = events_from_decision(decision)
+    n_events = events["n_events"]
+    if decision.run_write is RunWrite.INSERT:
+        conn.execute(RUN_INSERT, {**run_values(run), "event_sequence": n_events})
+        sequence = n_events
+    else:
+        if decision.run_write is RunWrite.UPDATE:
+            row_values = run_values(run)
+            params = {c: row_values[c] for c in RUN_MUTABLE}
+            params.update(id=run.id, expected_version=decision.expected_version, n_events=n_events)
+            row = conn.execute(RUN_UPDATE, params).fetchone()
+        else:
+            row = conn.execute(EVENTS_ONLY, {"id": run.id, "n_events": n_events}).fetchone()
+        if row is None:
+            raise CasMiss(f"run {run.id} moved past version {decision.expected_version}")
+        sequence = row[0]
+    attempt = decision.attempt
+    if decision.attempt_write is AttemptWrite.UPDATE and attempt is not None:
+        values = attempt_values(attempt)
+        params = {c: values[c] for c in ATTEMPT_MUTABLE}
+        params["lease_written"] = decision.lease_written
+        params.update(
+            id=attempt.id,
+            expected_status=decision.attempt_expected_status.value
+            if decision.attempt_expected_status
+            else None,
+            expected_seq=decision.attempt_expected_seq,
+        )
+        if conn.execute(ATTEMPT_UPDATE, params).rowcount != 1:
+            raise CasMiss(f"attempt {attempt.id} moved")
+    elif decision.attempt_write is AttemptWrite.INSERT and attempt is not None:
+        conn.execute(ATTEMPT_INSERT, attempt_values(attempt))
+    if decision.output:
+        conn.executemany(OUTPUT_INSERT, output_rows(decision.output, run.updated_at_ms))
+    first = sequence - n_events + 1
+    for i, event in enumerate(decision.events):
+        conn.execute(
+            EVENT_INSERT,
+            {
+                "id": events["ev1"][i],
+                "run_id": run.id,
+                "sequence": first + i,
+                "type": event.type,
+                "dedupe_key": dedupe_key if i == 0 else None,
+                "actor_type": events["ev3"][i],
+                "actor_id": events["ev4"][i],
+                "attempt_id": event.attempt_id,
+                "payload": events["ev6"][i],
+                "created_at_ms": events["created"],
+                "project_id": run.project_id,
+            },
+        )
+    if run.event_sequence != sequence:
+        run = replace(run, event_sequence=sequence)
+    return Applied(run, attempt, stored_events(decision, events, sequence, dedupe_key))
