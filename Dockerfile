@@ -14,6 +14,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY protos/gen protos/gen
+COPY kernel kernel
 COPY services services
 COPY coordinator coordinator
 COPY capacity capacity
