@@ -10,7 +10,7 @@ from truerun.v1 import capacity_service_pb2 as pb
 from truerun.v1 import capacity_service_pb2_grpc
 
 from capacity.service.agents import AgentService, AgentView
-from capacity.service.claims import Blocked, ClaimOutcome, ClaimService
+from capacity.service.claims import Blocked, ClaimOutcome, ClaimService, outcome_from_snapshot
 from capacity.service.reports import ObservationService
 from coordinator.api import convert, validation
 from coordinator.api.convert import observation_from_proto
@@ -19,6 +19,7 @@ from coordinator.api.request_ids import once
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from coordinator.store.base import RequestRecord, RunReader
+from coordinator.store.snapshots import Snapshot
 from kernel.errors import InvalidArgument
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -76,6 +77,10 @@ def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:
     )
 
 
+def _never_recorded(snapshot: Snapshot) -> pb.Agent:
+    raise AssertionError("ConfigureAgent keeps no request record")
+
+
 def _agent(view: AgentView) -> pb.Agent:
     config = view.config
     return pb.Agent(
@@ -127,7 +132,14 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
             outcome = await self._claims.claim(owner, instance, device, wanted, ttl, actor, record)
             return claim_response(outcome)
 
-        return await once(self._store, "Claim", request, pb.ClaimResponse, execute, claim_response)
+        return await once(
+            self._store,
+            "Claim",
+            request,
+            pb.ClaimResponse,
+            execute,
+            lambda snapshot: claim_response(outcome_from_snapshot(snapshot)),
+        )
 
     @unary
     async def GetOccupancy(self, request: pb.GetOccupancyRequest, context: Ctx) -> pb.Occupancy:
@@ -172,7 +184,11 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
             )
             return _agent(view)
 
-        return await once(self._store, "ConfigureAgent", request, pb.Agent, execute, _agent)
+        # Agents' rows are capacity's own, written outside the run store: no record is kept
+        # (nothing to render from), and a repeat configures the same values again.
+        return await once(
+            self._store, "ConfigureAgent", request, pb.Agent, execute, _never_recorded
+        )
 
     @unary
     async def GetAgent(self, request: pb.GetAgentRequest, context: Ctx) -> pb.Agent:

@@ -22,6 +22,7 @@ from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RequestRecord
+from coordinator.store.snapshots import Snapshot, run_from_snapshot, run_snapshot
 from kernel import telemetry
 from kernel.errors import VersionConflict
 from kernel.ids import now_ms
@@ -56,6 +57,27 @@ class ClaimOutcome:
     claimed: tuple[Claimed, ...]
     blocked: Blocked = Blocked.NONE
     detail: str = ""
+
+
+def outcome_snapshot(outcome: ClaimOutcome) -> Snapshot:
+    """What a claim committed, for its AIP-155 record (coordinator/store/snapshots.py)."""
+    return {
+        "claimed": [
+            {**run_snapshot(item.run, item.attempt), "workspace_path": item.workspace_path}
+            for item in outcome.claimed
+        ],
+        "blocked": outcome.blocked.value,
+        "detail": outcome.detail,
+    }
+
+
+def outcome_from_snapshot(snapshot: Snapshot) -> ClaimOutcome:
+    claimed = []
+    for item in snapshot["claimed"]:
+        loaded = run_from_snapshot(item)
+        assert loaded.attempt is not None, "a claim always has its attempt"
+        claimed.append(Claimed(loaded.run, loaded.attempt, item["workspace_path"]))
+    return ClaimOutcome(tuple(claimed), Blocked(snapshot["blocked"]), snapshot["detail"])
 
 
 def lock_keys(owner: str, instance: str) -> list[str]:
@@ -171,7 +193,7 @@ class ClaimService:
                 detail += f"durable-only {len(occ.durable_only_task_ids)})"
                 full = ClaimOutcome((), Blocked.DEVICE_FULL, detail)
                 if request is not None:
-                    await self._transitions.record_request_in(tx, request, full)
+                    await self._transitions.record_request_in(tx, request, outcome_snapshot(full))
                 return full
             slots = min(max_claims, occ.free_slots)
             lanes = await self._sql.lanes_with_work(tx, owner)
@@ -199,7 +221,7 @@ class ClaimService:
                 blocked, detail = Blocked.SCOPE_BUSY, "queued work waits for its execution scope"
             outcome = ClaimOutcome(tuple(claimed), blocked, detail)
             if request is not None:
-                await self._transitions.record_request_in(tx, request, outcome)
+                await self._transitions.record_request_in(tx, request, outcome_snapshot(outcome))
         self._transitions.published(results)
         return outcome
 

@@ -19,7 +19,7 @@ from coordinator.domain.states import ActorType
 from coordinator.service import operator
 from coordinator.service.queries import view
 from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import Applied, Loaded, RequestRecord
+from coordinator.store.base import Loaded, RequestRecord
 from kernel.errors import InvalidArgument
 
 M = TypeVar("M", bound=Message)
@@ -41,7 +41,7 @@ class _Request(Protocol):
     def actor(self) -> common_pb2.Actor: ...
 
 
-def _run_proto(result: Result | Applied) -> common_pb2.Run:
+def _run_proto(result: Result | Loaded) -> common_pb2.Run:
     return convert.run_to_proto(view(Loaded(result.run, result.attempt)))
 
 
@@ -69,7 +69,7 @@ class OperatorCommands:
         request: Any,
         response_type: type[M],
         execute: Callable[[RequestRecord | None], Awaitable[M]],
-        render: Callable[[Applied], M],
+        render: Callable[[Loaded], M],
     ) -> M:
         raise NotImplementedError
 

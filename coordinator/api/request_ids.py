@@ -10,6 +10,7 @@ from google.protobuf.message import Message
 
 from coordinator.api import validation
 from coordinator.store.base import RequestIdTaken, RequestRecord, RunReader
+from coordinator.store.snapshots import Snapshot, decode
 from kernel.errors import DomainError, RequestIdReused
 
 M = TypeVar("M", bound=Message)
@@ -21,10 +22,13 @@ async def once(
     request: Any,
     response_type: type[M],
     execute: Callable[[RequestRecord | None], Awaitable[M]],
-    render: Callable[[Any], M],
+    render: Callable[[Snapshot], M],
 ) -> M:
     """Run ``execute`` once per request_id. ``execute`` hands the record to the store write,
-    which calls ``record.render(what_was_committed)`` inside the same transaction."""
+    which keeps it, with a snapshot of what was committed, in the same transaction. Every
+    answer (the first one and each replay) is rendered after the commit from that stored
+    snapshot by ``render``, deterministically serialized, so all of them are the same bytes
+    (map order included). Nothing of this layer runs inside the store."""
     if not request.request_id:
         return await execute(None)
     request_id = validation.request_id(request.request_id)
@@ -34,13 +38,6 @@ async def once(
     digest = hashlib.sha256(
         method.encode() + b"\0" + payload.SerializeToString(deterministic=True)
     ).hexdigest()
-    answer: dict[str, bytes] = {}
-
-    def remember(committed: Any) -> bytes:
-        # Deterministic bytes, and every answer is re-read from them, so the first call
-        # and every replay send the same bytes (map order included).
-        answer["bytes"] = render(committed).SerializeToString(deterministic=True)
-        return answer["bytes"]
 
     async def first_answer() -> M | None:
         stored = await store.get_request(request_id)
@@ -51,9 +48,13 @@ async def once(
                 f"request_id {request_id!r} was used for a different request",
                 request_id=request_id,
             )
-        return response_type.FromString(stored.response)
+        snapshot = decode(stored.snapshot)
+        if snapshot is None:  # a record from before snapshots holds the answer's bytes
+            return response_type.FromString(stored.snapshot)
+        answer = render(snapshot).SerializeToString(deterministic=True)
+        return response_type.FromString(answer)
 
-    record = RequestRecord(request_id, method, digest, remember)
+    record = RequestRecord(request_id, method, digest)
     for _ in range(2):
         if (replay := await first_answer()) is not None:
             return replay
@@ -66,7 +67,7 @@ async def once(
             if (replay := await first_answer()) is not None:
                 return replay
             raise
-        if "bytes" in answer:
-            return response_type.FromString(answer["bytes"])
+        # Committed with a record: the answer is the one every replay will get. Without one
+        # (nothing changed, nothing was kept), the response as executed.
         return await first_answer() or response
     raise RequestIdReused(f"request_id {request_id!r} is in use", request_id=request_id)

@@ -25,7 +25,8 @@ from coordinator.service.hub import EventHub
 from coordinator.service.output_reads import read_output
 from coordinator.service.queries import RunQueries, RunView, view
 from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import Applied, Loaded, RequestRecord, RunFilter
+from coordinator.store.base import Loaded, RequestRecord, RunFilter
+from coordinator.store.snapshots import run_from_snapshot
 from kernel.errors import InvalidArgument, PermissionDenied, RunNotFound
 
 M = TypeVar("M", bound=Message)
@@ -46,11 +47,11 @@ def _actor() -> Actor:
     return Actor(ActorType.USER if who.named else ActorType.API_APP, who.name)
 
 
-def _run_proto(result: Result | Applied) -> common_pb2.Run:
+def _run_proto(result: Result | Loaded) -> common_pb2.Run:
     return convert.run_to_proto(view(Loaded(result.run, result.attempt)))
 
 
-def _cancel_response(result: Result | Applied, outcome: str) -> run_service_pb2.CancelRunResponse:
+def _cancel_response(result: Result | Loaded, outcome: str) -> run_service_pb2.CancelRunResponse:
     if outcome in _CANCEL_OUTCOMES:
         code = _CANCEL_OUTCOMES[outcome]
     elif result.run.status is RunStatus.CANCELLED:
@@ -73,9 +74,18 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         request: Any,
         response_type: type[M],
         execute: Callable[[RequestRecord | None], Awaitable[M]],
-        render: Callable[[Applied], M],
+        render: Callable[[Loaded], M],
     ) -> M:
-        return await once(self._transitions.reader, method, request, response_type, execute, render)
+        """AIP-155 (``request_ids.once``): ``render`` answers from the run and attempt the
+        request committed, read back from its record's snapshot."""
+        return await once(
+            self._transitions.reader,
+            method,
+            request,
+            response_type,
+            execute,
+            lambda snapshot: render(run_from_snapshot(snapshot)),
+        )
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -92,8 +102,8 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
                 run=_run_proto(result), existing=result.existing
             )
 
-        def render(applied: Applied) -> run_service_pb2.CreateRunResponse:
-            return run_service_pb2.CreateRunResponse(run=_run_proto(applied), existing=False)
+        def render(committed: Loaded) -> run_service_pb2.CreateRunResponse:
+            return run_service_pb2.CreateRunResponse(run=_run_proto(committed), existing=False)
 
         return await self._once(
             "CreateRun", request, run_service_pb2.CreateRunResponse, execute, render
@@ -170,7 +180,7 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
             request,
             run_service_pb2.CancelRunResponse,
             execute,
-            lambda applied: _cancel_response(applied, "applied"),
+            lambda committed: _cancel_response(committed, "applied"),
         )
 
     @unary

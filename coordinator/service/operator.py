@@ -7,6 +7,7 @@ from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, RunStatus
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RequestRecord
+from coordinator.store.snapshots import run_snapshot
 
 
 async def resolve(
@@ -23,6 +24,7 @@ async def resolve(
             retry = c.RetryAttempt(command.run_id, Actor(ActorType.OPERATOR, command.actor.id))
             results.append(await transitions.execute_in(tx, retry))
         if request is not None:
-            await transitions.record_request_in(tx, request, results[-1])
+            last = results[-1]
+            await transitions.record_request_in(tx, request, run_snapshot(last.run, last.attempt))
     transitions.published(results)
     return results[-1]

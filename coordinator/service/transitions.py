@@ -35,6 +35,7 @@ from coordinator.store.base import (
     RunTx,
     Scan,
 )
+from coordinator.store.snapshots import Snapshot, run_snapshot
 from kernel.errors import (
     ExecutionScopeBusy,
     IdempotencyKeyConflict,
@@ -60,7 +61,7 @@ class Result:
 class DoorTx:
     """A transaction opened through the door (``Transitions.transaction``): it reads, locks
     and scans (``RunTxReader``); its writes are commands decided in it
-    (``Transitions.execute_in``) and the AIP-155 answer (``Transitions.record_request_in``).
+    (``Transitions.execute_in``) and the AIP-155 record (``Transitions.record_request_in``).
     The raw transaction, which could write a decision nobody checked, stays inside."""
 
     __slots__ = ("_tx",)
@@ -187,7 +188,7 @@ class Transitions:
                 cancels.append(await self.execute_in(tx, cancel))
             applied = await tx._tx.apply(decision)
             if request is not None:
-                await tx._tx.put_request(request, applied)
+                await tx._tx.put_request(request, run_snapshot(applied.run, applied.attempt))
         self.published(cancels)
         return self._committed(
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
@@ -299,10 +300,14 @@ class Transitions:
             from_status=loaded.run.status.value,
         )
 
-    async def record_request_in(self, tx: DoorTx, request: RequestRecord, answer: Any) -> None:
-        """Keep the AIP-155 answer (``request.render(answer)``) in the caller's transaction,
-        beside the change it answers (RequestIdTaken if a twin committed first)."""
-        await tx._tx.put_request(request, answer)
+    async def record_request_in(
+        self, tx: DoorTx, request: RequestRecord, snapshot: Snapshot
+    ) -> None:
+        """Keep the AIP-155 record in the caller's transaction, beside the change it answers,
+        with ``snapshot``: what the transaction committed, as a JSON object (for a run,
+        ``coordinator.store.snapshots.run_snapshot``). The API renders the answer from it
+        once committed (RequestIdTaken if a twin committed first)."""
+        await tx._tx.put_request(request, snapshot)
 
     async def apply_batch(
         self, decisions: Sequence[Decision], from_statuses: Sequence[str]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -49,19 +49,20 @@ class Applied:
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
-    """AIP-155 bookkeeping written in the same transaction as the change it answers."""
+    """AIP-155 bookkeeping written in the same transaction as the change it answers, with a
+    snapshot of what that transaction committed (``coordinator/store/snapshots.py``)."""
 
     request_id: str
     method: str
     payload_hash: str
-    render: Callable[[Any], bytes]  # what was committed -> the answer's bytes
 
 
 @dataclass(frozen=True, slots=True)
 class StoredRequest:
     method: str
     payload_hash: str
-    response: bytes
+    #: ``snapshots.encode`` of what was committed (older records: the answer's bytes).
+    snapshot: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +129,9 @@ class RunTx(RunTxReader, Protocol):
 
     async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied: ...
 
-    async def put_request(self, record: RequestRecord, committed: Any) -> None:
-        """Keep the AIP-155 answer in this transaction (RequestIdTaken if a twin won)."""
+    async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
+        """Keep the AIP-155 record with ``snapshot`` (a JSON object of what this transaction
+        committed) in this transaction (RequestIdTaken if a twin won)."""
         ...
 
 
@@ -205,7 +207,9 @@ class RunStore(RunReader, Protocol):
     async def apply(
         self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
     ) -> Applied:
-        """Write a decision atomically; raise CasMiss, DedupeKeyTaken or IdempotencyKeyTaken."""
+        """Write a decision atomically; raise CasMiss, DedupeKeyTaken or IdempotencyKeyTaken.
+        With ``request``, its record is kept in the same transaction with the snapshot of
+        what was committed (``snapshots.run_snapshot``); RequestIdTaken if a twin won."""
 
     def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
         """One transaction that first takes the named locks, in the order given."""

@@ -293,8 +293,10 @@ runtime_bindings = Table(
     Column("bound_at_ms", BigInteger, nullable=False),
 )
 
-# AIP-155: the answer to a mutating request, kept so that a repeated request_id gets the
-# original answer and a reused one with another payload is refused.
+# AIP-155: a mutating request's record, kept so that a repeated request_id gets the
+# original answer and a reused one with another payload is refused. ``response`` holds a JSON
+# snapshot of what the request committed (coordinator/store/snapshots.py), which the API
+# renders the answer from; rows written before snapshots hold the answer's bytes.
 request_log = Table(
     "request_log",
     metadata,

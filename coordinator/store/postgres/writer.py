@@ -1,4 +1,4 @@
-"""The PostgreSQL store's writes: one decision (with its AIP-155 answer), several in one
+"""The PostgreSQL store's writes: one decision (with its AIP-155 record), several in one
 transaction, the transaction the door hands out (PostgresTx) and output retention.
 
 A transition is one round trip: compare-and-set of the run, the attempt write and the event
@@ -44,6 +44,7 @@ from coordinator.store.rows import (
     attempt_values,
     run_values,
 )
+from coordinator.store.snapshots import encode, run_snapshot
 from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, stored_events
 from kernel.ids import now_ms
 
@@ -67,7 +68,7 @@ class PostgresWriter:
                         request.request_id,
                         request.method,
                         request.payload_hash,
-                        request.render(applied),
+                        encode(run_snapshot(applied.run, applied.attempt)),
                         decision.run.updated_at_ms,
                     )
                     return applied
@@ -127,14 +128,14 @@ class PostgresTx:
     async def open_runs_in_scope(self, scope: str) -> list[str]:
         return [row[0] for row in await self.conn.fetch(OPEN_IN_SCOPE, scope, TERMINAL_STATUSES)]
 
-    async def put_request(self, record: RequestRecord, committed: Any) -> None:
+    async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
         with _translated_errors():
             await self.conn.execute(
                 PUT_REQUEST,
                 record.request_id,
                 record.method,
                 record.payload_hash,
-                record.render(committed),
+                encode(snapshot),
                 now_ms(),
             )
 

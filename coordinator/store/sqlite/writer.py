@@ -1,5 +1,5 @@
 """The SQLite store's writes, on the writer connection: one decision (with its AIP-155
-answer), several in one transaction, the transaction the door hands out (SqliteTx) and output
+record), several in one transaction, the transaction the door hands out (SqliteTx) and output
 retention. Each write is one IMMEDIATE transaction (connection.py)."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from coordinator.store.rows import (
     run_from_row,
     run_values,
 )
+from coordinator.store.snapshots import encode, run_snapshot
 from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, stored_events
 from coordinator.store.sqlite.connection import SqliteConnections
 from coordinator.store.sqlite.sql import (
@@ -89,7 +90,7 @@ class SqliteWriter(SqliteConnections):
                         request.request_id,
                         request.method,
                         request.payload_hash,
-                        request.render(applied),
+                        encode(run_snapshot(applied.run, applied.attempt)),
                         decision.run.updated_at_ms,
                     ),
                 )
@@ -167,8 +168,8 @@ class SqliteTx:
         rows = await self.fetch(OPEN_IN_SCOPE, scope, *TERMINAL_STATUSES)
         return [row[0] for row in rows]
 
-    async def put_request(self, record: RequestRecord, committed: Any) -> None:
-        response = record.render(committed)
+    async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
+        response = encode(snapshot)
 
         def insert(conn: sqlite3.Connection) -> None:
             try:
