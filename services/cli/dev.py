@@ -5,14 +5,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import replace
 
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
-from gateway.server import api_tokens, dev_upstream_tls, start_dev_gateway
-from kernel.config import Settings
+from gateway.app import GatewayConfig
+from gateway.server import HttpServer
+from kernel.config import ConfigError, Settings
 from kernel.db.migrate import upgrade
 from kernel.ids import new_token
-from kernel.tls import DEV_PLAINTEXT, checked_target, listening, require_loopback, server_tls
+from kernel.tls import (
+    DEV_PLAINTEXT,
+    ServerTls,
+    TlsFiles,
+    checked_target,
+    client_files,
+    listening,
+    require_loopback,
+    server_tls,
+)
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
@@ -23,6 +34,7 @@ from services.bootstrap import (
     output_policy,
     runtimes,
 )
+from services.cli.gateway import api_tokens
 from services.metrics import Metrics
 from services.server import start_serving, until_signal
 
@@ -107,3 +119,43 @@ def _runtime_tokens(settings: Settings) -> RuntimeTokens:
         path.touch(mode=0o600)
         path.write_text(new_token("rt"))
     return RuntimeTokens({token_hash(path.read_text().strip()): ANY_OWNER})
+
+
+def dashboard_url(address: str, token: str | None, scheme: str = "http") -> str:
+    return f"{scheme}://{address}/" + (f"#token={token}" if token else "")
+
+
+def dev_upstream_tls(settings: Settings, tls: ServerTls | None) -> TlsFiles:
+    """How `truerun dev`'s gateway reaches its own gRPC port: plaintext when the port is,
+    else verifying it with TRUERUN_TLS_CA_FILE (default: the server certificate itself, which
+    suits a self-signed one) and, when gRPC asks for client certificates, presenting
+    TRUERUN_TLS_CLIENT_CERT_FILE."""
+    if tls is None:
+        return TlsFiles()
+    if tls.client_ca is not None and not settings.tls_client_cert_file:
+        raise ConfigError(
+            "truerun dev with TRUERUN_TLS_CLIENT_CA_FILE (mTLS) needs "
+            "TRUERUN_TLS_CLIENT_CERT_FILE and TRUERUN_TLS_CLIENT_KEY_FILE: its gateway is a "
+            "gRPC client of its own port"
+        )
+    files = client_files(settings)
+    return replace(files, ca_file=files.ca_file or tls.cert_file)
+
+
+async def start_dev_gateway(
+    settings: Settings, grpc_port: int, tls: ServerTls | None = None
+) -> HttpServer:
+    """The gateway inside `truerun dev`, calling this process's own gRPC port (still only over
+    gRPC, over TLS when that port serves it). Prints `http listening on HOST:PORT` and the
+    dashboard link with its token."""
+    tokens, token = api_tokens(settings, dev=True)
+    config = GatewayConfig(
+        grpc_target=f"127.0.0.1:{grpc_port}",
+        tokens=tokens,
+        tls=dev_upstream_tls(settings, tls),
+    )
+    server = HttpServer(config, settings.http_addr, tls=tls)
+    await server.start()
+    print(listening("http", server.address, tls), flush=True)
+    print(f"dashboard {dashboard_url(server.address, token, server.scheme)}", flush=True)
+    return server

@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["agent"]:  # the reference runtime agent has its own flags
-        from truerun_runtime.agent.cli import main as agent_main
+        from services.cli.agent import main as agent_main
 
         return agent_main(argv[1:])
     args = _parser().parse_args(argv)
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "migrate":
         return _migrate(args)
     if args.cmd == "gateway":
-        from gateway.server import run_gateway
+        from services.cli.gateway import run_gateway
 
         _install_uvloop()
         asyncio.run(run_gateway(_settings(args)))
