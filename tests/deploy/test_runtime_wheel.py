@@ -89,10 +89,13 @@ def test_the_wheel_holds_only_truerun_names_and_every_runtime_file(wheel: Path) 
     assert tracked
     missing = {p.removeprefix("protos/gen/") for p in tracked} - names
     assert not missing, f"files the runtime needs are missing from the wheel: {missing}"
-    # one console script, not the server's `truerun`: both may share no script name
+    # `truerun` (agent only, as on a device) and `truerun-agent`
     scripts = archive.read(_dist_info(names, "entry_points.txt")).decode()
     assert scripts.split() == [
         "[console_scripts]",
+        "truerun",
+        "=",
+        "truerun_runtime.agent.cli:device",
         "truerun-agent",
         "=",
         "truerun_runtime.agent.cli:console",
@@ -103,7 +106,7 @@ def test_the_runtime_declares_the_server_s_version_and_pins_and_nothing_else() -
     runtime = _project(ROOT / PROJECT / "pyproject.toml")
     server = _project(ROOT / "pyproject.toml")
     assert runtime["version"] == server["version"]
-    assert set(runtime["scripts"]) == {"truerun-agent"}  # type: ignore[call-overload]
+    assert set(runtime["scripts"]) == {"truerun", "truerun-agent"}  # type: ignore[call-overload]
     required = runtime["dependencies"]
     assert isinstance(required, list) and isinstance(server["dependencies"], list)
     assert set(required) <= set(server["dependencies"])
@@ -189,7 +192,12 @@ def test_installed_alone_it_runs_the_agent_without_the_server(wheel: Path, tmp_p
     assert helped.returncode == 0, helped.stderr
     assert helped.stdout.startswith("usage: truerun-agent"), helped.stdout
     assert "run-local" in helped.stdout and "--owner" in helped.stdout
-    assert not (venv / "bin" / "truerun").exists()  # the server's command is not installed
+    agent_help = run(venv / "bin" / "truerun", "agent", "--help")
+    assert agent_help.returncode == 0, agent_help.stderr
+    assert agent_help.stdout.startswith("usage: truerun agent"), agent_help.stdout
+    server_only = run(venv / "bin" / "truerun", "ls")
+    assert server_only.returncode == 2 and "truerun-runtime" in server_only.stderr
+    assert "Traceback" not in server_only.stderr  # one line, the server is not installed
 
     probe = run(
         python,

@@ -127,6 +127,21 @@ def console() -> int:
     return main(prog="truerun-agent")
 
 
+def device() -> int:
+    """The ``truerun`` console script of the truerun-runtime distribution: on a device the
+    one command is ``truerun agent`` (the server's commands come with the truerun
+    distribution, which also provides ``truerun agent``; install one of the two)."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["agent"]:
+        return main(argv[1:])
+    print(
+        "truerun: this is the truerun-runtime distribution: its one command is "
+        "`truerun agent` (the server's commands come with the truerun distribution)",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "truerun agent") -> int:
     parser = _parser(prog)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
