@@ -30,15 +30,17 @@ def run_not_found(run_id: str) -> Problem:
     return Problem(404, "RUN_NOT_FOUND", f"run {run_id} does not exist")
 
 
-def int_param(raw: str | None, name: str) -> int:
+def int_param(raw: str | None, name: str, end: int = 2**31) -> int:
+    """A query parameter in [0, end) (0 when absent): an int32 field unless ``end`` says
+    otherwise (byte offsets are int64)."""
     if raw is None or raw == "":
         return 0
     try:
         value = int(raw)
     except ValueError:
         raise Problem(400, "INVALID_ARGUMENT", f"{name} must be an integer") from None
-    if not 0 <= value < 2**31:
-        raise Problem(400, "INVALID_ARGUMENT", f"{name} must be between 0 and 2147483647")
+    if not 0 <= value < end:
+        raise Problem(400, "INVALID_ARGUMENT", f"{name} must be between 0 and {end - 1}")
     return value
 
 

@@ -50,7 +50,7 @@ Page = run_service_pb2.ReadRunOutputResponse
 async def read_output(request: Request) -> Response:
     who = principal(request)
     query = request.query_params
-    offset = _offset(query.get("offset"), "offset")
+    offset = int_param(query.get("offset"), "offset", _MAX_OFFSET)
     max_bytes = int_param(query.get("max_bytes"), "max_bytes")
     attempt_id = query.get("attempt_id", "").strip()
     run = await visible_run(
@@ -74,7 +74,7 @@ async def stream_output(request: Request) -> Response:
     ctx = context(request)
     query = request.query_params
     pinned = query.get("attempt_id", "").strip()
-    attempt_id, offset = pinned, _offset(query.get("offset"), "offset")
+    attempt_id, offset = pinned, int_param(query.get("offset"), "offset", _MAX_OFFSET)
     resume = last_event_id(request)
     if resume:
         attempt_id, offset = _resume_id(resume)
@@ -196,21 +196,9 @@ def _not_started(run: common_pb2.Run) -> Page:
     return R.ReadRunOutputResponse(attempt_finished=finished, run_finished=finished)
 
 
-def _offset(raw: str | None, name: str) -> int:
-    if raw is None or raw == "":
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(400, "INVALID_ARGUMENT", f"{name} must be an integer") from None
-    if not 0 <= value < _MAX_OFFSET:
-        raise Problem(400, "INVALID_ARGUMENT", f"{name} must be between 0 and {_MAX_OFFSET - 1}")
-    return value
-
-
 def _resume_id(raw: str) -> tuple[str, int]:
     """``<attempt_id>:<offset>`` (the id of an output or attempt message)."""
     attempt_id, colon, offset = raw.rpartition(":")
     if not colon or not attempt_id:
         raise Problem(400, "INVALID_ARGUMENT", "Last-Event-ID must be <attempt_id>:<offset>")
-    return attempt_id, _offset(offset, "Last-Event-ID's offset")
+    return attempt_id, int_param(offset, "Last-Event-ID's offset", _MAX_OFFSET)
