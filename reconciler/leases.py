@@ -19,7 +19,6 @@ resets anything in bulk: it is the same scan.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -32,6 +31,7 @@ from coordinator.service.transitions import DoorTx, Result, Transitions
 from coordinator.store.base import Scan
 from kernel.errors import DomainError
 from kernel.ids import now_ms
+from kernel.loops import every
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +146,4 @@ class LeaseReconciler:
         return outcome
 
     async def serve(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except Exception:  # a database hiccup: next round, never die
-                log.exception("lease scan failed")
-            await asyncio.sleep(self._interval_s)
+        await every(self._interval_s, self.run_once, "lease scan")

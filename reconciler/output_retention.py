@@ -5,12 +5,12 @@ through the one write door (``Transitions.delete_output``)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
 from coordinator.service.transitions import Transitions
 from kernel.ids import now_ms
+from kernel.loops import every
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +40,9 @@ class OutputRetention:
         deleted = 0
         while (count := await self._transitions.delete_output(cutoff, self._batch)) > 0:
             deleted += count
+        if deleted:
+            log.info("output retention: deleted %d stored pieces", deleted)
         return deleted
 
     async def serve(self) -> None:
-        while True:
-            try:
-                deleted = await self.run_once()
-                if deleted:
-                    log.info("output retention: deleted %d stored pieces", deleted)
-            except Exception:  # a database hiccup: next round, never die
-                log.exception("output retention failed")
-            await asyncio.sleep(self._interval_s)
+        await every(self._interval_s, self.run_once, "output retention")

@@ -4,7 +4,6 @@ each retry is a compare-and-set through the transition service, so only one wins
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ from coordinator.domain.states import ActorType
 from coordinator.service.transitions import Transitions
 from kernel.errors import DomainError
 from kernel.ids import now_ms
+from kernel.loops import every
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,4 @@ class RetryScheduler:
         return requeued
 
     async def serve(self) -> None:
-        while True:
-            try:
-                await self.run_once()
-            except Exception:  # a database hiccup: try again next round, never die
-                log.exception("retry scan failed")
-            await asyncio.sleep(self._interval_s)
+        await every(self._interval_s, self.run_once, "retry scan")

@@ -116,11 +116,11 @@ def take(
         log_end = log_start + len(text.encode())
     state = _stored(state, pieces)
     state, pieces, truncated_now = _cap(attempt_id, state, pieces, policy)
-    state = _with(state, log_bytes=max(state.log_bytes, log_end))
+    state = replace(state, log_bytes=max(state.log_bytes, log_end))
     note: dict[str, int] | None = None
     if state.noted_at_ms is None or now_ms - state.noted_at_ms >= policy.note_interval_ms:
         note = {"offset": state.stored_bytes, "log_bytes": state.log_bytes}
-        state = _with(state, noted_at_ms=now_ms)
+        state = replace(state, noted_at_ms=now_ms)
     return Taken(state, tuple(pieces), note, truncated_now)
 
 
@@ -174,9 +174,9 @@ def _feed(state: OutputState, text: str, max_held: int, *, final: bool) -> tuple
         text = state.held + text  # held: the start of an END line, no key material
         end = _PRIVATE_KEY_END.search(text)
         if end is None:  # still inside the key block: nothing of it is kept
-            return "", _with(state, held=_end_line_start(text))
+            return "", replace(state, held=_end_line_start(text))
         text = text[end.end() :]
-        state = _with(state, held="", hold=Hold.NOTHING)
+        state = replace(state, held="", hold=Hold.NOTHING)
     elif state.hold is Hold.CONTINUES:
         text = text[_TOKEN_CONTINUATION.match(text).end() :]  # type: ignore[union-attr]
     joined = state.held + text
@@ -184,18 +184,18 @@ def _feed(state: OutputState, text: str, max_held: int, *, final: bool) -> tuple
         # a key block began and has not ended: what comes before it is stored, the block
         # itself is swallowed up to its END line, whichever chunk brings it
         rest = joined[begin:]
-        return redact(joined[:begin]) + REDACTED, _with(
+        return redact(joined[:begin]) + REDACTED, replace(
             state, held=_end_line_start(rest), hold=Hold.IN_PRIVATE_KEY
         )
     cleaned = redact(joined)
     if final:
-        return cleaned, _with(state, held="", hold=Hold.NOTHING)
+        return cleaned, replace(state, held="", hold=Hold.NOTHING)
     cut = cleaned.rfind("\n") + 1
     if len(cleaned) - cut > max_held:
         cut = len(cleaned) - max_held
     held = cleaned[cut:]
     hold = Hold.CONTINUES if cleaned.endswith(REDACTED) else Hold.NOTHING
-    return cleaned[:cut], _with(state, held=held, hold=hold)
+    return cleaned[:cut], replace(state, held=held, hold=hold)
 
 
 def _flush(state: OutputState) -> tuple[str, OutputState]:
@@ -238,7 +238,7 @@ def _stored(state: OutputState, pieces: list[Stored]) -> OutputState:
     if not pieces:
         return state
     last = pieces[-1]
-    return _with(state, stored_bytes=last.offset + last.size)
+    return replace(state, stored_bytes=last.offset + last.size)
 
 
 def _cap(
@@ -248,7 +248,7 @@ def _cap(
     character boundary and followed by one truncated marker."""
     if state.truncated:
         first = pieces[0].offset if pieces else state.stored_bytes
-        return _with(state, stored_bytes=first, held="", hold=Hold.NOTHING), [], False
+        return replace(state, stored_bytes=first, held="", hold=Hold.NOTHING), [], False
     if state.stored_bytes <= policy.max_bytes:
         return state, pieces, False
     kept: list[Stored] = []
@@ -266,9 +266,5 @@ def _cap(
         f"{policy.max_bytes} bytes; the runtime's log file has the rest]\n"
     )
     kept.append(Stored(attempt_id, end, ChunkKind.TRUNCATED, marker))
-    state = _with(state, truncated=True, held="", hold=Hold.NOTHING)
+    state = replace(state, truncated=True, held="", hold=Hold.NOTHING)
     return _stored(state, kept), kept, True
-
-
-def _with(state: OutputState, **changes: object) -> OutputState:
-    return replace(state, **changes)  # type: ignore[arg-type]
