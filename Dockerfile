@@ -18,6 +18,7 @@ COPY kernel kernel
 COPY services services
 COPY coordinator coordinator
 COPY capacity capacity
+COPY automations automations
 COPY reconciler reconciler
 COPY gateway gateway
 COPY truerun_runtime truerun_runtime

@@ -27,7 +27,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("truerun_runtime",),  # the runtime side: SDK and reference agent, installs alone
     ("kernel",),  # ids, clock, settings, TLS, telemetry, schema, errors, observation
     ("coordinator",),  # runs and attempts: the domain, the one write door, its stores
-    ("capacity",),  # observations and claims, through the coordinator's door
+    ("capacity", "automations"),  # claims; schedules and triggers: through the door
     ("reconciler", "gateway"),  # background scans; REST/SSE in front of the services
     ("services",),  # the roof: one module per deployable process, the CLI, the wiring
 )
@@ -52,6 +52,7 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
         ("coordinator/store/",),
     ),
     **dict.fromkeys(("agents", "fair_lanes", "fair_clocks"), ("capacity/store/",)),
+    **dict.fromkeys(("schedules", "schedule_events"), ("automations/store/",)),
 }
 _MIGRATIONS = "kernel/db/migrations/"
 _TABLES = "|".join(TABLE_WRITERS)

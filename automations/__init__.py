@@ -1,0 +1,2 @@
+"""Schedules and triggers: run templates that fire exactly once per fire time, through the
+coordinator's transition door (docs/automations.md)."""

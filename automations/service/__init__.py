@@ -1,0 +1,1 @@
+"""The scheduler loop and the schedule commands, over the door and the store."""
