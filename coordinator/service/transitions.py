@@ -85,6 +85,9 @@ class DoorTx:
     async def open_runs_in_scope(self, scope: str) -> list[str]:
         return await self._tx.open_runs_in_scope(scope)
 
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
+        return await self._tx.find_by_idempotency_key(project_id, key)
+
     async def lock_scan(
         self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
     ) -> Sequence[Attempt]:
@@ -299,6 +302,33 @@ class Transitions:
             applied.events,
             from_status=loaded.run.status.value,
         )
+
+    async def create_in(self, tx: DoorTx, spec: c.RunSpec) -> Result:
+        """Create a run inside a caller's transaction, beside the caller's own rows (a
+        schedule's fire advances the schedule in the same commit). A run already holding
+        ``spec.idempotency_key`` is returned (``existing``); a twin committing the key first
+        raises ``IdempotencyKeyConflict`` and the caller's whole transaction rolls back (its
+        retry then finds the twin's run). Only the ``queue`` scope policy is allowed here:
+        the others decide under the scope's lock first. Call ``published`` after commit."""
+        if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
+            raise ValueError("create_in takes only the queue scope policy")
+        with span("transition CreateRun", {"truerun.project_id": spec.project_id}) as current:
+            if not spec.trace_parent:
+                spec = replace(spec, trace_parent=current_traceparent())
+            if spec.idempotency_key:
+                existing = await tx.find_by_idempotency_key(spec.project_id, spec.idempotency_key)
+                if existing is not None:
+                    return self._existing(existing, use_existing=True)
+            decision = decide(c.CreateRun(spec), None, None, self._context())
+            try:
+                applied = await tx._tx.apply(decision)
+            except IdempotencyKeyTaken:
+                raise IdempotencyKeyConflict(
+                    f"a concurrent transaction created the run of {spec.idempotency_key!r}"
+                ) from None
+            result = Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
+            _describe(current, result)
+            return result
 
     async def record_request_in(
         self, tx: DoorTx, request: RequestRecord, snapshot: Snapshot

@@ -113,6 +113,10 @@ class RunTxReader(Protocol):
         """Ids of the runs in this execution scope that are not terminal, oldest first."""
         ...
 
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
+        """The run holding this key in the project, as this transaction sees it."""
+        ...
+
     async def lock_scan(
         self, scan: Scan, mark_ms: int, skip: Sequence[str], limit: int
     ) -> Sequence[Attempt]:

@@ -307,3 +307,62 @@ request_log = Table(
     Column("created_at_ms", BigInteger, nullable=False),
     Index("ix_request_log_created", "created_at_ms"),
 )
+
+# Schedules and triggers (docs/automations.md): a run template plus when it fires. Written
+# only by automations/store/, in the same transaction as the runs a fire creates. ``wake_ms``
+# is when a scheduler replica next has something to do (the next due fire, or a recheck of
+# buffered fires); the claim takes due rows with FOR UPDATE SKIP LOCKED (PostgreSQL) or under
+# SQLite's single writer, and every write compares ``version`` (the etag).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("project_id", String(128), primary_key=True),
+    Column("schedule_id", String(128), primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    Column("display_name", String(256), nullable=False, server_default=text("''")),
+    Column("template", Text, nullable=False),  # JSON: owner, task, agent, priority, labels, spec
+    Column("timing", String(16), nullable=False),  # cron | interval | once | none (triggers only)
+    Column("cron", String(256), nullable=True),
+    Column("every_ms", BigInteger, nullable=True),
+    Column("offset_ms", BigInteger, nullable=True),
+    Column("at_ms", BigInteger, nullable=True),
+    Column("time_zone", String(64), nullable=False),
+    Column("start_ms", BigInteger, nullable=True),
+    Column("end_ms", BigInteger, nullable=True),
+    Column("jitter_ms", BigInteger, nullable=False, server_default=text("0")),
+    Column("overlap", String(32), nullable=False),
+    Column("catchup_window_ms", BigInteger, nullable=False),
+    Column("catchup", String(16), nullable=False),  # one | all
+    Column("webhook_generation", Integer, nullable=False, server_default=text("0")),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("pause_note", String(512), nullable=False, server_default=text("''")),
+    Column("next_fire_ms", BigInteger, nullable=True),  # nominal; NULL = no more fires
+    Column("wake_ms", BigInteger, nullable=True),
+    Column("buffered", Text, nullable=False, server_default=text("'[]'")),  # JSON fires waiting
+    Column("open_runs", Text, nullable=False, server_default=text("'[]'")),  # JSON run ids
+    Column("last_fire_ms", BigInteger, nullable=True),
+    Column("last_run_id", ID, nullable=True),
+    Column("last_outcome", String(512), nullable=False, server_default=text("''")),
+    Column("missed_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Index("ix_schedules_wake", "wake_ms"),
+)
+
+# What each schedule did, one row per decision, for people: fired (with its run), skipped,
+# buffered, cancelled the previous run, coalesced, missed, paused, resumed, updated.
+schedule_events = Table(
+    "schedule_events",
+    metadata,
+    Column("project_id", String(128), primary_key=True),
+    Column("schedule_id", String(128), primary_key=True),
+    Column("sequence", BigInteger, primary_key=True),
+    Column("type", String(64), nullable=False),
+    Column("fire_ms", BigInteger, nullable=True),
+    Column("run_id", ID, nullable=True),
+    Column("message", String(1024), nullable=False),
+    Column("actor_type", String(32), nullable=False),
+    Column("actor_id", String(256), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+)

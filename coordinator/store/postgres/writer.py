@@ -31,6 +31,7 @@ from coordinator.store.postgres.batch import apply_batch, batchable
 from coordinator.store.postgres.reader import load_on
 from coordinator.store.postgres.sql import (
     ADVISORY_LOCKS,
+    FIND_BY_KEY,
     OPEN_IN_SCOPE,
     OUTPUT_DELETE,
     PUT_REQUEST,
@@ -42,6 +43,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_from_row,
     attempt_values,
+    run_from_row,
     run_values,
 )
 from coordinator.store.snapshots import encode, run_snapshot
@@ -127,6 +129,12 @@ class PostgresTx:
 
     async def open_runs_in_scope(self, scope: str) -> list[str]:
         return [row[0] for row in await self.conn.fetch(OPEN_IN_SCOPE, scope, TERMINAL_STATUSES)]
+
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
+        row = await self.conn.fetchrow(FIND_BY_KEY, project_id, key)
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"))
 
     async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
         with _translated_errors():

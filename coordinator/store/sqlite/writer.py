@@ -39,6 +39,7 @@ from coordinator.store.sqlite.sql import (
     ATTEMPT_UPDATE,
     EVENT_INSERT,
     EVENTS_ONLY,
+    FIND_BY_KEY,
     LOAD,
     OPEN_IN_SCOPE,
     OUTPUT_DELETE,
@@ -167,6 +168,14 @@ class SqliteTx:
     async def open_runs_in_scope(self, scope: str) -> list[str]:
         rows = await self.fetch(OPEN_IN_SCOPE, scope, *TERMINAL_STATUSES)
         return [row[0] for row in rows]
+
+    async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
+        row = await self._store._write(
+            lambda conn: conn.execute(FIND_BY_KEY, (project_id, key)).fetchone()
+        )
+        if row is None:
+            return None
+        return Loaded(run_from_row(row), attempt_from_row(row, "a_"))
 
     async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
         response = encode(snapshot)
