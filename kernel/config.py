@@ -126,6 +126,13 @@ class Settings:
         "capacity service's TRUERUN_API_TOKENS)",
         secret=True,
     )
+    webhook_key: str = setting(
+        "",
+        "the key schedules' webhook signing secrets are derived from (each secret is shown "
+        "once at creation and never stored; changing the key changes them all); empty = no "
+        "webhooks, except `truerun dev`, which keeps one in DATA_DIR/webhook.key",
+        secret=True,
+    )
     grace_seconds: float = setting(
         10.0,
         "how long a graceful shutdown (SIGTERM) may take: health NOT_SERVING, no new calls, "

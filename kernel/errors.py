@@ -25,6 +25,11 @@ class ErrorReason(StrEnum):
     RUNTIME_INSTANCE_OF_ANOTHER_OWNER = "RUNTIME_INSTANCE_OF_ANOTHER_OWNER"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     TOO_MANY_FAILED_AUTHENTICATIONS = "TOO_MANY_FAILED_AUTHENTICATIONS"
+    SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
+    SCHEDULE_EXISTS = "SCHEDULE_EXISTS"
+    SCHEDULE_VERSION_CONFLICT = "SCHEDULE_VERSION_CONFLICT"
+    WEBHOOK_SIGNATURE_INVALID = "WEBHOOK_SIGNATURE_INVALID"
+    WEBHOOKS_NOT_CONFIGURED = "WEBHOOKS_NOT_CONFIGURED"
 
 
 class DomainError(Exception):
@@ -111,3 +116,25 @@ class InstanceOfAnotherOwner(DomainError):
     """A Hello names a runtime instance bound to another owner (PERMISSION_DENIED)."""
 
     reason = ErrorReason.RUNTIME_INSTANCE_OF_ANOTHER_OWNER
+
+
+class ScheduleNotFound(DomainError):
+    reason = ErrorReason.SCHEDULE_NOT_FOUND
+
+
+class ScheduleExists(DomainError):
+    reason = ErrorReason.SCHEDULE_EXISTS
+
+
+class ScheduleVersionConflict(DomainError):
+    reason = ErrorReason.SCHEDULE_VERSION_CONFLICT
+
+
+class WebhookSignatureInvalid(DomainError):
+    """A delivery whose signature, timestamp or replay window does not check out."""
+
+    reason = ErrorReason.WEBHOOK_SIGNATURE_INVALID
+
+
+class WebhooksNotConfigured(DomainError):
+    reason = ErrorReason.WEBHOOKS_NOT_CONFIGURED

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from automations.service.scheduler import Scheduler
+from automations.service.schedules import Schedules
+from automations.store.sql import ScheduleSql
 from capacity.local import LocalClaims
 from capacity.observations.base import ObservationStore
 from capacity.observations.memory import MemoryObservationStore
@@ -169,3 +172,21 @@ def capacity(
         ObservationService(observations, sql, observation_ttl_ms, clock=clock),
         AgentService(sql),
     )
+
+
+def schedule_sql(store: RunStore) -> ScheduleSql:
+    if isinstance(store, PostgresStore):
+        return ScheduleSql(postgres=True, read=store.pool.fetch)
+    if isinstance(store, SqliteStore):
+        return ScheduleSql(postgres=False, read=store.read)
+    raise TypeError(f"no schedule queries for {type(store).__name__}")
+
+
+def schedules(app: Coordinator, webhook_key: str, clock: Callable[[], int] = now_ms) -> Schedules:
+    """The schedule commands (ScheduleService, WebhookService)."""
+    return Schedules(app.transitions, schedule_sql(app.store), webhook_key.encode(), clock)
+
+
+def scheduler(app: Coordinator, name: str, clock: Callable[[], int] = now_ms) -> Scheduler:
+    """The scheduler loop (any number of replicas; docs/automations.md)."""
+    return Scheduler(app.transitions, schedule_sql(app.store), name=name, clock=clock)

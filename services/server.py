@@ -16,8 +16,15 @@ from google.protobuf.message import Message
 from grpc_health.v1 import _async as health_aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from truerun.v1 import capacity_service_pb2, run_service_pb2, runtime_service_pb2
+from truerun.v1 import (
+    capacity_service_pb2,
+    run_service_pb2,
+    runtime_service_pb2,
+    schedule_service_pb2,
+)
 
+from automations.api.servicer import ScheduleServicer, WebhookServicer
+from automations.service.schedules import Schedules
 from capacity.api.servicer import CapacityServicer
 from coordinator.api.auth import BearerAuth
 from coordinator.api.credentials import ApiTokens, FailureLimit
@@ -122,13 +129,15 @@ async def start_serving(
     tokens: ApiTokens | None,
     failures: FailureLimit | None = None,
     tls: ServerTls | None = None,
+    schedules: Schedules | None = None,
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
     CapacityService authenticate every call with ``tokens`` (coordinator/api/auth.py): a
     server that serves either needs them. With ``tls`` the port serves TLS only (and mTLS
-    when it names a client CA); without, plaintext."""
-    if (run_service or capacity is not None) and tokens is None:
+    when it names a client CA); without, plaintext. ``schedules``: ScheduleService (token
+    auth) and WebhookService (signature auth) too."""
+    if (run_service or capacity is not None or schedules is not None) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
     chain = list(interceptors)
     if tokens is not None:
@@ -144,6 +153,14 @@ async def start_serving(
         servicer = CapacityServicer(app.store, capacity.claims, capacity.reports, capacity.agents)
         add_deterministic(server, capacity_service, servicer)
         served.append(capacity_service.full_name)
+    if schedules is not None:
+        for name, handler in (
+            ("ScheduleService", ScheduleServicer(schedules)),
+            ("WebhookService", WebhookServicer(schedules)),
+        ):
+            descriptor = schedule_service_pb2.DESCRIPTOR.services_by_name[name]
+            add_deterministic(server, descriptor, handler)
+            served.append(descriptor.full_name)
     runtime_servicer = None
     if runtimes is not None:
         runtime_service = runtime_service_pb2.DESCRIPTOR.services_by_name["RuntimeService"]

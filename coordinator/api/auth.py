@@ -2,8 +2,9 @@
 ``authorization: Bearer TOKEN`` metadata entry naming an API token
 (coordinator/api/credentials.py). The interceptor covers every method of those services, so
 an RPC added later is authenticated without anyone remembering to; handlers read the
-caller with ``caller()``. RuntimeService authenticates with the runtime token in Hello, and
-health and reflection are open (probes, tools)."""
+caller with ``caller()``. RuntimeService authenticates with the runtime token in Hello,
+WebhookService with each delivery's HMAC signature, and health and reflection are open
+(probes, tools)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from coordinator.api.errors import abort
 from kernel.errors import PermissionDenied, TooManyFailures, Unauthenticated
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
-PROTECTED = frozenset({"truerun.v1.RunService", "truerun.v1.CapacityService"})
+PROTECTED = frozenset(
+    {"truerun.v1.RunService", "truerun.v1.CapacityService", "truerun.v1.ScheduleService"}
+)
 
 _CALLER: ContextVar[Principal | None] = ContextVar("truerun_caller", default=None)
 

@@ -37,6 +37,11 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.RUNTIME_INSTANCE_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.TOO_MANY_FAILED_AUTHENTICATIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorReason.SCHEDULE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorReason.SCHEDULE_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorReason.SCHEDULE_VERSION_CONFLICT: grpc.StatusCode.ABORTED,
+    ErrorReason.WEBHOOK_SIGNATURE_INVALID: grpc.StatusCode.UNAUTHENTICATED,
+    ErrorReason.WEBHOOKS_NOT_CONFIGURED: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

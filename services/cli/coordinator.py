@@ -19,7 +19,13 @@ from coordinator.dispatch.tokens import RuntimeTokens
 from kernel.config import ConfigError, Settings
 from kernel.telemetry import client_interceptors, configure, server_interceptors
 from kernel.tls import checked_target, client_files, server_tls
-from services.bootstrap import coordinator, open_store, output_policy, remote_runtimes
+from services.bootstrap import (
+    coordinator,
+    open_store,
+    output_policy,
+    remote_runtimes,
+    schedules,
+)
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
 
@@ -70,6 +76,7 @@ async def run_coordinator(settings: Settings) -> None:
             interceptors=server_interceptors(),
             tokens=ApiTokens.parse(settings.api_tokens),
             tls=tls,
+            schedules=schedules(app, settings.webhook_key),
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

@@ -33,6 +33,8 @@ from services.bootstrap import (
     open_store,
     output_policy,
     runtimes,
+    scheduler,
+    schedules,
 )
 from services.cli.gateway import api_tokens
 from services.metrics import Metrics
@@ -72,7 +74,13 @@ async def run_dev(settings: Settings) -> None:
         metrics.count_refusals(runtime_side.sessions.refused)
         tokens, _ = api_tokens(settings, dev=True)
         serving = await start_serving(
-            app, settings.grpc_addr, caps, runtime_side, tokens=tokens, tls=tls
+            app,
+            settings.grpc_addr,
+            caps,
+            runtime_side,
+            tokens=tokens,
+            tls=tls,
+            schedules=schedules(app, _webhook_key(settings)),
         )
         lease_scan = LeaseReconciler(
             app.transitions,
@@ -84,6 +92,7 @@ async def run_dev(settings: Settings) -> None:
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
+            asyncio.create_task(scheduler(app, "dev").serve()),
             asyncio.create_task(lease_scan.serve()),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(
@@ -119,6 +128,17 @@ def _runtime_tokens(settings: Settings) -> RuntimeTokens:
         path.touch(mode=0o600)
         path.write_text(new_token("rt"))
     return RuntimeTokens({token_hash(path.read_text().strip()): ANY_OWNER})
+
+
+def _webhook_key(settings: Settings) -> str:
+    """The configured key, or for the embedded mode one kept in the data directory (0600)."""
+    if settings.webhook_key:
+        return settings.webhook_key
+    path = settings.data_dir / "webhook.key"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(new_token("whk"))
+    return path.read_text().strip()
 
 
 def dashboard_url(address: str, token: str | None, scheme: str = "http") -> str:

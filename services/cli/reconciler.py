@@ -2,19 +2,22 @@
 
 Safe with several replicas: every action is a compare-and-set through the transition
 service, so two replicas acting on the same attempt cannot both win; startup resets nothing.
+It also runs the scheduler loop (docs/automations.md): a due fire is claimed by exactly one
+replica (FOR UPDATE SKIP LOCKED) and creates its run in the claim's transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from coordinator.dispatch.retries import RetryScheduler
 from kernel.config import Settings
 from kernel.tls import server_tls
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
-from services.bootstrap import coordinator, open_store
+from services.bootstrap import coordinator, open_store, scheduler
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
 
@@ -38,6 +41,8 @@ async def run_reconciler(settings: Settings) -> None:
                 ).serve()
             ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
+            # Schedules: every replica runs the loop; a due fire is claimed by one of them.
+            asyncio.create_task(scheduler(app, f"reconciler:{os.getpid()}").serve()),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(
                 OutputRetention(app.transitions, settings.output_retention_days).serve()

@@ -69,9 +69,7 @@ def upgrade() -> None:
         sa.Column("actor_type", sa.String(32), nullable=False),
         sa.Column("actor_id", sa.String(256), nullable=False),
         sa.Column("created_at_ms", big, nullable=False),
-        sa.PrimaryKeyConstraint(
-            "project_id", "schedule_id", "sequence", name="pk_schedule_events"
-        ),
+        sa.PrimaryKeyConstraint("project_id", "schedule_id", "sequence", name="pk_schedule_events"),
     )
 
 

@@ -488,6 +488,16 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_TOO_MANY_FAILED_AUTHENTICATIONS: _ErrorReason.ValueType  # 19
     """RESOURCE_EXHAUSTED: too many failed authentications from this source; wait."""
+    ERROR_REASON_SCHEDULE_NOT_FOUND: _ErrorReason.ValueType  # 20
+    """NOT_FOUND: no schedule with this id in the project (or the caller may not see it)."""
+    ERROR_REASON_SCHEDULE_EXISTS: _ErrorReason.ValueType  # 21
+    """ALREADY_EXISTS: the project already has a schedule with this id."""
+    ERROR_REASON_SCHEDULE_VERSION_CONFLICT: _ErrorReason.ValueType  # 22
+    """ABORTED: the schedule changed since the etag the caller sent; read it again."""
+    ERROR_REASON_WEBHOOK_SIGNATURE_INVALID: _ErrorReason.ValueType  # 23
+    """UNAUTHENTICATED: a webhook delivery's signature, timestamp or replay window is wrong."""
+    ERROR_REASON_WEBHOOKS_NOT_CONFIGURED: _ErrorReason.ValueType  # 24
+    """FAILED_PRECONDITION: this server has no TRUERUN_WEBHOOK_KEY, so it takes no webhooks."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -558,6 +568,16 @@ does not see; an operator command without an operator token).
 """
 ERROR_REASON_TOO_MANY_FAILED_AUTHENTICATIONS: ErrorReason.ValueType  # 19
 """RESOURCE_EXHAUSTED: too many failed authentications from this source; wait."""
+ERROR_REASON_SCHEDULE_NOT_FOUND: ErrorReason.ValueType  # 20
+"""NOT_FOUND: no schedule with this id in the project (or the caller may not see it)."""
+ERROR_REASON_SCHEDULE_EXISTS: ErrorReason.ValueType  # 21
+"""ALREADY_EXISTS: the project already has a schedule with this id."""
+ERROR_REASON_SCHEDULE_VERSION_CONFLICT: ErrorReason.ValueType  # 22
+"""ABORTED: the schedule changed since the etag the caller sent; read it again."""
+ERROR_REASON_WEBHOOK_SIGNATURE_INVALID: ErrorReason.ValueType  # 23
+"""UNAUTHENTICATED: a webhook delivery's signature, timestamp or replay window is wrong."""
+ERROR_REASON_WEBHOOKS_NOT_CONFIGURED: ErrorReason.ValueType  # 24
+"""FAILED_PRECONDITION: this server has no TRUERUN_WEBHOOK_KEY, so it takes no webhooks."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

@@ -1,0 +1,196 @@
+"""ScheduleService and WebhookService over gRPC. ScheduleService is behind the bearer-token
+interceptor like every service (coordinator/api/auth.py); the caller must see the project.
+WebhookService is authenticated by the delivery's HMAC signature, checked before anything
+else is read or said (automations/service/schedules.py ``deliver``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from truerun.v1 import schedule_service_pb2 as pb
+from truerun.v1 import schedule_service_pb2_grpc
+
+from automations.api import convert as sc
+from automations.service.schedules import Fired, Schedules
+from coordinator.api import validation
+from coordinator.api.auth import caller
+from coordinator.api.credentials import Principal
+from coordinator.api.errors import unary
+from kernel.errors import InvalidArgument, ScheduleNotFound
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+MAX_PAGE = 200
+MAX_UPCOMING = 100
+
+
+def _actor(who: Principal) -> tuple[str, str]:
+    return ("user" if who.named else "api_app", who.name)
+
+
+def _seen(project_id: str, schedule_id: str) -> tuple[str, str]:
+    """The caller may act on this project's schedules; to anyone else they do not exist."""
+    project = validation.name(project_id, "project_id") or ""
+    schedule = validation.name(schedule_id, "schedule_id") or ""
+    if not caller().sees(project):
+        raise ScheduleNotFound(
+            f"schedule {schedule} does not exist in project {project}", schedule_id=schedule
+        )
+    return project, schedule
+
+
+def _fired(fired: Fired) -> pb.FireResponse:
+    return sc.fired_to_proto(fired.runs, fired.notes, fired.schedule)
+
+
+class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
+    def __init__(self, schedules: Schedules) -> None:
+        self._schedules = schedules
+
+    @unary
+    async def CreateSchedule(
+        self, request: pb.CreateScheduleRequest, context: Ctx
+    ) -> pb.CreateScheduleResponse:
+        schedule = sc.schedule_from_proto(request.schedule)
+        if not caller().sees(schedule.project_id):
+            raise ScheduleNotFound(
+                f"this token may not create schedules in project {schedule.project_id}"
+            )
+        created, secret = await self._schedules.create(schedule, _actor(caller()))
+        return pb.CreateScheduleResponse(
+            schedule=sc.schedule_to_proto(created), webhook_secret=secret
+        )
+
+    @unary
+    async def GetSchedule(self, request: pb.GetScheduleRequest, context: Ctx) -> pb.Schedule:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        return sc.schedule_to_proto(await self._schedules.get(project, schedule))
+
+    @unary
+    async def ListSchedules(
+        self, request: pb.ListSchedulesRequest, context: Ctx
+    ) -> pb.ListSchedulesResponse:
+        who = caller()
+        size = validation.in_range(request.page_size or 50, "page_size", 1, MAX_PAGE)
+        after = sc.after_token(request.page_token)
+        projects: list[str] | None
+        if request.project_id:
+            project = validation.name(request.project_id, "project_id") or ""
+            projects = [project] if who.sees(project) else []
+        else:
+            projects = None if who.all_projects else sorted(who.projects)
+        found = await self._schedules.list_schedules(projects, after, size + 1)
+        page = found[:size]
+        token = (
+            sc.page_token(page[-1].project_id, page[-1].schedule_id) if len(found) > size else ""
+        )
+        return pb.ListSchedulesResponse(
+            schedules=[sc.schedule_to_proto(s) for s in page], next_page_token=token
+        )
+
+    @unary
+    async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, context: Ctx) -> pb.Schedule:
+        _seen(request.schedule.project_id, request.schedule.schedule_id)
+        changed = sc.schedule_from_proto(request.schedule)
+        expected = validation.etag(request.schedule.etag)
+        if expected is None:
+            raise InvalidArgument("schedule.etag is required: read the schedule, then update it")
+        updated = await self._schedules.update(changed, expected, _actor(caller()))
+        return sc.schedule_to_proto(updated)
+
+    @unary
+    async def DeleteSchedule(
+        self, request: pb.DeleteScheduleRequest, context: Ctx
+    ) -> pb.DeleteScheduleResponse:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        await self._schedules.delete(project, schedule, validation.etag(request.etag))
+        return pb.DeleteScheduleResponse()
+
+    @unary
+    async def PauseSchedule(self, request: pb.PauseScheduleRequest, context: Ctx) -> pb.Schedule:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        note = validation.text(request.note, "note", 400) or ""
+        paused = await self._schedules.pause(project, schedule, note, _actor(caller()))
+        return sc.schedule_to_proto(paused)
+
+    @unary
+    async def ResumeSchedule(self, request: pb.ResumeScheduleRequest, context: Ctx) -> pb.Schedule:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        return sc.schedule_to_proto(
+            await self._schedules.resume(project, schedule, _actor(caller()))
+        )
+
+    @unary
+    async def BackfillSchedule(
+        self, request: pb.BackfillScheduleRequest, context: Ctx
+    ) -> pb.FireResponse:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        if not (request.HasField("start_time") and request.HasField("end_time")):
+            raise InvalidArgument("start_time and end_time are required")
+        overlap = sc.overlap(request.overlap_policy) if request.overlap_policy else None
+        fired = await self._schedules.backfill(
+            project,
+            schedule,
+            request.start_time.ToMilliseconds(),
+            request.end_time.ToMilliseconds(),
+            overlap,
+            _actor(caller()),
+        )
+        return _fired(fired)
+
+    @unary
+    async def FireSchedule(self, request: pb.FireScheduleRequest, context: Ctx) -> pb.FireResponse:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        request_id = validation.request_id(request.request_id) if request.request_id else ""
+        fired = await self._schedules.fire_now(project, schedule, request_id, _actor(caller()))
+        return _fired(fired)
+
+    @unary
+    async def ListUpcomingFires(
+        self, request: pb.ListUpcomingFiresRequest, context: Ctx
+    ) -> pb.ListUpcomingFiresResponse:
+        project, schedule_id = _seen(request.project_id, request.schedule_id)
+        count = validation.in_range(request.count or 5, "count", 1, MAX_UPCOMING)
+        schedule = await self._schedules.get(project, schedule_id)
+        zone = schedule.calendar.time_zone if schedule.calendar is not None else "UTC"
+        times = await self._schedules.upcoming(project, schedule_id, count)
+        return pb.ListUpcomingFiresResponse(
+            fires=[
+                pb.UpcomingFire(fire_time=sc.ts(t), local_time=sc.local_time(t, zone))
+                for t in times
+            ],
+            time_zone=zone,
+        )
+
+    @unary
+    async def ListScheduleEvents(
+        self, request: pb.ListScheduleEventsRequest, context: Ctx
+    ) -> pb.ListScheduleEventsResponse:
+        project, schedule = _seen(request.project_id, request.schedule_id)
+        size = validation.in_range(request.page_size or 50, "page_size", 1, MAX_PAGE)
+        token = request.page_token
+        if token and not token.isdigit():
+            raise InvalidArgument("page_token is not one this server issued")
+        events = await self._schedules.events(project, schedule, int(token or 0), size + 1)
+        page = events[:size]
+        return pb.ListScheduleEventsResponse(
+            events=[sc.event_to_proto(e) for e in page],
+            next_page_token=str(page[-1].sequence) if len(events) > size else "",
+        )
+
+
+class WebhookServicer(schedule_service_pb2_grpc.WebhookServiceServicer):
+    def __init__(self, schedules: Schedules) -> None:
+        self._schedules = schedules
+
+    @unary
+    async def DeliverWebhook(
+        self, request: pb.DeliverWebhookRequest, context: Ctx
+    ) -> pb.FireResponse:
+        project = validation.name(request.project_id, "project_id") or ""
+        schedule = validation.name(request.schedule_id, "schedule_id") or ""
+        delivery = validation.name(request.delivery_id, "delivery_id") or ""
+        fired = await self._schedules.deliver(
+            project, schedule, delivery, request.signature[:256], request.body
+        )
+        return _fired(fired)
