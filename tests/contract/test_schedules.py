@@ -1,0 +1,233 @@
+"""Schedules on SQLite and real PostgreSQL (seed B §21 item 1 over both paths): a fire
+claimed by three scheduler replicas at once and one webhook delivery sent five times at
+once each create exactly one run; overlap decisions see real runs queued, running,
+unknown and finished."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from automations.domain.calendar import Calendar, Interval
+from automations.domain.model import Catchup, Overlap, Schedule, Template
+from automations.domain.webhooks import sign
+from automations.service.scheduler import Scheduler
+from automations.service.schedules import Schedules
+from coordinator.domain import commands as c
+from coordinator.domain.states import RunStatus
+from coordinator.store.base import RunFilter, RunStore
+from services.bootstrap import Coordinator, coordinator, open_store, scheduler, schedules
+from tests.support.factories import RUNTIME, SCHEDULER
+
+START = 1_800_000_000_000  # a fixed instant on the fake clock
+STEP = 1_000
+KEY = "webhook-key"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@dataclass
+class Replica:
+    store: RunStore
+    app: Coordinator
+    scheduler: Scheduler
+    schedules: Schedules
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def replicas(
+    migrated_database_url: str, clock: Clock
+) -> AsyncIterator[Callable[[int], asyncio.Future[list[Replica]]]]:
+    """``make(n)``: n replicas, each with its own store (its own connections)."""
+    opened: list[RunStore] = []
+
+    async def make(n: int) -> list[Replica]:
+        made = []
+        for i in range(n):
+            store = await open_store(migrated_database_url)
+            opened.append(store)
+            app = coordinator(store, clock=clock)
+            made.append(
+                Replica(
+                    store,
+                    app,
+                    scheduler(app, f"replica-{i}", clock=clock),
+                    schedules(app, KEY, clock=clock),
+                )
+            )
+        return made
+
+    yield make  # type: ignore[misc]
+    for store in opened:
+        await store.close()
+
+
+def every_second(
+    schedule_id: str = "tick",
+    overlap: Overlap = Overlap.ALLOW_ALL,
+    webhook: bool = False,
+) -> Schedule:
+    return Schedule(
+        "proj",
+        schedule_id,
+        0,
+        Template("alice", "task"),
+        Calendar(Interval(STEP)),
+        overlap=overlap,
+        catchup=Catchup.ALL,
+        webhook_generation=1 if webhook else 0,
+    )
+
+
+async def runs_of(store: RunStore, schedule_id: str) -> list[str]:
+    loaded = await store.list_runs(RunFilter(project_id="proj"), None, 10_000)
+    return sorted(
+        item.run.idempotency_key or ""
+        for item in loaded
+        if item.run.trigger_id == f"schedule:{schedule_id}"
+    )
+
+
+async def test_a_fire_claimed_by_three_replicas_at_once_creates_one_run(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    three = await replicas(3)
+    await three[0].schedules.create(every_second(), ("user", "ana"))
+    fires = 10
+    for _ in range(fires):
+        clock.now += STEP
+        handled = await asyncio.gather(*(r.scheduler.one() for r in three))
+        assert any(handled)
+    keys = await runs_of(three[0].store, "tick")
+    expected = [f"schedule:tick:{START + STEP * (i + 1)}" for i in range(fires)]
+    print(f"fires {fires}, runs {len(keys)}, distinct keys {len(set(keys))}")
+    assert keys == sorted(expected)
+    state = await three[1].schedules.get("proj", "tick")
+    assert state.next_fire_ms == START + STEP * (fires + 1)
+    assert state.last_fire_ms == START + STEP * fires
+
+
+async def test_the_same_webhook_delivery_sent_five_times_at_once_creates_one_run(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    five = await replicas(5)
+    created, secret = await five[0].schedules.create(
+        every_second("hook", webhook=True), ("user", "ana")
+    )
+    assert secret.startswith("whsec_")
+    body = b'{"ref": "main", "token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}'
+    signature = sign(secret, clock.now, "delivery-1", body)
+    answers = await asyncio.gather(
+        *(r.schedules.deliver("proj", "hook", "delivery-1", signature, body) for r in five)
+    )
+    run_ids = {answer.runs[0][1] for answer in answers}
+    assert len(run_ids) == 1
+    assert sum(not answer.runs[0][2] for answer in answers) == 1  # one created, four found it
+    assert await runs_of(five[0].store, "hook") == ["schedule:hook:delivery:delivery-1"]
+    loaded = await five[0].store.load(run_ids.pop())
+    assert loaded is not None
+    payload = loaded.run.spec["webhook"]["payload"]
+    assert payload["ref"] == "main" and "ghp_" not in str(payload)  # secret-shaped: redacted
+
+
+async def _drive(app: Coordinator, run_id: str, to: str) -> None:
+    """Bring a run to ``running`` (runtime evidence), ``unknown`` (start outcome unknown)
+    or ``finished`` (cancelled before it started)."""
+    t = app.transitions
+    if to == "finished":
+        await t.execute(c.RequestCancel(run_id, SCHEDULER))
+        return
+    await t.execute(c.Claim(run_id, SCHEDULER, runtime_instance_id="inst-1"))
+    fenced = await t.execute(c.StartFence(run_id, SCHEDULER, callback_token_hash="h"))
+    attempt = fenced.attempt
+    assert attempt is not None
+    if to == "unknown":
+        await t.execute(c.DispatchUnknown(run_id, SCHEDULER, explanation="no answer to Start"))
+        return
+    await t.execute(
+        c.RuntimeRunning(
+            run_id=run_id,
+            attempt_id=attempt.id,
+            runtime_task_id=attempt.runtime_task_id,
+            seq=1,
+            actor=RUNTIME,
+            turn_active=True,
+        )
+    )
+
+
+@pytest.mark.parametrize("previous", ["running", "unknown", "finished"])
+async def test_skip_sees_a_running_or_unknown_run_as_not_finished(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock, previous: str
+) -> None:
+    (one,) = await replicas(1)
+    await one.schedules.create(every_second("skip", Overlap.SKIP), ("user", "ana"))
+    clock.now += STEP
+    assert await one.scheduler.one()
+    first = (await one.schedules.get("proj", "skip")).last_run_id
+    assert first is not None
+    await _drive(one.app, first, previous)
+    clock.now += STEP
+    assert await one.scheduler.one()
+    keys = await runs_of(one.store, "skip")
+    events = await one.schedules.events("proj", "skip", 0, 10)
+    if previous == "finished":
+        assert len(keys) == 2
+        assert events[0].type == "fired"
+    else:
+        assert len(keys) == 1
+        assert events[0].type == "skipped"
+        assert events[0].message.startswith(f"skipped 08:00:02: the 08:00:01 run is still {previous}")
+
+
+async def test_cancel_previous_cancels_through_the_durable_cancel_and_queues_behind_it(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    await one.schedules.create(every_second("cp", Overlap.CANCEL_PREVIOUS), ("user", "ana"))
+    clock.now += STEP
+    await one.scheduler.one()
+    first = (await one.schedules.get("proj", "cp")).last_run_id
+    assert first is not None
+    await _drive(one.app, first, "running")
+    clock.now += STEP
+    await one.scheduler.one()
+    old = await one.store.load(first)
+    assert old is not None and old.run.cancel_requested_at_ms is not None
+    assert old.run.status is RunStatus.RUNNING  # asked, not assumed: the runtime confirms
+    second = (await one.schedules.get("proj", "cp")).last_run_id
+    assert second is not None and second != first
+    new = await one.store.load(second)
+    assert new is not None and new.run.execution_scope == old.run.execution_scope is not None
+
+
+async def test_a_backfill_twice_keeps_one_run_per_fire_time(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    await one.schedules.create(every_second("bf"), ("user", "ana"))
+    clock.now += 10 * STEP
+    first = await one.schedules.backfill(
+        "proj", "bf", START - 5 * STEP, START - STEP, None, ("user", "ana")
+    )
+    again = await one.schedules.backfill(
+        "proj", "bf", START - 5 * STEP, START - STEP, None, ("user", "ana")
+    )
+    assert [r[1] for r in first.runs] == [r[1] for r in again.runs]
+    assert [r[2] for r in first.runs] == [False] * 5
+    assert [r[2] for r in again.runs] == [True] * 5
+    assert len(await runs_of(one.store, "bf")) == 5
