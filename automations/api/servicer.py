@@ -17,7 +17,7 @@ from coordinator.api import validation
 from coordinator.api.auth import caller
 from coordinator.api.credentials import Principal
 from coordinator.api.errors import unary
-from kernel.errors import InvalidArgument, ScheduleNotFound
+from kernel.errors import InvalidArgument, PermissionDenied, ScheduleNotFound
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE = 200
@@ -53,7 +53,7 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
     ) -> pb.CreateScheduleResponse:
         schedule = sc.schedule_from_proto(request.schedule)
         if not caller().sees(schedule.project_id):
-            raise ScheduleNotFound(
+            raise PermissionDenied(
                 f"this token may not create schedules in project {schedule.project_id}"
             )
         created, secret = await self._schedules.create(schedule, _actor(caller()))
@@ -76,7 +76,9 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
         projects: list[str] | None
         if request.project_id:
             project = validation.name(request.project_id, "project_id") or ""
-            projects = [project] if who.sees(project) else []
+            if not who.sees(project):
+                raise PermissionDenied(f"this token may not list project {project}")
+            projects = [project]
         else:
             projects = None if who.all_projects else sorted(who.projects)
         found = await self._schedules.list_schedules(projects, after, size + 1)

@@ -1,4 +1,5 @@
-"""Issue #11 §3: every RPC of RunService and CapacityService authenticates its caller; the
+"""Issue #11 §3: every RPC of RunService, CapacityService and ScheduleService
+authenticates its caller (WebhookService: the delivery's signature); the
 actor comes from the credential, never from the request; a token sees only its projects;
 operator commands need an operator token; failed authentications are bounded. Table-driven
 over the service descriptors: an RPC added later without a row here fails the test, and
@@ -14,20 +15,25 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 from truerun.v1 import capacity_service_pb2 as cap
-from truerun.v1 import common_pb2, run_service_pb2_grpc
+from truerun.v1 import common_pb2, run_service_pb2_grpc, schedule_service_pb2_grpc
 from truerun.v1 import run_service_pb2 as rs
+from truerun.v1 import schedule_service_pb2 as sch
 
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.api.credentials import ApiTokens, FailureLimit
 from kernel.db.migrate import upgrade
-from services.bootstrap import capacity, coordinator, open_store
+from services.bootstrap import capacity, coordinator, open_store, schedules
 from services.server import start_serving
 from tests.integration.test_run_service_grpc import error_info
 from tests.support.auth import aio_channel
 
 OPERATOR_TOKEN, READER_TOKEN, OTHER_TOKEN = "op-token", "reader-token", "other-token"
 TOKENS = f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p;{OTHER_TOKEN}:proj-q"
-SERVICES = {"truerun.v1.RunService": rs, "truerun.v1.CapacityService": cap}
+SERVICES = {
+    "truerun.v1.RunService": rs,
+    "truerun.v1.CapacityService": cap,
+    "truerun.v1.ScheduleService": sch,
+}
 RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
 
 
@@ -63,6 +69,22 @@ REQUESTS: dict[str, Message] = {
     "GetOccupancy": cap.GetOccupancyRequest(owner_id="o", runtime_instance_id="i"),
     "ConfigureAgent": cap.ConfigureAgentRequest(),
     "GetAgent": cap.GetAgentRequest(agent_id="a"),
+    **{
+        name: request
+        for name, request in (
+            ("CreateSchedule", sch.CreateScheduleRequest()),
+            ("GetSchedule", sch.GetScheduleRequest(project_id="proj-p", schedule_id="s")),
+            ("ListSchedules", sch.ListSchedulesRequest()),
+            ("UpdateSchedule", sch.UpdateScheduleRequest()),
+            ("DeleteSchedule", sch.DeleteScheduleRequest(project_id="proj-p", schedule_id="s")),
+            ("PauseSchedule", sch.PauseScheduleRequest(project_id="proj-p", schedule_id="s")),
+            ("ResumeSchedule", sch.ResumeScheduleRequest(project_id="proj-p", schedule_id="s")),
+            ("BackfillSchedule", sch.BackfillScheduleRequest(project_id="proj-p")),
+            ("FireSchedule", sch.FireScheduleRequest(project_id="proj-p", schedule_id="s")),
+            ("ListUpcomingFires", sch.ListUpcomingFiresRequest(project_id="proj-p")),
+            ("ListScheduleEvents", sch.ListScheduleEventsRequest(project_id="proj-p")),
+        )
+    },
 }
 
 
@@ -73,7 +95,14 @@ async def _serving(url: str, failures: FailureLimit) -> AsyncIterator[str]:
     app = coordinator(store)
     caps = capacity(app, MemoryObservationStore(), 15_000)
     tokens = ApiTokens.parse(TOKENS)
-    serving = await start_serving(app, "127.0.0.1:0", caps, tokens=tokens, failures=failures)
+    serving = await start_serving(
+        app,
+        "127.0.0.1:0",
+        caps,
+        tokens=tokens,
+        failures=failures,
+        schedules=schedules(app, "webhook-key"),
+    )
     try:
         yield f"127.0.0.1:{serving.port}"
     finally:
@@ -225,6 +254,80 @@ async def test_failed_authentications_are_bounded(migrated_database_url: str) ->
     assert codes[limit:] == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 2
     assert blocked.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error_info(blocked.value).reason == "TOO_MANY_FAILED_AUTHENTICATIONS"
+
+
+async def test_schedules_of_another_project_do_not_exist_and_deliveries_need_a_signature(
+    address: str,
+) -> None:
+    """A schedule of another project is a missing schedule to every ScheduleService RPC
+    that names one; a webhook delivery without a valid signature is refused the same way
+    whether or not the schedule exists, and creates nothing."""
+    schedule = sch.Schedule(
+        project_id="proj-q",
+        schedule_id="nightly",
+        template=sch.RunTemplate(owner_id="o", task_id="t"),
+        webhook_enabled=True,
+    )
+    schedule.spec.cron = "0 3 * * *"
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        stub = schedule_stub(ops)
+        created = await stub.CreateSchedule(sch.CreateScheduleRequest(schedule=schedule))
+        assert created.schedule.created_by == "ops@example"
+    named = {"project_id": "proj-q", "schedule_id": "nightly"}
+    async with aio_channel(address, READER_TOKEN) as reader:
+        stub = schedule_stub(reader)
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "GetSchedule": lambda: stub.GetSchedule(sch.GetScheduleRequest(**named)),
+            "PauseSchedule": lambda: stub.PauseSchedule(sch.PauseScheduleRequest(**named)),
+            "ResumeSchedule": lambda: stub.ResumeSchedule(sch.ResumeScheduleRequest(**named)),
+            "FireSchedule": lambda: stub.FireSchedule(sch.FireScheduleRequest(**named)),
+            "DeleteSchedule": lambda: stub.DeleteSchedule(sch.DeleteScheduleRequest(**named)),
+            "ListUpcomingFires": lambda: stub.ListUpcomingFires(
+                sch.ListUpcomingFiresRequest(**named)
+            ),
+            "ListScheduleEvents": lambda: stub.ListScheduleEvents(
+                sch.ListScheduleEventsRequest(**named)
+            ),
+        }
+        for name, make in calls.items():
+            with pytest.raises(grpc.aio.AioRpcError) as hidden:
+                await make()
+            assert error_info(hidden.value).reason == "SCHEDULE_NOT_FOUND", name
+        for name, make in {
+            "CreateSchedule": lambda: stub.CreateSchedule(
+                sch.CreateScheduleRequest(schedule=schedule)
+            ),
+            "ListSchedules": lambda: stub.ListSchedules(
+                sch.ListSchedulesRequest(project_id="proj-q")
+            ),
+        }.items():
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await make()
+            assert error_info(denied.value).reason == "PERMISSION_DENIED", name
+        listed = await stub.ListSchedules(sch.ListSchedulesRequest())
+        assert [s.schedule_id for s in listed.schedules] == []
+    async with aio_channel(address, "") as anyone:
+        hooks = schedule_service_pb2_grpc.WebhookServiceStub(anyone)
+        for project, schedule_id in (("proj-q", "nightly"), ("proj-q", "absent")):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await hooks.DeliverWebhook(
+                    sch.DeliverWebhookRequest(
+                        project_id=project,
+                        schedule_id=schedule_id,
+                        delivery_id="d1",
+                        signature="t=1,v1=00",
+                        body=b"{}",
+                    )
+                )
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert error_info(refused.value).reason == "WEBHOOK_SIGNATURE_INVALID"
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        after = await schedule_stub(ops).GetSchedule(sch.GetScheduleRequest(**named))
+    assert after.etag == created.schedule.etag and after.last_run_id == ""
+
+
+def schedule_stub(channel: grpc.aio.Channel) -> Any:
+    return schedule_service_pb2_grpc.ScheduleServiceStub(channel)
 
 
 def rs_stub(channel: grpc.aio.Channel) -> Any:
