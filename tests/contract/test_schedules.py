@@ -125,9 +125,7 @@ async def test_the_same_webhook_delivery_sent_five_times_at_once_creates_one_run
     replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
 ) -> None:
     five = await replicas(5)
-    created, secret = await five[0].schedules.create(
-        every_second("hook", webhook=True), ("user", "ana")
-    )
+    _, secret = await five[0].schedules.create(every_second("hook", webhook=True), ("user", "ana"))
     assert secret.startswith("whsec_")
     body = b'{"ref": "main", "token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}'
     signature = sign(secret, clock.now, "delivery-1", body)
@@ -191,7 +189,8 @@ async def test_skip_sees_a_running_or_unknown_run_as_not_finished(
     else:
         assert len(keys) == 1
         assert events[0].type == "skipped"
-        assert events[0].message.startswith(f"skipped 08:00:02: the 08:00:01 run is still {previous}")
+        words = f"skipped 08:00:02: the 08:00:01 run is still {previous}"
+        assert events[0].message.startswith(words)
 
 
 async def test_cancel_previous_cancels_through_the_durable_cancel_and_queues_behind_it(
