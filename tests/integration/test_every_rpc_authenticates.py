@@ -283,10 +283,10 @@ async def test_schedules_of_another_project_do_not_exist_and_deliveries_need_a_s
             "FireSchedule": lambda: stub.FireSchedule(sch.FireScheduleRequest(**named)),
             "DeleteSchedule": lambda: stub.DeleteSchedule(sch.DeleteScheduleRequest(**named)),
             "ListUpcomingFires": lambda: stub.ListUpcomingFires(
-                sch.ListUpcomingFiresRequest(**named)
+                sch.ListUpcomingFiresRequest(project_id="proj-q", schedule_id="nightly")
             ),
             "ListScheduleEvents": lambda: stub.ListScheduleEvents(
-                sch.ListScheduleEventsRequest(**named)
+                sch.ListScheduleEventsRequest(project_id="proj-q", schedule_id="nightly")
             ),
         }
         for name, make in calls.items():
