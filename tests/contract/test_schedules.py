@@ -230,3 +230,40 @@ async def test_a_backfill_twice_keeps_one_run_per_fire_time(
     assert [r[2] for r in first.runs] == [False] * 5
     assert [r[2] for r in again.runs] == [True] * 5
     assert len(await runs_of(one.store, "bf")) == 5
+
+
+@pytest.mark.parametrize("catchup", [Catchup.ONE, Catchup.ALL])
+async def test_a_stop_across_fires_runs_those_inside_the_window_and_records_the_rest(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock, catchup: Catchup
+) -> None:
+    """Stopped for 20 fires with a 5 s catch-up window: the 15 older fires are recorded as
+    missed (never run), the 5 inside the window run (each, or coalesced into the last)."""
+    (one,) = await replicas(1)
+    schedule = Schedule(
+        "proj",
+        "cu",
+        0,
+        Template("alice", "task"),
+        Calendar(Interval(STEP)),
+        overlap=Overlap.ALLOW_ALL,
+        catchup=catchup,
+        catchup_window_ms=5 * STEP - 1,
+    )
+    await one.schedules.create(schedule, ("user", "ana"))
+    clock.now += 20 * STEP  # truerun was not running: fires START+1s .. START+20s are due
+    assert await one.scheduler.one()
+    keys = await runs_of(one.store, "cu")
+    inside = [START + STEP * i for i in range(16, 21)]
+    expected = inside if catchup is Catchup.ALL else inside[-1:]
+    assert keys == sorted(f"schedule:cu:{t}" for t in expected)
+    notes = {e.type: e.message for e in await one.schedules.events("proj", "cu", 0, 50)}
+    assert notes["missed"].startswith(
+        "missed 15 fires while truerun was not running or the schedule was paused, "
+        "first 08:00:01, last 08:00:15"
+    )
+    if catchup is Catchup.ONE:
+        assert notes["coalesced"] == "coalesced 4 late fires (08:00:16..08:00:19) into 08:00:20"
+    else:
+        assert "coalesced" not in notes
+    state = await one.schedules.get("proj", "cu")
+    assert state.missed_total == 15 and state.next_fire_ms == START + 21 * STEP
