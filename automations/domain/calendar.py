@@ -2,7 +2,8 @@
 
 Every time is an integer of UTC epoch milliseconds. Nothing here reads the clock: callers pass
 ``after_ms``. The only outside data is the IANA time zone database, read through ``zoneinfo``
-(which caches each zone after its first load).
+(which caches each zone after its first load). Cron times must lie within datetime's years
+1 to 9999; past them cronsim's search ends (no fire) or datetime raises OverflowError.
 
 Cron is matched on the local wall-clock time of ``time_zone``. cronsim only ever sees naive
 datetimes, so none of its own DST handling applies (it has Debian cron's quirks for aware
@@ -38,9 +39,9 @@ _HOUR = timedelta(hours=1)
 # Spring-forward gaps in tzdata are at most a day (Pacific/Apia skipped 2011-12-30), so the
 # offset before any gap that can still matter is one that was in force within the last 25 h.
 _GAP_LOOKBACK_HOURS = 25
-# Offsets stay within ±26 h, so the wall times mapping to repeats of one instant span at most
-# two days: 172,800 one-second matches. A run of drops longer than this cannot come from real
-# zone data; it ends the search instead of spinning.
+# UTC offsets stay within ±24 h (datetime refuses more), so the wall times mapping to repeats
+# of one instant span under two days: fewer than 172,800 one-second matches. A longer run of
+# drops cannot come from any zone; it ends the search instead of spinning.
 _MAX_CONSECUTIVE_DROPS = 200_000
 _UNITS_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
 # ASCII digits only (\d would take other scripts' digits), 12 at most per unit: no huge ints.
