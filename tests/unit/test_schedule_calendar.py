@@ -230,7 +230,7 @@ REFUSED: dict[str, tuple[Calendar, str]] = {
     "path-zone": (Calendar(HOURLY, "../etc/passwd"), "time_zone: unknown IANA time zone"),
     "empty-zone": (Calendar(HOURLY, ""), "time_zone: must be an IANA zone name"),
     "host-zone": (Calendar(HOURLY, "localtime"), "time_zone: 'localtime' is the host's zone"),
-    "short-interval": (Calendar(Interval(999)), "timing.every_ms: must be at least 1000"),
+    "short-interval": (Calendar(Interval(99)), "timing.every_ms: must be at least 100"),
     "float-interval": (Calendar(Interval(1.5e3)), "timing.every_ms: must be an integer"),  # type: ignore[arg-type]
     "bool-interval": (Calendar(Interval(True)), "timing.every_ms: must be an integer"),
     "offset-too-big": (Calendar(Interval(1000, 1000)), "timing.offset_ms: must be in \\[0, every"),
@@ -305,8 +305,8 @@ def test_jitter_is_deterministic_and_inside_the_window(key: str, fire: int, wind
 DURATIONS: dict[str, int | None] = {
     "90s": 90_000, "15m": 900_000, "1h30m": 5_400_000, "2d": 172_800_000, "90": 90_000,
     "1s500ms": 1_500, "1500ms": 1_500, " 5m ": 300_000, "1d2h3m4s5ms": 93_784_005, "1": 1_000,
-    # refused: under one second, not a duration, units repeated or out of order, non-ASCII
-    "500ms": None, "999ms": None, "0": None, "0s": None, "": None, "  ": None, "1.5h": None,
+    # refused: under 100 ms, not a duration, units repeated or out of order, non-ASCII
+    "500ms": 500, "99ms": None, "0": None, "0s": None, "": None, "  ": None, "1.5h": None,
     "h": None, "1h1h": None, "30m1h": None, "-5s": None, "5 m": None, "1H": None, "1w": None,
     "s1": None, "\u0661\u0662s": None, "\u0661\u0662": None, "9" * 13: None,
 }  # fmt: skip
