@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	bash scripts/demo.sh
+	VENV=$(VENV) bash scripts/demo.sh
 
 dev: setup
 	$(BIN)/truerun dev

@@ -2,12 +2,14 @@
 # The embedded default end to end: start `truerun dev` on SQLite in a fresh data directory,
 # submit runs, approve one, cancel one, and print display states and events through the CLI.
 # Then start the reference runtime agent (limit D=2) and let it run real commands: succeeded,
-# failed, and one cancelled while it runs. Every process started here is stopped on exit.
+# failed, and one cancelled while it runs. Last, a schedule fires every 2 seconds into runs
+# the agent runs, and is paused with a note. Every process started here is stopped on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-truerun=.venv/bin/truerun
-python=.venv/bin/python
+venv="${VENV:-.venv}" # `make demo` passes its VENV
+truerun="$venv/bin/truerun"
+python="$venv/bin/python"
 data="$(mktemp -d)"
 log="$data/dev.log"
 state="$data/agent"
@@ -180,5 +182,24 @@ for id in "$compile" "$tests" "$lint" "$soak"; do
     }
     END { printf "  %-12s %s\n", task, path }'
 done
+
+# -- Part 3: a schedule ---------------------------------------------------------------------
+echo
+echo "== A schedule: every 2 seconds a run of the same template, run by the same agent"
+say schedule create heartbeat --project ci --owner "$owner" --task heartbeat --every 2s \
+  --command "echo tick" --name "Heartbeat every 2 s"
+# Wait (bounded) until it has fired 3 times: its events, read back as JSON.
+fires=0
+for _ in $(seq 100); do
+  fires="$("$truerun" schedule show heartbeat --project ci -o json | "$python" -c \
+    'import json, sys; print(sum(e["type"] == "fired" for e in json.load(sys.stdin)["events"]))')"
+  [ "$fires" -ge 3 ] && break
+  sleep 0.2
+done
+[ "$fires" -ge 3 ] || { echo "timed out: the schedule fired $fires time(s), expected 3"; exit 1; }
+say schedule ls --project ci
+say schedule show heartbeat --project ci
+say schedule pause heartbeat --project ci --note "demo over"
+say schedule ls --project ci
 echo
 echo "== The dashboard at $dashboard closes with this demo; \`make dev\` (truerun dev) prints a lasting link"

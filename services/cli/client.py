@@ -11,7 +11,12 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
-from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
+from truerun.v1 import (
+    common_pb2,
+    run_service_pb2,
+    run_service_pb2_grpc,
+    schedule_service_pb2_grpc,
+)
 
 from coordinator.api.bearer import with_bearer
 from coordinator.api.errors import reason_of
@@ -118,6 +123,7 @@ class Client:
         )
         self._channel = with_bearer(self._raw, token)
         self.stub = run_service_pb2_grpc.RunServiceStub(self._channel)
+        self.schedules = schedule_service_pb2_grpc.ScheduleServiceStub(self._channel)
         self.timeout = timeout
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
 from kernel.config import Settings
-from services.cli import operator
+from services.cli import operator, schedule
 from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
 from services.cli.logs import logs as follow_logs
 
@@ -27,6 +27,22 @@ TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
 def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: str) -> None:
     """Every flag has a TRUERUN_* twin; the flag wins."""
     parser.add_argument(flag, default=None, help=f"{help_text} (env: {env})")
+
+
+def _client_flags(p: argparse.ArgumentParser) -> None:
+    """--server and --token, which every client command takes."""
+    p.add_argument(
+        "--server",
+        default=os.environ.get("TRUERUN_SERVER", "127.0.0.1:7233"),
+        help="the truerun gRPC address; https://host:port or TRUERUN_TLS_CA_FILE: TLS "
+        "(env: TRUERUN_SERVER)",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("TRUERUN_API_TOKEN") or os.environ.get("TRUERUN_TOKEN", ""),
+        help="an API token (env: TRUERUN_API_TOKEN, then TRUERUN_TOKEN; default: the "
+        "embedded server's DATA_DIR/api.token, DATA_DIR from TRUERUN_DATA_DIR or .truerun)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,18 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
-        p.add_argument(
-            "--server",
-            default=os.environ.get("TRUERUN_SERVER", "127.0.0.1:7233"),
-            help="the truerun gRPC address; https://host:port or TRUERUN_TLS_CA_FILE: TLS "
-            "(env: TRUERUN_SERVER)",
-        )
-        p.add_argument(
-            "--token",
-            default=os.environ.get("TRUERUN_API_TOKEN") or os.environ.get("TRUERUN_TOKEN", ""),
-            help="an API token (env: TRUERUN_API_TOKEN, then TRUERUN_TOKEN; default: the "
-            "embedded server's DATA_DIR/api.token, DATA_DIR from TRUERUN_DATA_DIR or .truerun)",
-        )
+        _client_flags(p)
         return p
 
     submit = client("submit", "create a run")
@@ -122,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         "--attempt", default="", help="an attempt number or id (default: the current attempt)"
     )
     operator.add_parsers(client)
+    schedule.add_parsers(sub, _client_flags)
     return parser
 
 
@@ -313,6 +319,7 @@ _CLIENT_COMMANDS = {
     "watch": _watch,
     "logs": lambda client, args: follow_logs(client, args.run_id, args.attempt, args.follow),
     **operator.COMMANDS,
+    "schedule": schedule.run,
 }
 
 
