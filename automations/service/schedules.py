@@ -285,7 +285,17 @@ class Schedules:
                 async with self._transitions.transaction([]) as tx:
                     current = await self._locked(tx, project_id, schedule_id)
                     still_open = await open_runs(tx, current)
-                    plan = apply_overlap(current, now, still_open, fires, overlap=overlap)
+                    # A fire time that already has its run keeps it, whatever the overlap
+                    # policy says now: the answer to a repeat is the run, never a skip.
+                    had: list[tuple[Fire, str, bool]] = []
+                    new: list[Fire] = []
+                    for fire in fires:
+                        found = await tx.find_by_idempotency_key(project_id, fire.key)
+                        if found is None:
+                            new.append(fire)
+                        else:
+                            had.append((fire, found.run.id, True))
+                    plan = apply_overlap(current, now, still_open, tuple(new), overlap=overlap)
                     if note is not None:
                         plan = replace(plan, notes=(note, *plan.notes))
                     carried: Carried = await carry_out(
@@ -303,7 +313,8 @@ class Schedules:
                 continue  # a twin committed the same fire first: its run is ours
             self._transitions.published(carried.results)
             words = tuple(n.message for n in plan.notes)
-            return Fired(carried.schedule, carried.runs, words)
+            runs = sorted((*had, *carried.runs), key=lambda run: run[0].fire_ms)
+            return Fired(carried.schedule, tuple(runs), words)
         raise ScheduleVersionConflict(f"schedule {schedule_id} kept changing; try again")
 
 

@@ -214,17 +214,20 @@ async def test_cancel_previous_cancels_through_the_durable_cancel_and_queues_beh
     assert new is not None and new.run.execution_scope == old.run.execution_scope is not None
 
 
+@pytest.mark.parametrize("overlap", [Overlap.ALLOW_ALL, Overlap.SKIP])
 async def test_a_backfill_twice_keeps_one_run_per_fire_time(
-    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock, overlap: Overlap
 ) -> None:
+    """The second backfill finds every fire time's run (existing), never a skip, whatever
+    the overlap policy (the first one's runs are still open)."""
     (one,) = await replicas(1)
     await one.schedules.create(every_second("bf"), ("user", "ana"))
     clock.now += 10 * STEP
     first = await one.schedules.backfill(
-        "proj", "bf", START - 5 * STEP, START - STEP, None, ("user", "ana")
+        "proj", "bf", START - 5 * STEP, START - STEP, Overlap.ALLOW_ALL, ("user", "ana")
     )
     again = await one.schedules.backfill(
-        "proj", "bf", START - 5 * STEP, START - STEP, None, ("user", "ana")
+        "proj", "bf", START - 5 * STEP, START - STEP, overlap, ("user", "ana")
     )
     assert [r[1] for r in first.runs] == [r[1] for r in again.runs]
     assert [r[2] for r in first.runs] == [False] * 5
