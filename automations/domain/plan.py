@@ -54,6 +54,19 @@ def _due_at(schedule: Schedule, fire_ms: int) -> int:
     return fire_ms + jitter_for(schedule.trigger_id, fire_ms, jitter)
 
 
+def window_start(schedule: Schedule, now_ms: int) -> int:
+    """The oldest nominal fire time still caught up at ``now_ms``: the catch-up window, widened
+    by the jitter bound, so that a fire delayed by its own jitter is never counted missed."""
+    jitter = schedule.calendar.jitter_ms if schedule.calendar is not None else 0
+    return now_ms - schedule.catchup_window_ms - jitter
+
+
+def _span(first: int, last: int, zone: str) -> str:
+    if first == last:
+        return clock_text(first, zone)
+    return f"{clock_text(first, zone)}..{clock_text(last, zone)}"
+
+
 def wake_at(schedule: Schedule, now_ms: int) -> int | None:
     """When a scheduler next has something to do for this schedule."""
     if schedule.paused:
@@ -77,13 +90,17 @@ def plan_round(schedule: Schedule, now_ms: int, open_runs: tuple[OpenRun, ...]) 
     zone = _zone(schedule)
     if missed:
         count, first, last = missed
-        shown = f"{count}+" if count >= MISSED_COUNT_CAP else str(count)
+        capped = count >= MISSED_COUNT_CAP
+        # Capped, the last one counted is not the last one missed: say only what is known.
+        last_text = f"last before {clock_text(window_start(schedule, now_ms), zone)}"
+        if not capped:
+            last_text = f"last {clock_text(last, zone)}"
         notes.append(
             Note(
                 "missed",
-                f"missed {shown} fire{'s' if count != 1 else ''} while truerun was not running "
-                f"or the schedule was paused, first {clock_text(first, zone)}, last "
-                f"{clock_text(last, zone)} (outside the catch-up window)",
+                f"missed {count}{'+' if capped else ''} fire{'s' if count != 1 else ''} while "
+                f"truerun was not running or the schedule was paused, first "
+                f"{clock_text(first, zone)}, {last_text} (outside the catch-up window)",
                 fire_ms=last,
             )
         )
@@ -93,8 +110,7 @@ def plan_round(schedule: Schedule, now_ms: int, open_runs: tuple[OpenRun, ...]) 
             Note(
                 "coalesced",
                 f"coalesced {len(due) - 1} late fire{'s' if len(due) > 2 else ''} "
-                f"({clock_text(due[0], zone)}..{clock_text(due[-2], zone)}) into "
-                f"{clock_text(kept, zone)}",
+                f"({_span(due[0], due[-2], zone)}) into {clock_text(kept, zone)}",
                 fire_ms=kept,
             )
         )
@@ -118,12 +134,12 @@ def _due_fires(
     calendar, first = schedule.calendar, schedule.next_fire_ms
     if calendar is None or first is None:
         return [], first, None
-    window_start = now_ms - schedule.catchup_window_ms
+    start = window_start(schedule, now_ms)
     missed = None
-    if first < window_start and _due_at(schedule, first) <= now_ms:
-        outside = [first, *fires_between(calendar, first, window_start - 1, MISSED_COUNT_CAP - 1)]
+    if first < start and _due_at(schedule, first) <= now_ms:
+        outside = [first, *fires_between(calendar, first, start - 1, MISSED_COUNT_CAP - 1)]
         missed = (len(outside), outside[0], outside[-1])
-        first = next_fire(calendar, window_start - 1)
+        first = next_fire(calendar, start - 1)
     due: list[int] = []
     cursor = first
     limit = MAX_FIRES_PER_ROUND if schedule.catchup is Catchup.ALL else MISSED_COUNT_CAP
@@ -207,7 +223,8 @@ def apply_overlap(
                     notes.append(
                         Note(
                             "cancel_requested",
-                            f"cancel requested for {_describe(earlier, zone)} to start {at}",
+                            f"cancel requested for {_name(earlier, zone)}, "
+                            f"{_state(earlier, zone)}, to start {at}",
                             fire_ms=fire.fire_ms,
                             run_id=earlier.run_id,
                         )
@@ -226,8 +243,16 @@ def apply_overlap(
 
 def _describe(run: OpenRun, zone: str) -> str:
     """ "the 08:00 run is still unknown since 08:41"."""
-    which = f"the {clock_text(run.fire_ms, zone)} run" if run.fire_ms is not None else "a run"
     if not run.run_id:
-        return f"{which} created in this round is not finished"
+        return f"{_name(run, zone)} created in this round is not finished"
+    return f"{_name(run, zone)} is {_state(run, zone)}"
+
+
+def _name(run: OpenRun, zone: str) -> str:
+    return f"the {clock_text(run.fire_ms, zone)} run" if run.fire_ms is not None else "a run"
+
+
+def _state(run: OpenRun, zone: str) -> str:
+    """ "still unknown since 08:41"."""
     since = f" since {clock_text(run.since_ms, zone)}" if run.since_ms is not None else ""
-    return f"{which} is still {run.shown}{since}"
+    return f"still {run.shown}{since}"
