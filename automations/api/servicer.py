@@ -192,6 +192,8 @@ class WebhookServicer(schedule_service_pb2_grpc.WebhookServiceServicer):
         project = validation.name(request.project_id, "project_id") or ""
         schedule = validation.name(request.schedule_id, "schedule_id") or ""
         delivery = validation.name(request.delivery_id, "delivery_id") or ""
+        if "." in delivery:  # the signed text is "<t>.<delivery_id>.<body>": one reading only
+            raise InvalidArgument("delivery_id may not contain '.'")
         fired = await self._schedules.deliver(
             project, schedule, delivery, request.signature[:256], request.body
         )

@@ -1029,7 +1029,8 @@ class DeliverWebhookRequest(_message.Message):
     """The schedule to fire; it must have webhook_enabled."""
     delivery_id: _builtins.str
     """Unique per delivery, chosen by the sender; it keys the run, so a delivery
-    sent again returns the same run.
+    sent again returns the same run. Letters, digits and _:@/+- (no ".":
+    the signed text is "<t>.<delivery_id>.<body>").
     """
     signature: _builtins.str
     """"t=<unix ms>,v1=<hex HMAC-SHA256>" over "<t>.<delivery_id>.<body>", keyed
