@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 MAX_JITTER_MS = 3_600_000
-MIN_INTERVAL_MS = 1_000
+MIN_INTERVAL_MS = 100
 
 _EPOCH = datetime(1970, 1, 1)  # naive UTC: instants are computed as naive UTC minus epoch
 _MS = timedelta(milliseconds=1)
