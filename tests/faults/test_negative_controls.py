@@ -1,10 +1,10 @@
 """Negative controls (issue #5, item 4): the fault suite must be able to fail.
 
 For each patch in ``tests/faults/mutants/`` that breaks one guarantee (the start fence, the
-event seq check, the unknown-holds-capacity rule, the claim lock), the committed tree
-(``git archive HEAD``: every file ``git ls-files`` lists) is copied to a temporary
-directory, the patch is applied to the copy, and the few tests most
-relevant to that guarantee are run *in the copy*; at least one of them must fail. An
+event seq check, the unknown-holds-capacity rule, the claim lock, the schedule claim), the
+committed tree (``git archive HEAD``: every file ``git ls-files`` lists) is copied to a
+temporary directory, the patch is applied to the copy, and the few tests most relevant to
+that guarantee are run *in the copy*; at least one of them must fail. An
 unpatched copy runs the quick part of the same selections first and must pass, so a failure
 is the mutant's doing and not the copy's.
 
@@ -58,6 +58,12 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
         "tests/contract/test_claims.py::test_unknown_attempt_keeps_its_slot[postgres]",
     ),
     "4_claim_lock": ("tests/integration/test_claim_race.py::test_two_processes_never_over_commit",),
+    # Neither the row lock nor the version compare alone: either one keeps a fire to one
+    # round (the test passes with one of them gone); without both a fire is handled again.
+    "5_schedule_claim": (
+        "tests/faults/test_scheduler_replicas.py"
+        "::test_three_scheduler_replicas_fire_each_time_exactly_once",
+    ),
 }
 # The baseline (unpatched copy) runs these; the slow process-level ones are covered by the
 # suite itself on the real tree.

@@ -103,8 +103,11 @@ class Deployment:
         for i in range(reconcilers):
             self.launch("reconciler", i)
 
-    def launch(self, kind: str, index: int, extra: Mapping[str, str] | None = None) -> Replica:
-        """Start (or restart, on the same port) one replica and wait until it serves."""
+    def launch(
+        self, kind: str, index: int, extra: Mapping[str, str] | None = None, wait: bool = True
+    ) -> Replica:
+        """Start (or restart, on the same port) one replica and (``wait``) wait until it
+        serves."""
         if kind == "reconciler":
             port = 0
             argv = [TRUERUN, "reconciler", "--database-url", self.database_url]
@@ -118,7 +121,8 @@ class Deployment:
         log = self.tmp / "logs" / f"{kind}-{index}-{restarts}.log"
         proc = Managed(argv, self.env(extra), log)
         self.procs.started.append(proc)
-        proc.wait_for_log(RECONCILER_READY if kind == "reconciler" else LISTENING, 60)
+        if wait:
+            proc.wait_for_log(RECONCILER_READY if kind == "reconciler" else LISTENING, 60)
         replica = Replica(kind, index, port, proc, restarts)
         self.replicas[(kind, index)] = replica
         return replica
