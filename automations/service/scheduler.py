@@ -110,7 +110,10 @@ class Scheduler:
                 note = Note("error", f"the scheduler failed on this schedule: {exc!r:.300}")
                 await self._sql.append(tx, parked, [note], ("scheduler", self._name), now)
         except Exception:
+            # Not even parked: end the round (the loop pauses MAX_IDLE_S after a failed
+            # round) rather than claim the same failing schedule again at once.
             log.exception("could not park schedule %s", schedule.schedule_id)
+            raise
 
     async def serve(self) -> None:
         """Rounds until cancelled, sleeping until the next wake (at most MAX_IDLE_S)."""
