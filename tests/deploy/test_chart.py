@@ -277,3 +277,34 @@ def test_the_schema_offers_only_non_secret_settings_with_their_types() -> None:
         if "type" in spec:
             assert spec["type"] == json_types[str(kinds[key])], key
     assert schema["properties"]["config"]["additionalProperties"] is False
+
+
+def test_the_webhook_key_reaches_only_the_coordinator_and_only_when_given(tmp_path: Path) -> None:
+    """secrets.webhookKey (TRUERUN_WEBHOOK_KEY) is mounted into the coordinator, which serves
+    WebhookService; with existingSecret only when existingSecretHasWebhookKey says it is
+    there (a key the Secret lacks would stop the pod from starting)."""
+
+    def mounted(overrides: str) -> dict[str, set[str]]:
+        path = tmp_path / "values.yaml"
+        path.write_text(overrides, encoding="utf-8")
+        manifests = render(path)
+        found = {}
+        for component in COMPONENTS:
+            pod = one(manifests, "Deployment", f"demo-truerun-{component}").body["spec"]
+            found[component] = {
+                item["key"]
+                for volume in pod["template"]["spec"]["volumes"]
+                if volume["name"] == "secrets"
+                for item in volume["secret"]["items"]
+            }
+        return found
+
+    given = mounted("secrets:\n  webhookKey: k3y\n")
+    assert "webhook-key" in given["coordinator"]
+    assert all("webhook-key" not in given[c] for c in COMPONENTS if c != "coordinator")
+    assert "webhook-key" not in mounted("{}\n")["coordinator"]
+    existing = "secrets:\n  existingSecret: mine\n"
+    assert "webhook-key" not in mounted(existing)["coordinator"]
+    assert (
+        "webhook-key" in mounted(existing + "  existingSecretHasWebhookKey: true\n")["coordinator"]
+    )

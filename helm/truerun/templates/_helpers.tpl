@@ -57,7 +57,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Secret keys each service reads, and the setting each key is. */}}
 {{- define "truerun.secretKeys" -}}
-coordinator: [database-url, runtime-tokens, api-tokens, service-token]
+coordinator: [database-url, runtime-tokens, api-tokens, service-token, webhook-key]
 capacity: [database-url, redis-url, api-tokens]
 reconciler: [database-url]
 gateway: [api-tokens]
@@ -70,12 +70,13 @@ redis-url: TRUERUN_REDIS_URL
 runtime-tokens: TRUERUN_RUNTIME_TOKENS
 api-tokens: TRUERUN_API_TOKENS
 service-token: TRUERUN_SERVICE_TOKEN
+webhook-key: TRUERUN_WEBHOOK_KEY
 {{- end -}}
 
 {{/* The secret values the chart renders, by key (empty values are left out). */}}
 {{- define "truerun.secretValues" -}}
 {{- $s := .Values.secrets -}}
-{{- $all := dict "database-url" $s.databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens "service-token" $s.serviceToken -}}
+{{- $all := dict "database-url" $s.databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens "service-token" $s.serviceToken "webhook-key" $s.webhookKey -}}
 {{- $present := dict -}}
 {{- range $key, $value := $all -}}
 {{- if $value -}}{{- $_ := set $present $key $value -}}{{- end -}}
@@ -89,7 +90,11 @@ service-token: TRUERUN_SERVICE_TOKEN
 {{- $wanted := index (include "truerun.secretKeys" .root | fromYaml) .component -}}
 {{- $keys := list -}}
 {{- if .root.Values.secrets.existingSecret -}}
-{{- $keys = $wanted -}}
+{{- range $wanted -}}
+{{- if or (ne . "webhook-key") $.root.Values.secrets.existingSecretHasWebhookKey -}}
+{{- $keys = append $keys . -}}
+{{- end -}}
+{{- end -}}
 {{- else -}}
 {{- $present := include "truerun.secretValues" .root | fromYaml -}}
 {{- range $wanted -}}
