@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from automations.domain.calendar import fires_between, next_fire, upcoming
 from automations.domain.model import Fire, Note, Overlap, Schedule, ScheduleEvent, Source, fire_key
-from automations.domain.plan import apply_overlap, wake_at
+from automations.domain.plan import Plan, apply_overlap, wake_at
 from automations.domain.webhooks import secret_for, verify
 from automations.service.fires import Carried, carry_out, open_runs
 from automations.store.sql import ScheduleChanged, ScheduleExists, ScheduleSql
@@ -295,7 +295,22 @@ class Schedules:
                             new.append(fire)
                         else:
                             had.append((fire, found.run.id, True))
-                    plan = apply_overlap(current, now, still_open, tuple(new), overlap=overlap)
+                    if current.paused and any(f.source is Source.WEBHOOK for f in new):
+                        # Paused means no automatic fire; a person's "fire now" still runs.
+                        plan = Plan(
+                            current,
+                            notes=tuple(
+                                Note(
+                                    "skipped",
+                                    f"skipped delivery {f.key.rsplit(':', 1)[-1]}: "
+                                    f"{current.pause_note or 'the schedule is paused'}",
+                                    fire_ms=f.fire_ms,
+                                )
+                                for f in new
+                            ),
+                        )
+                    else:
+                        plan = apply_overlap(current, now, still_open, tuple(new), overlap=overlap)
                     if note is not None:
                         plan = replace(plan, notes=(note, *plan.notes))
                     carried: Carried = await carry_out(

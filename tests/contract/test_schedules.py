@@ -270,3 +270,20 @@ async def test_a_stop_across_fires_runs_those_inside_the_window_and_records_the_
         assert "coalesced" not in notes
     state = await one.schedules.get("proj", "cu")
     assert state.missed_total == 15 and state.next_fire_ms == START + 21 * STEP
+
+
+async def test_a_paused_schedule_records_a_delivery_and_runs_nothing(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    _, secret = await one.schedules.create(every_second("ph", webhook=True), ("user", "ana"))
+    await one.schedules.pause("proj", "ph", "vendor outage", ("user", "ana"))
+    body = b"{}"
+    fired = await one.schedules.deliver(
+        "proj", "ph", "d-9", sign(secret, clock.now, "d-9", body), body
+    )
+    assert fired.runs == ()
+    assert fired.notes == ("skipped delivery d-9: paused by ana: vendor outage",)
+    assert await runs_of(one.store, "ph") == []
+    manual = await one.schedules.fire_now("proj", "ph", "req-1", ("user", "ana"))
+    assert len(manual.runs) == 1  # a person's "fire now" still runs while paused
