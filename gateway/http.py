@@ -21,8 +21,16 @@ def json_response(
     return Response(body, status_code=status, media_type=JSON, headers=headers)
 
 
+#: The challenge of a refused webhook delivery: its credential is the signature header, not
+#: a bearer token (docs/gateway.md "Webhook deliveries").
+SIGNATURE_CHALLENGE = 'Truerun-Signature header="X-Truerun-Signature"'
+
+
 def error_response(problem: Problem) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if problem.status == 401 else None
+    headers = None
+    if problem.status == 401:
+        signed = problem.reason == "WEBHOOK_SIGNATURE_INVALID"
+        headers = {"WWW-Authenticate": SIGNATURE_CHALLENGE if signed else "Bearer"}
     return problem_response(problem, headers)
 
 

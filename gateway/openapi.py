@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2
+from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2, schedule_service_pb2
 
 from gateway.routes import ROUTES
 from gateway.routes.spec import Schema, ref
@@ -37,11 +38,14 @@ _WELL_KNOWN: dict[str, Schema] = {
 }
 
 
-def _field_schema(field: FieldDescriptor, *, request: bool) -> Schema:
+def _field_schema(
+    field: FieldDescriptor, *, request: bool, nested: Mapping[str, str] | None = None
+) -> Schema:
     schema: Schema
     if field.message_type is not None:
         full_name = field.message_type.full_name
-        schema = dict(_WELL_KNOWN.get(full_name) or {"$ref": ref(field.message_type.name)})
+        name = (nested or {}).get(field.message_type.name, field.message_type.name)
+        schema = dict(_WELL_KNOWN.get(full_name) or {"$ref": ref(name)})
     elif field.enum_type is not None:
         schema = {"type": "string", "enum": [v.name for v in field.enum_type.values]}
     elif field.type in _INT32:
@@ -67,9 +71,14 @@ def message_schema(
     request: bool = False,
     omit: frozenset[str] = frozenset(),
     required: tuple[str, ...] = (),
+    nested: Mapping[str, str] | None = None,
 ) -> Schema:
+    """``nested`` names the component a message field refers to when it is not the
+    message's own name (a request body's parts: ``{"RunTemplate": "RunTemplateBody"}``)."""
     properties = {
-        f.name: _field_schema(f, request=request) for f in descriptor.fields if f.name not in omit
+        f.name: _field_schema(f, request=request, nested=nested)
+        for f in descriptor.fields
+        if f.name not in omit
     }
     if request:
         must = list(required)
@@ -101,8 +110,10 @@ _PROBLEM: Schema = {
 _ERRORS = {
     "400": "malformed parameters or body (reason INVALID_ARGUMENT, INVALID_CURSOR, ...)",
     "401": "missing or unknown token (UNAUTHENTICATED)",
-    "404": "no such run, or a run of a project the token does not see (RUN_NOT_FOUND)",
-    "409": "RUN_VERSION_CONFLICT, INVALID_RUN_TRANSITION, IDEMPOTENCY_KEY_CONFLICT, ...",
+    "404": "no such run or schedule, or one of a project the token does not see "
+    "(RUN_NOT_FOUND, SCHEDULE_NOT_FOUND)",
+    "409": "RUN_VERSION_CONFLICT, INVALID_RUN_TRANSITION, IDEMPOTENCY_KEY_CONFLICT, "
+    "SCHEDULE_VERSION_CONFLICT, SCHEDULE_EXISTS, ...",
     "413": "the body exceeds the size limit (REQUEST_TOO_LARGE)",
     "503": "the services are unavailable or busy; retry with backoff",
 }
@@ -164,6 +175,7 @@ def document() -> Schema:
             },
         },
     }
+    schemas.update(_schedule_schemas())
     schemas["Problem"] = _PROBLEM
     schemas["Health"] = {
         "type": "object",
@@ -188,7 +200,7 @@ def document() -> Schema:
         for operation in entry.operations:
             methods = paths.setdefault(operation.path or entry.path, {})
             assert entry.method.lower() not in methods, (entry.method, entry.path)
-            methods[entry.method.lower()] = operation.document(public=entry.public)
+            methods[entry.method.lower()] = operation.document(public=entry.tokenless)
     return {
         "openapi": "3.0.3",
         "info": {
@@ -205,12 +217,84 @@ def document() -> Schema:
             "schemas": schemas,
             "responses": responses,
             "headers": {
-                "ETag": {"description": "the run's etag", "schema": {"type": "string"}},
-                "Location": {"description": "the run's URL", "schema": {"type": "string"}},
+                "ETag": {
+                    "description": "the run's (or schedule's) etag",
+                    "schema": {"type": "string"},
+                },
+                "Location": {
+                    "description": "the new run's (or schedule's) URL",
+                    "schema": {"type": "string"},
+                },
             },
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _schedule_schemas() -> dict[str, Schema]:
+    """ScheduleService's messages, the bodies of its routes, and the runs page the gateway
+    assembles (fired events' runs)."""
+    messages = schedule_service_pb2.DESCRIPTOR.message_types_by_name
+    schemas: dict[str, Schema] = {
+        name: message_schema(messages[name])
+        for name in (
+            "Schedule",
+            "RunTemplate",
+            "ScheduleSpec",
+            "ListSchedulesResponse",
+            "CreateScheduleResponse",
+            "FireResponse",
+            "FiredRun",
+            "ListUpcomingFiresResponse",
+            "UpcomingFire",
+            "ListScheduleEventsResponse",
+            "ScheduleEvent",
+        )
+    }
+    parts = {"RunTemplate": "RunTemplateBody", "ScheduleSpec": "ScheduleSpecBody"}
+    schemas["RunTemplateBody"] = message_schema(
+        messages["RunTemplate"], request=True, required=("owner_id", "task_id")
+    )
+    schemas["ScheduleSpecBody"] = message_schema(messages["ScheduleSpec"], request=True)
+    schemas["CreateScheduleBody"] = message_schema(
+        messages["Schedule"], request=True, required=("template",), nested=parts
+    )
+    schemas["CreateScheduleBody"]["description"] = (
+        "A Schedule; output-only fields are ignored, project_id is the path's"
+    )
+    schemas["ScheduleBody"] = message_schema(messages["Schedule"], request=True, nested=parts)
+    schemas["ScheduleBody"]["description"] = (
+        "A JSON merge patch of the Schedule (null removes a field); output-only fields "
+        "are ignored, etag is the condition"
+    )
+    backfill = messages["BackfillScheduleRequest"]
+    schemas["BackfillBody"] = message_schema(
+        backfill,
+        request=True,
+        omit=frozenset({"project_id", "schedule_id"}),
+        required=("start_time", "end_time"),
+    )
+    schemas["PauseBody"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"note": {"type": "string", "maxLength": 400}},
+    }
+    schemas["FireBody"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"request_id": {"type": "string"}},
+    }
+    schemas["EmptyBody"] = {"type": "object", "additionalProperties": False, "properties": {}}
+    schemas["ListScheduleRunsResponse"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["runs", "next_page_token"],
+        "properties": {
+            "runs": {"type": "array", "items": {"$ref": ref("Run")}},
+            "next_page_token": {"type": "string"},
+        },
+    }
+    return schemas
 
 
 def render() -> str:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc
+from truerun.v1 import (
+    capacity_service_pb2_grpc,
+    run_service_pb2_grpc,
+    schedule_service_pb2_grpc,
+)
 
 from coordinator.api.bearer import bearer_interceptors
 from kernel.telemetry import client_interceptors
@@ -16,7 +20,8 @@ FORWARDED: ContextVar[str] = ContextVar("gateway_forwarded_token", default="")
 
 class Upstream:
     """The gRPC stubs, on channels opened inside the server's event loop: one, or a second
-    one for CapacityService when it has its own address."""
+    one for CapacityService when it has its own address. RunService, ScheduleService and
+    WebhookService are on the services address (`truerun coordinator`, `truerun dev`)."""
 
     def __init__(self, target: str, capacity_target: str = "", tls: TlsFiles | None = None) -> None:
         # Every call carries the token of the request it serves: the gateway forwards the
@@ -29,6 +34,9 @@ class Upstream:
             self.capacity_channel = aio_channel(capacity_target, files, interceptors=interceptors)
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
         self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
+        self.schedules = schedule_service_pb2_grpc.ScheduleServiceStub(self.channel)
+        # Deliveries carry no token (FORWARDED is empty for them): the signature is checked.
+        self.webhooks = schedule_service_pb2_grpc.WebhookServiceStub(self.channel)
 
     async def close(self) -> None:
         await self.channel.close(None)

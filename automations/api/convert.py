@@ -45,6 +45,8 @@ _CATCHUP: dict[int, Catchup] = {
 }
 _CATCHUP_NUMBER = {Catchup.ONE: pb.CATCHUP_POLICY_ONE, Catchup.ALL: pb.CATCHUP_POLICY_ALL}
 MAX_CATCHUP_WINDOW_MS = 366 * 24 * 3_600_000
+#: Longer intervals put the next fire past what a Timestamp holds (year 9999).
+MAX_INTERVAL_MS = 36_525 * 24 * 3_600_000  # 100 years
 
 
 def ts(ms: int) -> timestamp_pb2.Timestamp:
@@ -87,6 +89,8 @@ def calendar(spec: pb.ScheduleSpec) -> Calendar | None:
     if spec.cron:
         timing = Cron(spec.cron.strip())
     elif spec.HasField("interval"):
+        if spec.interval.ToMilliseconds() > MAX_INTERVAL_MS:
+            raise InvalidArgument("spec.interval: at most 100 years")
         timing = Interval(spec.interval.ToMilliseconds(), spec.interval_offset.ToMilliseconds())
     else:
         timing = Once(spec.at.ToMilliseconds())

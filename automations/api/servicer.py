@@ -129,6 +129,8 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
         project, schedule = _seen(request.project_id, request.schedule_id)
         if not (request.HasField("start_time") and request.HasField("end_time")):
             raise InvalidArgument("start_time and end_time are required")
+        if request.start_time.seconds < 0:
+            raise InvalidArgument("start_time is before 1970: nothing to backfill there")
         overlap = sc.overlap(request.overlap_policy) if request.overlap_policy else None
         fired = await self._schedules.backfill(
             project,

@@ -3,12 +3,14 @@
 ``create_app`` (gateway/app.py) serves ``ROUTES`` in this order (Starlette takes the first
 route that matches) and gateway/openapi.py builds the document's paths from the same
 entries, so a route cannot be served undocumented or documented unserved
-(tests/gateway/test_routes.py). Handlers live in one module per resource.
+(tests/gateway/test_routes.py). Handlers live in one module per resource; the schedules'
+entries are in schedule_routes.py.
 """
 
 from __future__ import annotations
 
 from gateway.routes import capacity, events, meta, output, runs
+from gateway.routes.schedule_routes import SCHEDULE_ROUTES
 from gateway.routes.spec import (
     AFTER_SEQUENCE,
     ATTEMPT_ID,
@@ -330,4 +332,5 @@ ROUTES: tuple[Entry, ...] = (
             ),
         ),
     ),
+    *SCHEDULE_ROUTES,
 )

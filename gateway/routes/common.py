@@ -24,6 +24,10 @@ from gateway.upstream import FORWARDED, Upstream
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
     from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
+    from truerun.v1.schedule_service_pb2_grpc import (
+        ScheduleServiceAsyncStub,
+        WebhookServiceAsyncStub,
+    )
 
 R = run_service_pb2
 CALL_TIMEOUT_S = 10.0
@@ -51,6 +55,16 @@ class Context:
     def capacity(self) -> CapacityServiceAsyncStub:
         assert self.upstream is not None, "the gateway's lifespan has not started"
         return self.upstream.capacity
+
+    @property
+    def schedules(self) -> ScheduleServiceAsyncStub:
+        assert self.upstream is not None, "the gateway's lifespan has not started"
+        return self.upstream.schedules
+
+    @property
+    def webhooks(self) -> WebhookServiceAsyncStub:
+        assert self.upstream is not None, "the gateway's lifespan has not started"
+        return self.upstream.webhooks
 
 
 def context(request: Request) -> Context:
@@ -95,6 +109,11 @@ def principal(request: Request, *, query_token: bool = False) -> Principal:
 
 async def body_of(request: Request) -> dict[str, Any]:
     """The JSON object body (empty = {}), read up to the size limit (413 past it)."""
+    return messages.parse_object(await raw_body_of(request))
+
+
+async def raw_body_of(request: Request) -> bytes:
+    """The body's bytes as sent, read up to the size limit (413 past it)."""
     limit = context(request).max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -106,7 +125,7 @@ async def body_of(request: Request) -> dict[str, Any]:
         if size > limit:
             raise _too_large(limit)
         chunks.append(chunk)
-    return messages.parse_object(b"".join(chunks))
+    return b"".join(chunks)
 
 
 async def visible_run(

@@ -31,6 +31,7 @@ class Operation:
     body: str = ""  # the component schema of the JSON request body; "" = no body
     body_required: bool = False
     path: str = ""  # the documented path when it is not the route's (a run command)
+    request_body: Schema | None = None  # a whole requestBody, when not one JSON schema
 
     def document(self, *, public: bool) -> Schema:
         operation: Schema = {"summary": self.summary, "operationId": self.operation_id}
@@ -38,7 +39,9 @@ class Operation:
             operation["description"] = self.description
         if self.parameters:
             operation["parameters"] = list(self.parameters)
-        if self.body:
+        if self.request_body is not None:
+            operation["requestBody"] = self.request_body
+        elif self.body:
             operation["requestBody"] = {
                 "required": self.body_required,
                 "content": {"application/json": {"schema": {"$ref": ref(self.body)}}},
@@ -58,6 +61,14 @@ class Entry:
     handler: Handler
     operations: tuple[Operation, ...] = ()
     public: bool = False  # served without a token (every other route authenticates)
+    # Authenticated by a signature in its headers instead of a token (a webhook delivery):
+    # documented without the bearer scheme, like a public route.
+    signed: bool = False
+
+    @property
+    def tokenless(self) -> bool:
+        """Whether the route is served without a bearer token (public or signed)."""
+        return self.public or self.signed
 
 
 def ref(name: str) -> str:
@@ -105,6 +116,7 @@ def _list_param(name: str, description: str) -> Schema:
 
 PROJECT = param("project", "path", "the project id")
 RUN = param("run", "path", "the run id")
+SCHEDULE = param("schedule", "path", "the schedule id")
 PAGE_SIZE = _int_param("page_size", "maximum items per page; 0 = server default")
 PAGE_TOKEN = param("page_token", "query", "next_page_token of the previous page")
 IF_MATCH = param("If-Match", "header", "the run's ETag; a stale one fails with 409")
@@ -119,6 +131,8 @@ OFFSET = _int_param(
 )
 MAX_BYTES = _int_param("max_bytes", "at most this many bytes of text; 0 = 64 KiB, at most 1 MiB")
 AFTER_SEQUENCE = _int_param("after_sequence", "only events with a greater sequence")
+SCHEDULE_PAGE_SIZE = _int_param("page_size", "maximum items per page; 0 = server default", 200)
+UPCOMING_COUNT = _int_param("count", "how many fire times; 0 = 5", 100)
 LAST_EVENT_ID = param("Last-Event-ID", "header", "the id of the last message received")
 STATUS_FILTER = _list_param(
     "status", "stored statuses (RUN_STATUS_QUEUED or queued; repeat or comma-separate)"

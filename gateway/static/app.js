@@ -85,6 +85,12 @@ function route() {
   const path = window.location.hash.replace(/^#/, '') || '/queue';
   const runMatch = path.match(/^\/runs\/([^/?]+)/);
   if (runMatch) return { page: 'run', arg: decodeURIComponent(runMatch[1]) };
+  // One schedule: #/automations/<project>/<schedule>.
+  const scheduleMatch = path.match(/^\/automations\/([^/?]+)\/([^/?]+)/);
+  if (scheduleMatch) {
+    const [project, schedule] = scheduleMatch.slice(1).map(decodeURIComponent);
+    return { page: 'automations', arg: { project, schedule } };
+  }
   const name = path.replace(/^\//, '').split(/[/?]/)[0];
   return { page: pages[name] ? name : 'queue', arg: null };
 }
@@ -106,7 +112,7 @@ function render() {
   }
   errorBox();
   const ctx = { project: project(), main, announce, showError, clearError, rerender: render };
-  current = page === 'run' ? run.mount(ctx, arg) : pages[page].mount(ctx);
+  current = page === 'run' ? run.mount(ctx, arg) : pages[page].mount(ctx, arg);
   document.title = `${current.title} — truerun`;
 }
 

@@ -1,7 +1,7 @@
 """The route table (gateway/routes) without a live stack: every route is documented and
 every documented operation is served by its route, every route but the two public ones
-authenticates, metrics name a run command by its documented path, and a handler can be
-called on its own."""
+authenticates (with a bearer token, or the webhook delivery with its signature), metrics name
+a run command by its documented path, and a handler can be called on its own."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from tests.support.gateway_stack import ALL, P_TOKEN, TOKENS
 # The document does not describe itself; everything else is documented.
 UNDOCUMENTED = {("GET", "/v1/openapi.json")}
 PUBLIC = {("GET", "/healthz"), ("GET", "/v1/openapi.json")}
+# Authenticated by the delivery's signature, not a token (the services check it).
+SIGNED = {("POST", "/v1/projects/{project}/schedules/{schedule}:deliver")}
 SAMPLES = {"project": "proj-p", "run": "run-1", "owner": "alice", "instance": "i-1"}
-SAMPLES |= {"agent": "agent-1", "target": "run-1:cancel"}
+SAMPLES |= {"agent": "agent-1", "target": "run-1:cancel", "schedule": "nightly"}
 
 
 def _app() -> Starlette:
@@ -62,7 +64,10 @@ def test_every_route_is_documented_and_every_operation_served_by_its_route() -> 
             table_operations.add((entry.method, documented))
             served = paths[documented][entry.method.lower()]
             assert served["operationId"] == operation.operation_id
-            assert ("security" in served) == entry.public
+            # No bearer scheme on the public routes and the signed one (security: []).
+            assert ("security" in served) == entry.tokenless
+            if entry.signed:
+                assert served["security"] == [] and "signature" in served["description"]
             # The documented path, filled in, reaches this entry's handler first.
             scope = _scope(entry.method, _concrete(documented))
             first = next(r for r in app.routes if r.matches(scope)[0] is Match.FULL)
@@ -72,6 +77,7 @@ def test_every_route_is_documented_and_every_operation_served_by_its_route() -> 
     ids = [op["operationId"] for ops in paths.values() for op in ops.values()]
     assert len(ids) == len(set(ids))
     assert {(e.method, e.path) for e in ROUTES if e.public} == PUBLIC
+    assert {(e.method, e.path) for e in ROUTES if e.signed} == SIGNED
 
 
 def test_run_commands_are_documented_served_and_labelled_alike() -> None:
@@ -85,7 +91,10 @@ def test_run_commands_are_documented_served_and_labelled_alike() -> None:
         assert route_template(app.routes, scope) == operation.path
 
 
-async def test_every_route_but_healthz_and_openapi_wants_a_token() -> None:
+async def test_every_route_but_healthz_and_openapi_wants_a_token_or_a_signature() -> None:
+    """Without credentials every route but the public two is a 401 problem before any gRPC
+    call (none could be made here: no upstream is open). The webhook delivery wants its
+    signature headers, and a bearer token does not stand in for them."""
     transport = httpx.ASGITransport(app=_app())
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
         for entry in ROUTES:
@@ -96,6 +105,19 @@ async def test_every_route_but_healthz_and_openapi_wants_a_token() -> None:
                     assert answer.status_code == 200, path
                     continue
                 assert answer.status_code == 401, (path, answer.text)
+                assert answer.headers["content-type"] == "application/problem+json"
+                if entry.signed:
+                    assert answer.json()["reason"] == "WEBHOOK_SIGNATURE_INVALID"
+                    assert answer.headers["www-authenticate"].startswith("Truerun-Signature")
+                    for headers in (
+                        {"Authorization": f"Bearer {ALL}"},
+                        {"X-Truerun-Delivery": "d-1"},
+                        {"X-Truerun-Signature": "t=1,v1=00"},
+                    ):
+                        refused = await http.request(entry.method, _concrete(path), headers=headers)
+                        assert refused.status_code == 401, (headers, refused.text)
+                        assert refused.json()["reason"] == "WEBHOOK_SIGNATURE_INVALID"
+                    continue
                 assert answer.json()["reason"] == "UNAUTHENTICATED"
                 assert answer.headers["www-authenticate"] == "Bearer"
 

@@ -3,6 +3,8 @@
 reaches the services only over gRPC.
 
 Tokens: ``ALL`` sees every project, ``P_TOKEN`` only ``proj-p``, ``Q_TOKEN`` only ``proj-q``.
+The services include ScheduleService and WebhookService (webhook key ``WEBHOOK_KEY``); the
+scheduler loop does not run (a test fires schedules by hand, backfill or delivery).
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import grpc
-from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc
+from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc, schedule_service_pb2_grpc
 
 from gateway.app import GatewayConfig
 from gateway.server import HttpServer
 from gateway.tokens import ApiTokens
 from kernel.db.migrate import upgrade
-from services.bootstrap import Capacity, Coordinator
-from services.server import create_server
+from services.bootstrap import Capacity, Coordinator, schedules
+from services.server import start_serving
 from tests.support.auth import aio_channel
 from tests.support.capacity import open_capacity
 
@@ -28,6 +30,7 @@ ALL = "token-all-projects"
 P_TOKEN = "token-project-p"
 Q_TOKEN = "token-project-q"
 TOKENS = f"{ALL}:*:operator;{P_TOKEN}:proj-p;{Q_TOKEN}:proj-q"
+WEBHOOK_KEY = "gateway-stack-webhook-key"
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -43,6 +46,7 @@ class GatewayStack:
     capacity: Capacity
     runs: run_service_pb2_grpc.RunServiceAsyncStub
     capacity_stub: capacity_service_pb2_grpc.CapacityServiceAsyncStub
+    schedules: schedule_service_pb2_grpc.ScheduleServiceAsyncStub
     grpc_server: grpc.aio.Server  # to stop the services under a running gateway
 
 
@@ -52,8 +56,15 @@ async def gateway_stack(
 ) -> AsyncIterator[GatewayStack]:
     await upgrade(database_url)
     async with open_capacity(database_url) as (app, caps):
-        server, port = await create_server(app, f"{HOST}:0", caps, tokens=ApiTokens.parse(TOKENS))
-        grpc_address = f"{HOST}:{port}"
+        serving = await start_serving(
+            app,
+            f"{HOST}:0",
+            caps,
+            tokens=ApiTokens.parse(TOKENS),
+            schedules=schedules(app, WEBHOOK_KEY),
+        )
+        server = serving.server
+        grpc_address = f"{HOST}:{serving.port}"
         http = HttpServer(
             GatewayConfig(
                 grpc_target=grpc_address,
@@ -74,6 +85,7 @@ async def gateway_stack(
                     capacity=caps,
                     runs=run_service_pb2_grpc.RunServiceStub(channel),
                     capacity_stub=capacity_service_pb2_grpc.CapacityServiceStub(channel),
+                    schedules=schedule_service_pb2_grpc.ScheduleServiceStub(channel),
                     grpc_server=server,
                 )
         finally:

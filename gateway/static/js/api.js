@@ -16,6 +16,11 @@ export const paths = {
   occupancy: (owner, instance) =>
     `/v1/capacity/owners/${enc(owner)}/instances/${enc(instance)}`,
   agent: (agentId) => `/v1/agents/${enc(agentId)}`,
+  schedules: (project) => `/v1/projects/${enc(project)}/schedules`,
+  schedule: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}`,
+  scheduleEvents: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/events`,
+  scheduleRuns: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/runs`,
+  scheduleUpcoming: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/upcoming`,
 };
 
 export class ApiError extends Error {
