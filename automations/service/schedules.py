@@ -293,8 +293,10 @@ class Schedules:
                         found = await tx.find_by_idempotency_key(project_id, fire.key)
                         if found is None:
                             new.append(fire)
-                        else:
-                            had.append((fire, found.run.id, True))
+                        else:  # answered with the fire time that created it
+                            first = found.run.spec.get("schedule", {}).get("fire_time_ms")
+                            at = first if isinstance(first, int) else fire.fire_ms
+                            had.append((replace(fire, fire_ms=at), found.run.id, True))
                     if current.paused and any(f.source is Source.WEBHOOK for f in new):
                         # Paused means no automatic fire; a person's "fire now" still runs.
                         plan = Plan(

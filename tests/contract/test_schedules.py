@@ -287,3 +287,16 @@ async def test_a_paused_schedule_records_a_delivery_and_runs_nothing(
     assert await runs_of(one.store, "ph") == []
     manual = await one.schedules.fire_now("proj", "ph", "req-1", ("user", "ana"))
     assert len(manual.runs) == 1  # a person's "fire now" still runs while paused
+
+
+async def test_fire_now_repeated_with_its_request_id_returns_the_first_fire(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    await one.schedules.create(every_second("fn", Overlap.SKIP), ("user", "ana"))
+    first = await one.schedules.fire_now("proj", "fn", "req-7", ("user", "ana"))
+    clock.now += 5 * STEP
+    again = await one.schedules.fire_now("proj", "fn", "req-7", ("user", "ana"))
+    assert [(f.fire_ms, run, existing) for f, run, existing in again.runs] == [
+        (START, first.runs[0][1], True)
+    ]
