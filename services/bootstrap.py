@@ -187,6 +187,17 @@ def schedules(app: Coordinator, webhook_key: str, clock: Callable[[], int] = now
     return Schedules(app.transitions, schedule_sql(app.store), webhook_key.encode(), clock)
 
 
-def scheduler(app: Coordinator, name: str, clock: Callable[[], int] = now_ms) -> Scheduler:
+def scheduler(
+    app: Coordinator,
+    name: str,
+    clock: Callable[[], int] = now_ms,
+    metrics: Metrics | None = None,
+) -> Scheduler:
     """The scheduler loop (any number of replicas; docs/automations.md)."""
-    return Scheduler(app.transitions, schedule_sql(app.store), name=name, clock=clock)
+    return Scheduler(
+        app.transitions,
+        schedule_sql(app.store),
+        name=name,
+        clock=clock,
+        on_note=metrics.schedule_decision if metrics is not None else None,
+    )

@@ -18,6 +18,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from automations.domain.model import Note
 from coordinator.service.transitions import Result
 from coordinator.store.base import RunReader
 from kernel.ids import now_ms
@@ -65,6 +66,13 @@ class Metrics:
             ["executor", "type"],
             registry=r,
         )
+        self.schedule_decisions = Counter(
+            "schedule_decision_total",
+            "What scheduler rounds decided, by kind: fired, skipped, buffered, unbuffered, "
+            "coalesced, missed, cancel_requested, error",
+            ["decision"],
+            registry=r,
+        )
         self.non_terminal_age = Gauge(
             "run_non_terminal_age_seconds",
             "Age of the oldest run in each non-terminal status",
@@ -82,6 +90,9 @@ class Metrics:
         if result.events and result.outcome != "ignored":
             to = result.run.status.value
             self.transitions.labels(result.from_status or "new", to, result.outcome).inc()
+
+    def schedule_decision(self, note: Note) -> None:
+        self.schedule_decisions.labels(note.type).inc()
 
     def count_refusals(self, refused: Mapping[str, int]) -> None:
         """Expose ``refused`` (runtime messages refused as evidence of nothing, by reason;

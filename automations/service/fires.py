@@ -24,6 +24,7 @@ class Carried:
     schedule: Schedule
     results: tuple[Result, ...]  # cancels and creations, to publish after the commit
     runs: tuple[tuple[Fire, str, bool], ...]  # (fire, run id, existing) per created fire
+    notes: tuple[Note, ...] = ()  # what was recorded, in order
 
 
 def fire_actor(schedule: Schedule, fire: Fire) -> Actor:
@@ -138,4 +139,4 @@ async def carry_out(
     )
     await sql.update(tx, schedule, before.version)
     await sql.append(tx, schedule, notes, actor, now_ms)
-    return Carried(schedule, tuple(results), tuple(runs))
+    return Carried(schedule, tuple(results), tuple(runs), tuple(notes))

@@ -16,7 +16,7 @@ from automations.domain.model import Note, Schedule
 from automations.domain.plan import plan_round
 from automations.service.fires import carry_out, open_runs
 from automations.store.sql import ScheduleChanged, ScheduleSql
-from coordinator.service.transitions import Result, Transitions
+from coordinator.service.transitions import Transitions
 from kernel.errors import IdempotencyKeyConflict, VersionConflict
 from kernel.ids import now_ms
 
@@ -39,13 +39,13 @@ class Scheduler:
         sql: ScheduleSql,
         name: str = "scheduler",
         clock: Callable[[], int] = now_ms,
-        on_fire: Callable[[Result], None] | None = None,
+        on_note: Callable[[Note], None] | None = None,
     ) -> None:
         self._transitions = transitions
         self._sql = sql
         self._name = name
         self._clock = clock
-        self._on_fire = on_fire
+        self._on_note = on_note
 
     async def round(self, limit: int = 1_000) -> int:
         """Every due schedule once (up to ``limit``); how many were handled."""
@@ -85,9 +85,9 @@ class Scheduler:
                 await self._park(claimed, exc)
                 return True
             self._transitions.published(carried.results)
-            if self._on_fire is not None:
-                for result in carried.results:
-                    self._on_fire(result)
+            if self._on_note is not None:
+                for note in carried.notes:
+                    self._on_note(note)
             return True
         return True
 

@@ -92,7 +92,7 @@ async def run_dev(settings: Settings) -> None:
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
-            asyncio.create_task(scheduler(app, "dev").serve()),
+            asyncio.create_task(scheduler(app, "dev", metrics=metrics).serve()),
             asyncio.create_task(lease_scan.serve()),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(

@@ -42,7 +42,9 @@ async def run_reconciler(settings: Settings) -> None:
             ),
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             # Schedules: every replica runs the loop; a due fire is claimed by one of them.
-            asyncio.create_task(scheduler(app, f"reconciler:{os.getpid()}").serve()),
+            asyncio.create_task(
+                scheduler(app, f"reconciler:{os.getpid()}", metrics=metrics).serve()
+            ),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(
                 OutputRetention(app.transitions, settings.output_retention_days).serve()

@@ -20,6 +20,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.states import RunStatus
 from coordinator.store.base import RunFilter, RunStore
 from services.bootstrap import Coordinator, coordinator, open_store, scheduler, schedules
+from services.metrics import Metrics
 from tests.support.factories import RUNTIME, SCHEDULER
 
 START = 1_800_000_000_000  # a fixed instant on the fake clock
@@ -300,3 +301,19 @@ async def test_fire_now_repeated_with_its_request_id_returns_the_first_fire(
     assert [(f.fire_ms, run, existing) for f, run, existing in again.runs] == [
         (START, first.runs[0][1], True)
     ]
+
+
+async def test_scheduler_decisions_are_counted_for_operators(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    metrics = Metrics()
+    loop = scheduler(one.app, "metered", clock=clock, metrics=metrics)
+    await one.schedules.create(every_second("m", Overlap.SKIP), ("user", "ana"))
+    clock.now += STEP
+    await loop.one()  # fired
+    clock.now += STEP
+    await loop.one()  # skipped: the first run is still queued
+    text = metrics.exposition()
+    assert 'schedule_decision_total{decision="fired"} 1.0' in text
+    assert 'schedule_decision_total{decision="skipped"} 1.0' in text
