@@ -66,13 +66,17 @@ class SqliteWriter(SqliteConnections):
         """One IMMEDIATE transaction: SQLite's single writer lock stands in for every
         advisory lock PostgreSQL would take."""
         async with self._write_lock:
-            await self._write(self._begin_immediate)
             try:
+                # Inside the try: a caller cancelled while BEGIN waits for the writer thread
+                # still gets it undone, since the thread runs the BEGIN and then this
+                # ROLLBACK in order (else the connection stays in a transaction and every
+                # later BEGIN fails).
+                await self._write(self._begin_immediate)
                 yield SqliteTx(self)
+                await self._write(lambda conn: conn.execute("COMMIT"))
             except BaseException:
-                await self._write(lambda conn: conn.execute("ROLLBACK"))
+                await self._write(_rollback_if_open)
                 raise
-            await self._write(lambda conn: conn.execute("COMMIT"))
 
     def _apply(
         self,
@@ -138,6 +142,11 @@ class SqliteWriter(SqliteConnections):
 
         async with self._write_lock:
             return await self._write(run)
+
+
+def _rollback_if_open(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 class SqliteTx:
