@@ -19,6 +19,7 @@ COPY services services
 COPY coordinator coordinator
 COPY capacity capacity
 COPY automations automations
+COPY longtasks longtasks
 COPY reconciler reconciler
 COPY gateway gateway
 COPY truerun_runtime truerun_runtime

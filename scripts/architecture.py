@@ -27,7 +27,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("truerun_runtime",),  # the runtime side: SDK and reference agent, installs alone
     ("kernel",),  # ids, clock, settings, TLS, telemetry, schema, errors, observation
     ("coordinator",),  # runs and attempts: the domain, the one write door, its stores
-    ("capacity", "automations"),  # claims; schedules and triggers: through the door
+    ("capacity", "automations", "longtasks"),  # claims; schedules; long tasks over runs
     ("reconciler", "gateway"),  # background scans; REST/SSE in front of the services
     ("services",),  # the roof: one module per deployable process, the CLI, the wiring
 )
