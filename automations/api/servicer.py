@@ -182,6 +182,18 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
             next_page_token=str(page[-1].sequence) if len(events) > size else "",
         )
 
+    @unary
+    async def RotateWebhookSecret(
+        self, request: pb.RotateWebhookSecretRequest, context: Ctx
+    ) -> pb.CreateScheduleResponse:
+        project, schedule_id = _seen(request.project_id, request.schedule_id)
+        rotated, secret = await self._schedules.rotate_webhook_secret(
+            project, schedule_id, _actor(caller())
+        )
+        return pb.CreateScheduleResponse(
+            schedule=sc.schedule_to_proto(rotated), webhook_secret=secret
+        )
+
 
 class WebhookServicer(schedule_service_pb2_grpc.WebhookServiceServicer):
     def __init__(self, schedules: Schedules) -> None:

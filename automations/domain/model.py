@@ -83,7 +83,10 @@ class Schedule:
     catchup: Catchup = Catchup.ONE
     catchup_window_ms: int = DEFAULT_CATCHUP_WINDOW_MS
     display_name: str = ""
-    webhook_generation: int = 0  # 0: no webhook; bumping it rotates the signing secret
+    #: > 0: the webhook is on and signs with this generation's secret; <= 0: off, its
+    #: magnitude kept so that turning it on again (a new generation) never revives an old
+    #: secret. Rotating bumps it.
+    webhook_generation: int = 0
     paused: bool = False
     pause_note: str = ""
     next_fire_ms: int | None = None
@@ -97,6 +100,10 @@ class Schedule:
     created_by: str = ""
     created_at_ms: int = 0
     updated_at_ms: int = 0
+
+    @property
+    def webhook_enabled(self) -> bool:
+        return self.webhook_generation > 0
 
     @property
     def trigger_id(self) -> str:

@@ -96,7 +96,7 @@ class Schedules:
     async def create(self, schedule: Schedule, actor: tuple[str, str]) -> tuple[Schedule, str]:
         """The new schedule and, with a webhook, its signing secret (shown once)."""
         now = self._clock()
-        if schedule.webhook_generation and not self._key:
+        if schedule.webhook_enabled and not self._key:
             raise WebhooksNotConfigured("this server has no TRUERUN_WEBHOOK_KEY: no webhooks")
         new = first_fire(
             replace(schedule, version=1, created_by=actor[1], created_at_ms=now, updated_at_ms=now),
@@ -114,7 +114,7 @@ class Schedules:
         return new, self._secret(new)
 
     def _secret(self, schedule: Schedule) -> str:
-        if not schedule.webhook_generation:
+        if not schedule.webhook_enabled:
             return ""
         return secret_for(
             self._key, schedule.project_id, schedule.schedule_id, schedule.webhook_generation
@@ -124,10 +124,13 @@ class Schedules:
         self, changed: Schedule, expected_version: int, actor: tuple[str, str]
     ) -> Schedule:
         """Replace the template, timing and policies; a new timing starts from now."""
-        if changed.webhook_generation and not self._key:
-            raise WebhooksNotConfigured("this server has no TRUERUN_WEBHOOK_KEY: no webhooks")
 
         async def change(current: Schedule, tx: DoorTx, now: int) -> tuple[Schedule, str]:
+            if changed.webhook_enabled and not current.webhook_enabled:
+                raise InvalidArgument(
+                    "turn a schedule's webhook on with RotateWebhookSecret, which shows its "
+                    "new secret once"
+                )
             updated = replace(
                 current,
                 display_name=changed.display_name,
@@ -137,7 +140,9 @@ class Schedules:
                 catchup=changed.catchup,
                 catchup_window_ms=changed.catchup_window_ms,
                 webhook_generation=(
-                    max(current.webhook_generation, 1) if changed.webhook_generation else 0
+                    current.webhook_generation
+                    if changed.webhook_enabled
+                    else -abs(current.webhook_generation)
                 ),
             )
             if changed.calendar != current.calendar:
@@ -147,6 +152,21 @@ class Schedules:
         return await self._mutate(
             changed.project_id, changed.schedule_id, expected_version, change, actor
         )
+
+    async def rotate_webhook_secret(
+        self, project_id: str, schedule_id: str, actor: tuple[str, str]
+    ) -> tuple[Schedule, str]:
+        """A new signing secret (shown once; the old one stops working at once), turning the
+        webhook on if it was off."""
+        if not self._key:
+            raise WebhooksNotConfigured("this server has no TRUERUN_WEBHOOK_KEY: no webhooks")
+
+        async def change(current: Schedule, tx: DoorTx, now: int) -> tuple[Schedule, str]:
+            rotated = replace(current, webhook_generation=abs(current.webhook_generation) + 1)
+            return rotated, f"updated webhook secret: rotated by {actor[1]}"
+
+        rotated = await self._mutate(project_id, schedule_id, None, change, actor)
+        return rotated, self._secret(rotated)
 
     async def pause(
         self, project_id: str, schedule_id: str, note: str, actor: tuple[str, str]
@@ -254,7 +274,7 @@ class Schedules:
             raise WebhooksNotConfigured("this server has no TRUERUN_WEBHOOK_KEY: no webhooks")
         refused = WebhookSignatureInvalid("the delivery's signature does not check out")
         schedule = await self._sql.get(None, project_id, schedule_id)
-        if schedule is None or not schedule.webhook_generation or len(body) > MAX_WEBHOOK_BODY:
+        if schedule is None or not schedule.webhook_enabled or len(body) > MAX_WEBHOOK_BODY:
             raise refused
         if not verify(self._secret(schedule), signature, delivery_id, body, self._clock()):
             raise refused

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -19,6 +19,7 @@ from automations.service.schedules import Schedules
 from coordinator.domain import commands as c
 from coordinator.domain.states import RunStatus
 from coordinator.store.base import RunFilter, RunStore
+from kernel.errors import InvalidArgument, WebhookSignatureInvalid
 from services.bootstrap import Coordinator, coordinator, open_store, scheduler, schedules
 from services.metrics import Metrics
 from tests.support.factories import RUNTIME, SCHEDULER
@@ -317,3 +318,30 @@ async def test_scheduler_decisions_are_counted_for_operators(
     text = metrics.exposition()
     assert 'schedule_decision_total{decision="fired"} 1.0' in text
     assert 'schedule_decision_total{decision="skipped"} 1.0' in text
+
+
+async def test_a_rotated_webhook_secret_replaces_the_old_one_and_off_stays_off(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    _, old = await one.schedules.create(every_second("rot", webhook=True), ("user", "ana"))
+    rotated, new = await one.schedules.rotate_webhook_secret("proj", "rot", ("user", "ana"))
+    assert new.startswith("whsec_") and new != old
+    body = b"{}"
+    with pytest.raises(WebhookSignatureInvalid):
+        await one.schedules.deliver("proj", "rot", "a", sign(old, clock.now, "a", body), body)
+    fired = await one.schedules.deliver("proj", "rot", "b", sign(new, clock.now, "b", body), body)
+    assert len(fired.runs) == 1
+    # Off through an update, then on again only by rotating: never the earlier secret.
+    off = await one.schedules.update(
+        replace(rotated, webhook_generation=0), fired.schedule.version, ("user", "ana")
+    )
+    assert not off.webhook_enabled
+    with pytest.raises(WebhookSignatureInvalid):
+        await one.schedules.deliver("proj", "rot", "c", sign(new, clock.now, "c", body), body)
+    with pytest.raises(InvalidArgument):
+        await one.schedules.update(replace(off, webhook_generation=1), off.version, ("user", "ana"))
+    _, third = await one.schedules.rotate_webhook_secret("proj", "rot", ("user", "ana"))
+    assert third not in (old, new)
+    fired = await one.schedules.deliver("proj", "rot", "d", sign(third, clock.now, "d", body), body)
+    assert len(fired.runs) == 1

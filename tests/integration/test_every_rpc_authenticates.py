@@ -83,6 +83,7 @@ REQUESTS: dict[str, Message] = {
             ("FireSchedule", sch.FireScheduleRequest(project_id="proj-p", schedule_id="s")),
             ("ListUpcomingFires", sch.ListUpcomingFiresRequest(project_id="proj-p")),
             ("ListScheduleEvents", sch.ListScheduleEventsRequest(project_id="proj-p")),
+            ("RotateWebhookSecret", sch.RotateWebhookSecretRequest(project_id="proj-p")),
         )
     },
 }
@@ -284,6 +285,9 @@ async def test_schedules_of_another_project_do_not_exist_and_deliveries_need_a_s
             "DeleteSchedule": lambda: stub.DeleteSchedule(sch.DeleteScheduleRequest(**named)),
             "ListUpcomingFires": lambda: stub.ListUpcomingFires(
                 sch.ListUpcomingFiresRequest(project_id="proj-q", schedule_id="nightly")
+            ),
+            "RotateWebhookSecret": lambda: stub.RotateWebhookSecret(
+                sch.RotateWebhookSecretRequest(**named)
             ),
             "ListScheduleEvents": lambda: stub.ListScheduleEvents(
                 sch.ListScheduleEventsRequest(project_id="proj-q", schedule_id="nightly")

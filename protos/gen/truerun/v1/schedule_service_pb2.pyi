@@ -302,7 +302,10 @@ class Schedule(_message.Message):
     catchup_policy: Global___CatchupPolicy.ValueType
     """What happens to missed fires inside catchup_window; unspecified = one."""
     webhook_enabled: _builtins.bool
-    """Whether signed webhook deliveries (WebhookService) may fire the schedule."""
+    """Whether signed webhook deliveries (WebhookService) may fire the schedule.
+    CreateSchedule turns it on (the response shows the secret); UpdateSchedule
+    can turn it off; RotateWebhookSecret turns it on again with a new secret.
+    """
     webhook_path: _builtins.str
     """The REST path deliveries are POSTed to (through the gateway)."""
     paused: _builtins.bool
@@ -607,6 +610,32 @@ class DeleteScheduleResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteScheduleResponse: _TypeAlias = DeleteScheduleResponse  # noqa: Y015
+
+@_typing.final
+class RotateWebhookSecretRequest(_message.Message):
+    """Request for ScheduleService.RotateWebhookSecret."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SCHEDULE_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project the schedule belongs to."""
+    schedule_id: _builtins.str
+    """The schedule's id."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        schedule_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "schedule_id", b"schedule_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateWebhookSecretRequest: _TypeAlias = RotateWebhookSecretRequest  # noqa: Y015
 
 @_typing.final
 class PauseScheduleRequest(_message.Message):

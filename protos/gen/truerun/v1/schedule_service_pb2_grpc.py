@@ -90,6 +90,11 @@ class ScheduleServiceStub:
                 request_serializer=truerun_dot_v1_dot_schedule__service__pb2.ListScheduleEventsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_schedule__service__pb2.ListScheduleEventsResponse.FromString,
                 _registered_method=True)
+        self.RotateWebhookSecret = channel.unary_unary(
+                '/truerun.v1.ScheduleService/RotateWebhookSecret',
+                request_serializer=truerun_dot_v1_dot_schedule__service__pb2.RotateWebhookSecretRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_schedule__service__pb2.CreateScheduleResponse.FromString,
+                _registered_method=True)
 
 
 class ScheduleServiceServicer:
@@ -181,6 +186,16 @@ class ScheduleServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateWebhookSecret(self, request, context):
+        """Issues a new webhook signing secret, shown in the response this once; the
+        previous secret stops verifying at once. Turns the webhook on if it was
+        off (UpdateSchedule can only turn it off). FAILED_PRECONDITION /
+        WEBHOOKS_NOT_CONFIGURED without a server key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ScheduleServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -238,6 +253,11 @@ def add_ScheduleServiceServicer_to_server(servicer, server):
                     servicer.ListScheduleEvents,
                     request_deserializer=truerun_dot_v1_dot_schedule__service__pb2.ListScheduleEventsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_schedule__service__pb2.ListScheduleEventsResponse.SerializeToString,
+            ),
+            'RotateWebhookSecret': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateWebhookSecret,
+                    request_deserializer=truerun_dot_v1_dot_schedule__service__pb2.RotateWebhookSecretRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_schedule__service__pb2.CreateScheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -538,6 +558,33 @@ class ScheduleService:
             '/truerun.v1.ScheduleService/ListScheduleEvents',
             truerun_dot_v1_dot_schedule__service__pb2.ListScheduleEventsRequest.SerializeToString,
             truerun_dot_v1_dot_schedule__service__pb2.ListScheduleEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateWebhookSecret(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.ScheduleService/RotateWebhookSecret',
+            truerun_dot_v1_dot_schedule__service__pb2.RotateWebhookSecretRequest.SerializeToString,
+            truerun_dot_v1_dot_schedule__service__pb2.CreateScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

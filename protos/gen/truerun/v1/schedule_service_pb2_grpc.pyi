@@ -83,6 +83,12 @@ class ScheduleServiceStub:
     """What the schedule did, newest first: fired, skipped, buffered, coalesced,
     missed, cancel requested, paused, resumed, updated.
     """
+    RotateWebhookSecret: _grpc.UnaryUnaryMultiCallable[_schedule_service_pb2.RotateWebhookSecretRequest, _schedule_service_pb2.CreateScheduleResponse]
+    """Issues a new webhook signing secret, shown in the response this once; the
+    previous secret stops verifying at once. Turns the webhook on if it was
+    off (UpdateSchedule can only turn it off). FAILED_PRECONDITION /
+    WEBHOOKS_NOT_CONFIGURED without a server key.
+    """
 
 @_typing.type_check_only
 class ScheduleServiceAsyncStub(ScheduleServiceStub):
@@ -122,6 +128,12 @@ class ScheduleServiceAsyncStub(ScheduleServiceStub):
     ListScheduleEvents: _aio.UnaryUnaryMultiCallable[_schedule_service_pb2.ListScheduleEventsRequest, _schedule_service_pb2.ListScheduleEventsResponse]  # type: ignore[assignment]
     """What the schedule did, newest first: fired, skipped, buffered, coalesced,
     missed, cancel requested, paused, resumed, updated.
+    """
+    RotateWebhookSecret: _aio.UnaryUnaryMultiCallable[_schedule_service_pb2.RotateWebhookSecretRequest, _schedule_service_pb2.CreateScheduleResponse]  # type: ignore[assignment]
+    """Issues a new webhook signing secret, shown in the response this once; the
+    previous secret stops verifying at once. Turns the webhook on if it was
+    off (UpdateSchedule can only turn it off). FAILED_PRECONDITION /
+    WEBHOOKS_NOT_CONFIGURED without a server key.
     """
 
 class ScheduleServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -225,6 +237,18 @@ class ScheduleServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_schedule_service_pb2.ListScheduleEventsResponse, _abc.Awaitable[_schedule_service_pb2.ListScheduleEventsResponse]]:
         """What the schedule did, newest first: fired, skipped, buffered, coalesced,
         missed, cancel requested, paused, resumed, updated.
+        """
+
+    @_abc_1.abstractmethod
+    def RotateWebhookSecret(
+        self,
+        request: _schedule_service_pb2.RotateWebhookSecretRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_schedule_service_pb2.CreateScheduleResponse, _abc.Awaitable[_schedule_service_pb2.CreateScheduleResponse]]:
+        """Issues a new webhook signing secret, shown in the response this once; the
+        previous secret stops verifying at once. Turns the webhook on if it was
+        off (UpdateSchedule can only turn it off). FAILED_PRECONDITION /
+        WEBHOOKS_NOT_CONFIGURED without a server key.
         """
 
 def add_ScheduleServiceServicer_to_server(servicer: ScheduleServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
