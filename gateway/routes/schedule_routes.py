@@ -5,7 +5,7 @@ instead of a token (``signed=True``: documented with ``security: []``)."""
 
 from __future__ import annotations
 
-from gateway.routes import schedules
+from gateway.routes import schedules, webhooks
 from gateway.routes.spec import (
     PAGE_TOKEN,
     PROJECT,
@@ -235,6 +235,14 @@ SCHEDULE_ROUTES: tuple[Entry, ...] = (
         "FireResponse",
     ),
     _schedule_command(
+        "rotateWebhookSecret",
+        schedules.rotate_webhook_secret,
+        "EmptyBody",
+        "A new webhook signing secret, in this answer only (webhook_secret); the previous "
+        "one stops verifying at once. Turns the webhook on if it was off.",
+        "CreateScheduleResponse",
+    ),
+    _schedule_command(
         "backfill",
         schedules.backfill_schedule,
         "BackfillBody",
@@ -245,7 +253,7 @@ SCHEDULE_ROUTES: tuple[Entry, ...] = (
     Entry(
         "POST",
         f"{ONE_SCHEDULE}:deliver",
-        schedules.deliver,
+        webhooks.deliver,
         (
             Operation(
                 operation_id="deliver_webhook",

@@ -1,8 +1,7 @@
 """Schedules (ScheduleService): create, list, get, change (a JSON merge patch, conditional on
 the etag), delete, pause, resume, fire, backfill, the upcoming fire times, the events, and the
-runs the schedule's fires created. And a webhook delivery (WebhookService), the one route
-that takes no bearer token: its credential is the signature over its body, which the
-services check."""
+runs the schedule's fires created, and rotating its webhook secret. Deliveries, the one
+route without a bearer token, are in gateway/routes/webhooks.py."""
 
 from __future__ import annotations
 
@@ -17,25 +16,21 @@ from truerun.v1 import schedule_service_pb2 as pb
 
 from gateway import messages
 from gateway.http import int_param, json_response
-from gateway.problems import Problem, code_of, reason_of
+from gateway.problems import Problem, code_of
 from gateway.routes.common import (
     CALL_TIMEOUT_S,
     body_of,
     context,
     endpoint,
     principal,
-    raw_body_of,
 )
 from gateway.tokens import Principal
-from gateway.upstream import FORWARDED
 
 #: Runs per page of ``GET .../schedules/{schedule}/runs`` (default and most).
 RUNS_PAGE = 20
 MAX_RUNS_PAGE = 100
 #: Event pages one runs page reads at most (it may then hold fewer runs, and a next token).
 _EVENT_READS = 10
-DELIVERY_HEADER = "x-truerun-delivery"
-SIGNATURE_HEADER = "x-truerun-signature"
 _IMMUTABLE = ("project_id", "schedule_id")
 
 
@@ -352,48 +347,13 @@ async def backfill_schedule(request: Request) -> Response:
     return json_response(messages.to_dict(fired))
 
 
-# -- webhook deliveries ----------------------------------------------------------------
-
-
-def _unsigned() -> Problem:
-    return Problem(401, "WEBHOOK_SIGNATURE_INVALID", "the delivery's signature does not check out")
-
-
 @endpoint
-async def deliver(request: Request) -> Response:
-    """A signed delivery, no bearer token: ``X-Truerun-Delivery`` (its id, the run's
-    idempotency key) and ``X-Truerun-Signature`` (``t=<ms>,v1=<hex>``) over the raw body,
-    which is forwarded as sent. The services check the signature; a refusal never says
-    which part was wrong nor whether the schedule exists. Failed deliveries count towards
-    the client's failed authentications (429 past the limit)."""
-    FORWARDED.set("")  # nothing of the caller's is forwarded but the delivery itself
-    ctx = context(request)
-    source = request.client.host if request.client else ""
-    if ctx.failures.blocked(source):
-        raise Problem(
-            429, "TOO_MANY_FAILED_AUTHENTICATIONS", "too many failed authentications; wait"
-        )
-    delivery = request.headers.get(DELIVERY_HEADER, "").strip()
-    signature = request.headers.get(SIGNATURE_HEADER, "").strip()
-    if not delivery or not signature:
-        ctx.failures.failed(source)
-        raise _unsigned()
-    body = await raw_body_of(request)
-    try:
-        fired = await ctx.webhooks.DeliverWebhook(
-            pb.DeliverWebhookRequest(
-                project_id=request.path_params["project"],
-                schedule_id=request.path_params["schedule"],
-                delivery_id=delivery,
-                signature=signature,
-                body=body,
-            ),
-            timeout=CALL_TIMEOUT_S,
-        )
-    except grpc.RpcError as error:
-        if reason_of(error) == "WEBHOOK_SIGNATURE_INVALID":
-            ctx.failures.failed(source)
-        raise
-    # The sender learns its run, not the schedule (its template is the project's business).
-    fired.ClearField("schedule")
-    return json_response(messages.to_dict(fired))
+async def rotate_webhook_secret(request: Request) -> Response:
+    """A new webhook secret, in this answer only; the old one stops verifying at once."""
+    project, schedule = _named(request, principal(request))
+    _fields(await body_of(request), set())
+    rotated = await context(request).schedules.RotateWebhookSecret(
+        pb.RotateWebhookSecretRequest(project_id=project, schedule_id=schedule),
+        timeout=CALL_TIMEOUT_S,
+    )
+    return json_response(messages.to_dict(rotated))

@@ -1,5 +1,5 @@
-"""`truerun schedule create | ls | show | pause | resume | fire | backfill | rm`: schedules
-(ScheduleService, docs/automations.md) from the command line.
+"""`truerun schedule create | ls | show | pause | resume | fire | backfill | rm |
+rotate-secret`: schedules (ScheduleService, docs/automations.md) from the command line.
 
 Times given are ISO 8601 (without an offset: this machine's local time); durations are 90s,
 15m, 1h30m, 2d (automations/domain/calendar.py ``parse_interval``). Times shown are in local
@@ -135,6 +135,7 @@ def add_parsers(
     backfill.add_argument("--to", dest="end", required=True, help="ISO 8601, inclusive")
     backfill.add_argument("--overlap", choices=OVERLAPS, help="override for this backfill")
     command("rm", "delete a schedule (its runs and events stay)")
+    command("rotate-secret", "a new webhook secret, shown once (turns the webhook on)")
 
 
 def run(client: Client, args: argparse.Namespace) -> int:
@@ -247,10 +248,24 @@ def _create(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
     request = pb.CreateScheduleRequest(schedule=schedule_from_args(args))
     response = stub.CreateSchedule(request, timeout=client.timeout)
     text = describe(response.schedule, _upcoming(stub, client.timeout, response.schedule))
-    if response.webhook_secret:
-        text += f"\nwebhook secret  {response.webhook_secret}"
-        text += "\n  (shown only now: truerun keeps no copy; sign deliveries with it)"
-    return response, text
+    return response, text + _secret_text(response.webhook_secret)
+
+
+def _secret_text(secret: str) -> str:
+    if not secret:
+        return ""
+    return (
+        f"\nwebhook secret  {secret}"
+        "\n  (shown only now: truerun keeps no copy; sign deliveries with it)"
+    )
+
+
+def _rotate(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    ask = pb.RotateWebhookSecretRequest(project_id=args.project, schedule_id=args.schedule_id)
+    response = stub.RotateWebhookSecret(ask, timeout=client.timeout)
+    path = response.schedule.webhook_path
+    text = f"{args.schedule_id}  webhook on: POST {path}" + _secret_text(response.webhook_secret)
+    return response, text + "\n  (the previous secret no longer verifies)"
 
 
 def _ls(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
@@ -349,4 +364,5 @@ _COMMANDS: dict[str, Callable[[Stub, Client, argparse.Namespace], Shown]] = {
     "fire": _fire,
     "backfill": _backfill,
     "rm": _rm,
+    "rotate-secret": _rotate,
 }

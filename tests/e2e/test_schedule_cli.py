@@ -124,6 +124,11 @@ def test_schedule_commands_against_a_real_server(live: Live) -> None:
     assert "0 new, 5 existing" in again
     assert all(live.get(run).task_id == "tick" for run, _ in first)
 
+    # A webhook secret on demand: shown once, the schedule's webhook turned on.
+    rotated = _ok(live, "schedule", "rotate-secret", "tick", "--project", PROJECT)
+    assert "whsec_" in rotated and "shown only now" in rotated, rotated
+    assert _show(live, "tick")["schedule"]["webhookEnabled"] is True
+
     # Deleted: gone for show (one line, exit 2); its runs stay.
     assert "deleted" in _ok(live, "schedule", "rm", "tick", "--project", PROJECT)
     _refused(live, "NOT_FOUND", "schedule", "show", "tick", "--project", PROJECT)

@@ -259,6 +259,7 @@ async def test_every_schedule_route_wants_a_token(
         ("GET", f"{NIGHTLY}/upcoming", None),
         ("GET", f"{NIGHTLY}/events", None),
         ("GET", f"{NIGHTLY}/runs", None),
+        ("POST", f"{NIGHTLY}:rotateWebhookSecret", None),
     ]
     # No token, or an unknown one (alternately: past 20 failures a minute the client is
     # refused with 429 instead).
@@ -364,3 +365,18 @@ async def test_webhook_deliveries_are_signed_and_create_one_run_each(
     assert assert_problem(quiet, 401, "WEBHOOK_SIGNATURE_INVALID") == problem
     runs = (await http.get(f"{NIGHTLY}/runs", headers=AUTH)).json()["runs"]
     assert sorted(r["id"] for r in runs) == sorted([fired["run_id"], second])
+
+
+async def test_a_rotated_secret_signs_and_the_old_one_no_longer_does(
+    http: httpx.AsyncClient, stack: GatewayStack
+) -> None:
+    created = await create(http, webhook_enabled=True)
+    old = created["webhook_secret"]
+    rotated = await http.post(f"{NIGHTLY}:rotateWebhookSecret", headers=AUTH)
+    assert rotated.status_code == 200, rotated.text
+    new = rotated.json()["webhook_secret"]
+    assert new.startswith("whsec_") and new != old
+    assert rotated.json()["schedule"]["webhook_enabled"] is True
+    body = b"{}"
+    assert_problem(await _deliver(http, old, "r-1", body), 401, "WEBHOOK_SIGNATURE_INVALID")
+    assert (await _deliver(http, new, "r-2", body)).status_code == 200

@@ -107,4 +107,4 @@ async def test_generated_requests_never_5xx_and_conform_to_the_document(
                 )
                 assert made.status_code == 201, made.text
         exercised = await asyncio.to_thread(_fuzz, document, stack.base_url, run_id)
-    assert len(exercised) == 32 - len(PENDING), exercised
+    assert len(exercised) == 33 - len(PENDING), exercised
