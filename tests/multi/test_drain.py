@@ -135,9 +135,19 @@ async def _check(conn: asyncpg.Connection, owner: str) -> None:
         assert sequences == list(range(1, events[0]["event_sequence"] + 1)), (run_id, sequences)
         payloads = [json.loads(e["payload"]) for e in events]
         # output chunks are in the output store, not the log: the runtime seqs the log
-        # records only rise, and the attempt's last seq is the last event's
-        runtime_seqs = [p["seq"] for p in payloads if "seq" in p]
-        assert runtime_seqs == sorted(set(runtime_seqs)), (run_id, runtime_seqs)
+        # applied only rise, and the attempt's last seq is the last event's. A runtime that
+        # resends an event whose ack the drain cut off gets it recorded as ignored
+        # (attempt.late_callback_ignored), never applied twice: its seq is not past the last.
+        applied: list[int] = []
+        for event, payload in zip(events, payloads, strict=True):
+            if "seq" not in payload:
+                continue
+            if event["type"] == "attempt.late_callback_ignored":
+                assert payload["seq"] <= payload["last_event_seq"], (run_id, payload)
+                continue
+            applied.append(payload["seq"])
+        assert applied == sorted(set(applied)), (run_id, applied)
+        runtime_seqs = applied
         pieces = await conn.fetch(
             "SELECT o.text, a.last_event_seq FROM attempt_output o "
             "JOIN attempts a ON a.id = o.attempt_id WHERE a.run_id = $1 ORDER BY o.byte_offset",
