@@ -30,6 +30,12 @@ class ErrorReason(StrEnum):
     SCHEDULE_VERSION_CONFLICT = "SCHEDULE_VERSION_CONFLICT"
     WEBHOOK_SIGNATURE_INVALID = "WEBHOOK_SIGNATURE_INVALID"
     WEBHOOKS_NOT_CONFIGURED = "WEBHOOKS_NOT_CONFIGURED"
+    LONG_TASK_NOT_FOUND = "LONG_TASK_NOT_FOUND"
+    LONG_TASK_EXISTS = "LONG_TASK_EXISTS"
+    LONG_TASK_VERSION_CONFLICT = "LONG_TASK_VERSION_CONFLICT"
+    LONG_TASK_LEASE_NOT_HELD = "LONG_TASK_LEASE_NOT_HELD"
+    INVALID_LONG_TASK_TRANSITION = "INVALID_LONG_TASK_TRANSITION"
+    INVALID_STEP_TRANSITION = "INVALID_STEP_TRANSITION"
 
 
 class DomainError(Exception):
@@ -138,3 +144,40 @@ class WebhookSignatureInvalid(DomainError):
 
 class WebhooksNotConfigured(DomainError):
     reason = ErrorReason.WEBHOOKS_NOT_CONFIGURED
+
+
+class LongTaskNotFound(DomainError):
+    """No long task with this id, or no step or decision of it with the given id (the
+    metadata names which)."""
+
+    reason = ErrorReason.LONG_TASK_NOT_FOUND
+
+
+class LongTaskExists(DomainError):
+    reason = ErrorReason.LONG_TASK_EXISTS
+
+
+class LongTaskVersionConflict(DomainError):
+    """The task (or the step) changed since the version the caller sent, or the step is not
+    in the task's current plan version: nothing was written; read it again."""
+
+    reason = ErrorReason.LONG_TASK_VERSION_CONFLICT
+
+
+class LongTaskLeaseNotHeld(DomainError):
+    """A step action from an attempt that does not hold the task's lease (another attempt
+    holds it, it was released, or it expired): nothing was written."""
+
+    reason = ErrorReason.LONG_TASK_LEASE_NOT_HELD
+
+
+class InvalidLongTaskTransition(DomainError):
+    """The task's state does not allow the command; metadata ``refusal`` says why."""
+
+    reason = ErrorReason.INVALID_LONG_TASK_TRANSITION
+
+
+class InvalidStepTransition(DomainError):
+    """The step's state or record does not allow the action; metadata ``refusal`` says why."""
+
+    reason = ErrorReason.INVALID_STEP_TRANSITION

@@ -53,6 +53,20 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
     ),
     **dict.fromkeys(("agents", "fair_lanes", "fair_clocks"), ("capacity/store/",)),
     **dict.fromkeys(("schedules", "schedule_events"), ("automations/store/",)),
+    **dict.fromkeys(
+        (
+            "long_tasks",
+            "long_task_plan_versions",
+            "long_task_steps",
+            "long_task_criteria",
+            "long_task_side_effects",
+            "long_task_evidence",
+            "long_task_decisions",
+            "long_task_attempts",
+            "long_task_events",
+        ),
+        ("longtasks/store/",),
+    ),
 }
 _MIGRATIONS = "kernel/db/migrations/"
 _TABLES = "|".join(TABLE_WRITERS)

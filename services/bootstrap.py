@@ -32,6 +32,8 @@ from coordinator.store.postgres import PostgresStore
 from coordinator.store.sqlite import SqliteStore
 from kernel.config import Settings
 from kernel.ids import now_ms
+from longtasks.service.door import LongTaskDoor
+from longtasks.store.sql import LongTaskSql
 from services.metrics import Metrics
 
 
@@ -201,3 +203,16 @@ def scheduler(
         clock=clock,
         on_note=metrics.schedule_decision if metrics is not None else None,
     )
+
+
+def longtask_sql(store: RunStore) -> LongTaskSql:
+    if isinstance(store, PostgresStore):
+        return LongTaskSql(postgres=True, read=store.pool.fetch)
+    if isinstance(store, SqliteStore):
+        return LongTaskSql(postgres=False, read=store.read)
+    raise TypeError(f"no long-task queries for {type(store).__name__}")
+
+
+def long_tasks(app: Coordinator, clock: Callable[[], int] = now_ms) -> LongTaskDoor:
+    """The long-task door (docs/long-tasks.md "Store and door"), over the run door."""
+    return LongTaskDoor(app.transitions, longtask_sql(app.store), clock=clock)

@@ -42,6 +42,12 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.SCHEDULE_VERSION_CONFLICT: grpc.StatusCode.ABORTED,
     ErrorReason.WEBHOOK_SIGNATURE_INVALID: grpc.StatusCode.UNAUTHENTICATED,
     ErrorReason.WEBHOOKS_NOT_CONFIGURED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.LONG_TASK_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorReason.LONG_TASK_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorReason.LONG_TASK_VERSION_CONFLICT: grpc.StatusCode.ABORTED,
+    ErrorReason.LONG_TASK_LEASE_NOT_HELD: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.INVALID_LONG_TASK_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.INVALID_STEP_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

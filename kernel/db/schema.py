@@ -18,7 +18,6 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
@@ -27,6 +26,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
+
+# The one MetaData and the id type live in kernel/db/meta.py, so that the sibling modules
+# holding a domain's tables (kernel/db/longtask_tables.py) register on it without importing
+# this module; importing them here puts every table on ``metadata`` (migrations compare it).
+from kernel.db import longtask_tables as longtask_tables
+from kernel.db.meta import ID as ID
+from kernel.db.meta import metadata as metadata
 
 
 class CurrentTransactionId(FunctionElement[int]):
@@ -47,18 +53,6 @@ def _current_tx_id_default(element: CurrentTransactionId, compiler: Any, **kw: A
 def _current_tx_id_postgres(element: CurrentTransactionId, compiler: Any, **kw: Any) -> str:
     return "(pg_current_xact_id()::text::bigint)"
 
-
-metadata = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
-
-ID = String(64)
 
 runs = Table(
     "runs",

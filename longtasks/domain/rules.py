@@ -93,6 +93,10 @@ class Refusal(StrEnum):
     RECEIPT_ALREADY_RECORDED = "RECEIPT_ALREADY_RECORDED"
     EVIDENCE_REQUIRED = "EVIDENCE_REQUIRED"
     OPEN_STEP = "OPEN_STEP"
+    INVALID_PLAN = "INVALID_PLAN"  # a plan with no step, or one step id twice
+    ATTEMPT_OPEN = "ATTEMPT_OPEN"  # the previous attempt has not ended yet
+    DECISION_CLOSED = "DECISION_CLOSED"  # the decision was answered or expired already
+    ANSWER_NOT_OFFERED = "ANSWER_NOT_OFFERED"  # not one of the answers its kind takes
 
 
 C = TaskCommand

@@ -131,3 +131,27 @@ class Basis(StrEnum):
     PROBE_NOT_DONE = "probe_not_done"  # the probe found the effect not done
     USER = "user"  # a person answered the decision about this step
     HOLDER_GONE = "holder_gone"  # the process holding the running step is dead
+
+
+class DecisionKind(StrEnum):
+    """What a question for a person is about; each kind has its own answers
+    (``decisions.ANSWERS``)."""
+
+    QUESTION = "question"  # the attempt's own question; the answer is free text
+    EFFECT = "effect"  # recovery: did an uncertain step's recorded intent take effect?
+    VERIFICATION = "verification"  # the verifier cannot prove every criterion: confirm?
+    APPROVAL = "approval"  # a grant of one exact action, scoped to the attempt that asked
+
+
+class DecisionState(StrEnum):
+    OPEN = "open"
+    ANSWERED = "answered"
+    EXPIRED = "expired"  # its attempt ended (an approval) or its task was cancelled
+
+
+class AttemptOutcome(StrEnum):
+    """Why an attempt ended."""
+
+    RUN_ENDED = "run_ended"  # its run ended (or its holder died) before the task settled
+    ASKED_USER = "asked_user"  # it asked a person; the answer goes to a new attempt
+    VERIFIED = "verified"  # verification settled the task (completed, partial, a question)

@@ -498,6 +498,28 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """UNAUTHENTICATED: a webhook delivery's signature, timestamp or replay window is wrong."""
     ERROR_REASON_WEBHOOKS_NOT_CONFIGURED: _ErrorReason.ValueType  # 24
     """FAILED_PRECONDITION: this server has no TRUERUN_WEBHOOK_KEY, so it takes no webhooks."""
+    ERROR_REASON_LONG_TASK_NOT_FOUND: _ErrorReason.ValueType  # 25
+    """NOT_FOUND: no long task with this id, or no step or decision of it with the
+    given id (ErrorInfo metadata names which).
+    """
+    ERROR_REASON_LONG_TASK_EXISTS: _ErrorReason.ValueType  # 26
+    """ALREADY_EXISTS: a long task with this id exists already."""
+    ERROR_REASON_LONG_TASK_VERSION_CONFLICT: _ErrorReason.ValueType  # 27
+    """ABORTED: the long task or its step changed since the version the caller sent,
+    or the step is not in the task's current plan version; nothing was written.
+    """
+    ERROR_REASON_LONG_TASK_LEASE_NOT_HELD: _ErrorReason.ValueType  # 28
+    """FAILED_PRECONDITION: a step action from an attempt that does not hold the long
+    task's lease (another attempt holds it, it was released or it expired).
+    """
+    ERROR_REASON_INVALID_LONG_TASK_TRANSITION: _ErrorReason.ValueType  # 29
+    """FAILED_PRECONDITION: the long task's state does not allow the command;
+    ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
+    """
+    ERROR_REASON_INVALID_STEP_TRANSITION: _ErrorReason.ValueType  # 30
+    """FAILED_PRECONDITION: the step's state or record does not allow the action;
+    ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -578,6 +600,28 @@ ERROR_REASON_WEBHOOK_SIGNATURE_INVALID: ErrorReason.ValueType  # 23
 """UNAUTHENTICATED: a webhook delivery's signature, timestamp or replay window is wrong."""
 ERROR_REASON_WEBHOOKS_NOT_CONFIGURED: ErrorReason.ValueType  # 24
 """FAILED_PRECONDITION: this server has no TRUERUN_WEBHOOK_KEY, so it takes no webhooks."""
+ERROR_REASON_LONG_TASK_NOT_FOUND: ErrorReason.ValueType  # 25
+"""NOT_FOUND: no long task with this id, or no step or decision of it with the
+given id (ErrorInfo metadata names which).
+"""
+ERROR_REASON_LONG_TASK_EXISTS: ErrorReason.ValueType  # 26
+"""ALREADY_EXISTS: a long task with this id exists already."""
+ERROR_REASON_LONG_TASK_VERSION_CONFLICT: ErrorReason.ValueType  # 27
+"""ABORTED: the long task or its step changed since the version the caller sent,
+or the step is not in the task's current plan version; nothing was written.
+"""
+ERROR_REASON_LONG_TASK_LEASE_NOT_HELD: ErrorReason.ValueType  # 28
+"""FAILED_PRECONDITION: a step action from an attempt that does not hold the long
+task's lease (another attempt holds it, it was released or it expired).
+"""
+ERROR_REASON_INVALID_LONG_TASK_TRANSITION: ErrorReason.ValueType  # 29
+"""FAILED_PRECONDITION: the long task's state does not allow the command;
+ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
+"""
+ERROR_REASON_INVALID_STEP_TRANSITION: ErrorReason.ValueType  # 30
+"""FAILED_PRECONDITION: the step's state or record does not allow the action;
+ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
