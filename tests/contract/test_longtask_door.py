@@ -23,10 +23,10 @@ from longtasks.domain.states import (
 )
 from longtasks.service.inputs import Intent, NewCriterion, NewEvidence, ReceiptIn, VerdictIn
 from services.bootstrap import open_store
+from tests.support.clock import Clock
 from tests.support.longtasks import (
     ANA,
     SCHEDULER,
-    Clock,
     Harness,
     harness,
     new_task,

@@ -24,7 +24,8 @@ from longtasks.domain.states import (
 )
 from longtasks.service.inputs import Intent, ReceiptIn
 from services.bootstrap import open_store
-from tests.support.longtasks import ANA, SCHEDULER, Clock, Harness, harness, new_task, running
+from tests.support.clock import Clock
+from tests.support.longtasks import ANA, SCHEDULER, Harness, harness, new_task, running
 
 T, S = TaskState, StepState
 

@@ -32,10 +32,10 @@ from longtasks.service.inputs import (
     VerdictIn,
 )
 from services.bootstrap import open_store
+from tests.support.clock import Clock
 from tests.support.longtasks import (
     ANA,
     SCHEDULER,
-    Clock,
     Harness,
     execute,
     harness,

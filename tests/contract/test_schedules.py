@@ -22,19 +22,11 @@ from coordinator.store.base import RunFilter, RunStore
 from kernel.errors import InvalidArgument, WebhookSignatureInvalid
 from services.bootstrap import Coordinator, coordinator, open_store, scheduler, schedules
 from services.metrics import Metrics
+from tests.support.clock import START, Clock
 from tests.support.factories import RUNTIME, SCHEDULER
 
-START = 1_800_000_000_000  # a fixed instant on the fake clock
 STEP = 1_000
 KEY = "webhook-key"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @dataclass

@@ -19,18 +19,10 @@ from longtasks.service.door import LongTaskDoor
 from longtasks.service.inputs import Changed, NewCriterion, NewTask
 from longtasks.store.sql import LongTaskSql
 from services.bootstrap import Coordinator, coordinator, long_tasks, longtask_sql
+from tests.support.clock import Clock
 
-START = 1_800_000_000_000
 ANA = Actor(ActorType.USER, "ana")
 SCHEDULER = Actor(ActorType.SCHEDULER, "long-task-scheduler")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @dataclass
