@@ -102,6 +102,12 @@ class Settings:
         "stored output of attempts that ended longer ago than this is deleted by the "
         "reconciler (0 = keep forever); readers then say it expired",
     )
+    schedule_event_retention_days: int = setting(
+        90,
+        "schedule events (fired, skipped, missed, ...) older than this are deleted by the "
+        "reconciler, each schedule's newest kept (0 = keep forever); a schedule's run list "
+        "then shows the fires still recorded",
+    )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )

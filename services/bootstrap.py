@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from automations.service.retention import EventRetention
 from automations.service.scheduler import Scheduler
 from automations.service.schedules import Schedules
 from automations.store.sql import ScheduleSql
@@ -216,3 +217,7 @@ def longtask_sql(store: RunStore) -> LongTaskSql:
 def long_tasks(app: Coordinator, clock: Callable[[], int] = now_ms) -> LongTaskDoor:
     """The long-task door (docs/long-tasks.md "Store and door"), over the run door."""
     return LongTaskDoor(app.transitions, longtask_sql(app.store), clock=clock)
+
+
+def schedule_event_retention(app: Coordinator, retention_days: int) -> EventRetention:
+    return EventRetention(app.transitions, schedule_sql(app.store), retention_days)

@@ -52,6 +52,14 @@ _APPEND = (
     "INSERT INTO schedule_events (project_id, schedule_id, sequence, type, fire_ms, run_id, "
     "message, actor_type, actor_id, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+#: Old events, each schedule's newest kept (its number goes on from there).
+_EXPIRED_EVENTS = (
+    "DELETE FROM schedule_events WHERE (project_id, schedule_id, sequence) IN ("
+    "SELECT e.project_id, e.schedule_id, e.sequence FROM schedule_events e "
+    "WHERE e.created_at_ms < ? AND e.sequence < (SELECT MAX(n.sequence) FROM schedule_events n "
+    "WHERE n.project_id = e.project_id AND n.schedule_id = e.schedule_id) LIMIT ?) "
+    "RETURNING sequence"
+)
 _EVENTS = (
     "SELECT sequence, type, message, fire_ms, run_id, actor_type, actor_id, created_at_ms "
     "FROM schedule_events WHERE project_id = ? AND schedule_id = ? AND sequence < ? "
@@ -173,6 +181,10 @@ class ScheduleSql:
                 actor[1],
                 now_ms,
             )
+
+    async def delete_events_before(self, tx: RunTxReader, cutoff_ms: int, limit: int) -> int:
+        """Retention: up to ``limit`` events older than the cutoff; how many went."""
+        return len(await tx.fetch(self._d.sql(_EXPIRED_EVENTS), cutoff_ms, limit))
 
     async def events(
         self, project_id: str, schedule_id: str, before_sequence: int, limit: int

@@ -359,4 +359,5 @@ schedule_events = Table(
     Column("actor_type", String(32), nullable=False),
     Column("actor_id", String(256), nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
+    Index("ix_schedule_events_created", "created_at_ms"),
 )

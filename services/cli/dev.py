@@ -33,6 +33,7 @@ from services.bootstrap import (
     open_store,
     output_policy,
     runtimes,
+    schedule_event_retention,
     scheduler,
     schedules,
 )
@@ -95,6 +96,9 @@ async def run_dev(settings: Settings) -> None:
             asyncio.create_task(scheduler(app, "dev", metrics=metrics).serve()),
             asyncio.create_task(lease_scan.serve()),
             asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                schedule_event_retention(app, settings.schedule_event_retention_days).serve()
+            ),
             asyncio.create_task(
                 OutputRetention(app.transitions, settings.output_retention_days).serve()
             ),

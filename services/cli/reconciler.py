@@ -17,7 +17,7 @@ from kernel.config import Settings
 from kernel.tls import server_tls
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
-from services.bootstrap import coordinator, open_store, scheduler
+from services.bootstrap import coordinator, open_store, schedule_event_retention, scheduler
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
 
@@ -46,6 +46,9 @@ async def run_reconciler(settings: Settings) -> None:
                 scheduler(app, f"reconciler:{os.getpid()}", metrics=metrics).serve()
             ),
             asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                schedule_event_retention(app, settings.schedule_event_retention_days).serve()
+            ),
             asyncio.create_task(
                 OutputRetention(app.transitions, settings.output_retention_days).serve()
             ),

@@ -14,13 +14,21 @@ import pytest
 from automations.domain.calendar import Calendar, Interval
 from automations.domain.model import Catchup, Overlap, Schedule, Template
 from automations.domain.webhooks import sign
+from automations.service.retention import EventRetention
 from automations.service.scheduler import Scheduler
 from automations.service.schedules import Schedules
 from coordinator.domain import commands as c
 from coordinator.domain.states import RunStatus
 from coordinator.store.base import RunFilter, RunStore
 from kernel.errors import InvalidArgument, WebhookSignatureInvalid
-from services.bootstrap import Coordinator, coordinator, open_store, scheduler, schedules
+from services.bootstrap import (
+    Coordinator,
+    coordinator,
+    open_store,
+    schedule_sql,
+    scheduler,
+    schedules,
+)
 from services.metrics import Metrics
 from tests.support.clock import START, Clock
 from tests.support.factories import RUNTIME, SCHEDULER
@@ -337,3 +345,26 @@ async def test_a_rotated_webhook_secret_replaces_the_old_one_and_off_stays_off(
     assert third not in (old, new)
     fired = await one.schedules.deliver("proj", "rot", "d", sign(third, clock.now, "d", body), body)
     assert len(fired.runs) == 1
+
+
+async def test_old_schedule_events_go_and_each_schedule_keeps_its_newest(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    await one.schedules.create(every_second("old"), ("user", "ana"))  # event 1: created
+    for _ in range(3):  # events 2..4: fired
+        clock.now += STEP
+        await one.scheduler.one()
+    await one.schedules.create(every_second("quiet"), ("user", "ana"))  # its only event
+    clock.now += 10 * 24 * 3600 * 1000  # ten days later
+    clock.now -= clock.now % STEP
+    await one.schedules.pause("proj", "old", "", ("user", "ana"))  # event 5, recent
+    retention = EventRetention(
+        one.app.transitions, schedule_sql(one.store), retention_days=7, batch=2, clock=clock
+    )
+    assert await retention.run_once() == 4  # old 1..4; the quiet one's only event stays
+    assert [e.sequence for e in await one.schedules.events("proj", "old", 0, 10)] == [5]
+    assert [e.type for e in await one.schedules.events("proj", "quiet", 0, 10)] == ["created"]
+    await one.schedules.resume("proj", "old", ("user", "ana"))
+    assert [e.sequence for e in await one.schedules.events("proj", "old", 0, 10)] == [6, 5]
+    assert len(await runs_of(one.store, "old")) == 3  # the runs stay
