@@ -116,9 +116,10 @@ class Schedules:
     def _secret(self, schedule: Schedule) -> str:
         if not schedule.webhook_enabled:
             return ""
-        return secret_for(
-            self._key, schedule.project_id, schedule.schedule_id, schedule.webhook_generation
-        )
+        # The creation time names this schedule's incarnation: one deleted and created again
+        # under the same id never signs with a secret its predecessor gave out.
+        incarnation = f"{schedule.schedule_id}@{schedule.created_at_ms}"
+        return secret_for(self._key, schedule.project_id, incarnation, schedule.webhook_generation)
 
     async def update(
         self, changed: Schedule, expected_version: int, actor: tuple[str, str]

@@ -368,3 +368,17 @@ async def test_old_schedule_events_go_and_each_schedule_keeps_its_newest(
     await one.schedules.resume("proj", "old", ("user", "ana"))
     assert [e.sequence for e in await one.schedules.events("proj", "old", 0, 10)] == [6, 5]
     assert len(await runs_of(one.store, "old")) == 3  # the runs stay
+
+
+async def test_a_schedule_created_again_under_its_old_id_never_reuses_a_secret(
+    replicas: Callable[[int], asyncio.Future[list[Replica]]], clock: Clock
+) -> None:
+    (one,) = await replicas(1)
+    _, first = await one.schedules.create(every_second("again", webhook=True), ("user", "ana"))
+    await one.schedules.delete("proj", "again", None)
+    clock.now += 1
+    _, second = await one.schedules.create(every_second("again", webhook=True), ("user", "ana"))
+    assert second != first
+    body = b"{}"
+    with pytest.raises(WebhookSignatureInvalid):
+        await one.schedules.deliver("proj", "again", "x", sign(first, clock.now, "x", body), body)
