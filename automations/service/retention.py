@@ -4,20 +4,15 @@ people; the runs they created stay whatever happens to these notes."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from automations.store.sql import ScheduleSql
 from coordinator.service.transitions import Transitions
 from kernel.ids import now_ms
-from kernel.loops import every
-
-log = logging.getLogger(__name__)
-
-DAY_MS = 24 * 3600 * 1000
+from kernel.retention import Retention
 
 
-class EventRetention:
+class EventRetention(Retention):
     def __init__(
         self,
         transitions: Transitions,
@@ -27,28 +22,10 @@ class EventRetention:
         batch: int = 5000,
         clock: Callable[[], int] = now_ms,
     ) -> None:
-        self._transitions = transitions
-        self._sql = sql
-        self._retention_days = retention_days
-        self._interval_s = interval_s
-        self._batch = batch
-        self._clock = clock
+        async def delete_batch(cutoff_ms: int, limit: int) -> int:
+            async with transitions.transaction([]) as tx:
+                return await sql.delete_events_before(tx, cutoff_ms, limit)
 
-    async def run_once(self) -> int:
-        """Delete what expired; how many events were deleted."""
-        if self._retention_days <= 0:
-            return 0
-        cutoff = self._clock() - self._retention_days * DAY_MS
-        deleted = 0
-        while True:
-            async with self._transitions.transaction([]) as tx:
-                count = await self._sql.delete_events_before(tx, cutoff, self._batch)
-            deleted += count
-            if count < self._batch:
-                break
-        if deleted:
-            log.info("schedule event retention: deleted %d events", deleted)
-        return deleted
-
-    async def serve(self) -> None:
-        await every(self._interval_s, self.run_once, "schedule event retention")
+        super().__init__(
+            "schedule event retention", delete_batch, retention_days, interval_s, batch, clock
+        )
