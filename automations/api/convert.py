@@ -7,7 +7,7 @@ import base64
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf import duration_pb2
 from truerun.v1 import schedule_service_pb2 as pb
 
 from automations.domain.calendar import Calendar, Cron, Interval, InvalidCalendar, Once, validate
@@ -21,6 +21,7 @@ from automations.domain.model import (
     Template,
 )
 from coordinator.api import convert, validation
+from coordinator.api.convert import timestamp as ts
 from kernel.errors import InvalidArgument
 
 _OVERLAP: dict[int, Overlap] = {
@@ -47,12 +48,6 @@ _CATCHUP_NUMBER = {Catchup.ONE: pb.CATCHUP_POLICY_ONE, Catchup.ALL: pb.CATCHUP_P
 MAX_CATCHUP_WINDOW_MS = 366 * 24 * 3_600_000
 #: Longer intervals put the next fire past what a Timestamp holds (year 9999).
 MAX_INTERVAL_MS = 36_525 * 24 * 3_600_000  # 100 years
-
-
-def ts(ms: int) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromMilliseconds(ms)
-    return stamp
 
 
 def duration(ms: int) -> duration_pb2.Duration:

@@ -15,6 +15,7 @@ from automations.api import convert as sc
 from automations.service.schedules import Fired, Schedules
 from coordinator.api import validation
 from coordinator.api.auth import caller
+from coordinator.api.convert import timestamp
 from coordinator.api.credentials import Principal
 from coordinator.api.errors import unary
 from kernel.errors import InvalidArgument, PermissionDenied, ScheduleNotFound
@@ -160,7 +161,7 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
         times = await self._schedules.upcoming(project, schedule_id, count)
         return pb.ListUpcomingFiresResponse(
             fires=[
-                pb.UpcomingFire(fire_time=sc.ts(t), local_time=sc.local_time(t, zone))
+                pb.UpcomingFire(fire_time=timestamp(t), local_time=sc.local_time(t, zone))
                 for t in times
             ],
             time_zone=zone,

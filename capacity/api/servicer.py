@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf import duration_pb2
 from truerun.v1 import capacity_service_pb2 as pb
 from truerun.v1 import capacity_service_pb2_grpc
 
@@ -13,7 +13,7 @@ from capacity.service.agents import AgentService, AgentView
 from capacity.service.claims import Blocked, ClaimOutcome, ClaimService, outcome_from_snapshot
 from capacity.service.reports import ObservationService
 from coordinator.api import convert, validation
-from coordinator.api.convert import observation_from_proto
+from coordinator.api.convert import observation_from_proto, timestamp
 from coordinator.api.errors import unary
 from coordinator.api.request_ids import once
 from coordinator.domain.model import Actor
@@ -49,12 +49,6 @@ _BLOCKED = {
 }
 
 
-def _ts(ms: int) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromMilliseconds(ms)
-    return stamp
-
-
 def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:
     return pb.ClaimResponse(
         claimed=[
@@ -63,7 +57,7 @@ def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:
                 attempt_id=item.attempt.id,
                 runtime_task_id=item.attempt.runtime_task_id,
                 lease_token=item.attempt.lease_token or "",
-                lease_expire_time=_ts(item.attempt.lease_expires_at_ms or 0),
+                lease_expire_time=timestamp(item.attempt.lease_expires_at_ms or 0),
                 run_version=item.run.version,
                 spec=convert.struct(item.run.spec),
                 front_of_queue=item.run.run_now,
@@ -90,7 +84,7 @@ def _agent(view: AgentView) -> pb.Agent:
         workspace_path=config.workspace_path,
         fairness_weight=config.fairness_weight,
         live_attempts=view.live_attempts,
-        update_time=_ts(config.updated_at_ms),
+        update_time=timestamp(config.updated_at_ms),
     )
 
 
@@ -114,7 +108,7 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
         observation = observation_from_proto(request.observation)
         stored = await self._observations.report(observation)
         return pb.ReportObservationResponse(
-            ttl_ms=self._observations.ttl_ms, receive_time=_ts(stored.received_at_ms)
+            ttl_ms=self._observations.ttl_ms, receive_time=timestamp(stored.received_at_ms)
         )
 
     @unary

@@ -33,12 +33,15 @@ def enum_from_proto(enum: type[E], prefix: str, number: int) -> E | None:
     raise ValueError(f"unknown {prefix.lower()} value {number}")
 
 
-def _ts(ms: int | None) -> timestamp_pb2.Timestamp | None:
-    if ms is None:
-        return None
+def timestamp(ms: int) -> timestamp_pb2.Timestamp:
+    """UTC epoch milliseconds as a protobuf Timestamp (every service's times)."""
     stamp = timestamp_pb2.Timestamp()
     stamp.FromMilliseconds(ms)
     return stamp
+
+
+def _ts(ms: int | None) -> timestamp_pb2.Timestamp | None:
+    return None if ms is None else timestamp(ms)
 
 
 def struct(value: dict[str, Any]) -> struct_pb2.Struct:
