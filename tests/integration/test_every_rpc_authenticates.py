@@ -274,6 +274,15 @@ async def test_schedules_of_another_project_do_not_exist_and_deliveries_need_a_s
         stub = schedule_stub(ops)
         created = await stub.CreateSchedule(sch.CreateScheduleRequest(schedule=schedule))
         assert created.schedule.created_by == "ops@example"
+        # A fire now's run is created by the token's person, never by anything in the request.
+        fired = await stub.FireSchedule(
+            sch.FireScheduleRequest(project_id="proj-q", schedule_id="nightly")
+        )
+        run = await rs_stub(ops).GetRun(rs.GetRunRequest(id=fired.runs[0].run_id))
+        assert run.created_by == "ops@example" and run.trigger_type == "manual"
+        created = await stub.GetSchedule(
+            sch.GetScheduleRequest(project_id="proj-q", schedule_id="nightly")
+        )
     named = {"project_id": "proj-q", "schedule_id": "nightly"}
     async with aio_channel(address, READER_TOKEN) as reader:
         stub = schedule_stub(reader)
@@ -327,7 +336,7 @@ async def test_schedules_of_another_project_do_not_exist_and_deliveries_need_a_s
             assert error_info(refused.value).reason == "WEBHOOK_SIGNATURE_INVALID"
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
         after = await schedule_stub(ops).GetSchedule(sch.GetScheduleRequest(**named))
-    assert after.etag == created.schedule.etag and after.last_run_id == ""
+    assert after.etag == created.etag and after.last_run_id == fired.runs[0].run_id
 
 
 def schedule_stub(channel: grpc.aio.Channel) -> Any:
