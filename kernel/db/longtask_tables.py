@@ -123,6 +123,8 @@ long_task_steps = Table(
     Column("granted_by", ID, nullable=True),  # a person's answer allowing the next retry
     Column("idempotency_key", String(256), nullable=True),
     Column("probe_spec", Text, nullable=False, server_default=text("'{}'")),  # JSON, runtime's
+    # JSON, what the runtime runs for the step (a declared command, its receipt parser)
+    Column("action_spec", Text, nullable=False, server_default=text("'{}'")),
     Column("input_summary", Text, nullable=False, server_default=text("''")),
     Column("introduced_in", Integer, nullable=False),  # the plan version that first wrote it
     Column("updated_at_ms", BigInteger, nullable=False),

@@ -137,6 +137,7 @@ class StepDraft:
     idempotency_key: str | None = None
     probe_spec: str = "{}"  # JSON, for the runtime's read-only probe (queryable steps)
     input_summary: str = ""
+    action_spec: str = "{}"  # JSON, what the runtime runs (a declared command, its receipt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +164,7 @@ class PlanStep:
     idempotency_key: str | None = None
     probe_spec: str = "{}"
     input_summary: str = ""
+    action_spec: str = "{}"
     updated_at_ms: int = 0
 
     def rules(self, evidence: tuple[str, ...] = ()) -> Step:
@@ -186,6 +188,7 @@ class PlanStep:
             self.idempotency_key,
             self.probe_spec,
             self.input_summary,
+            self.action_spec,
         )
 
 

@@ -84,6 +84,7 @@ def _new(task_id: str, version: int, position: int, draft: StepDraft, now_ms: in
         idempotency_key=draft.idempotency_key,
         probe_spec=draft.probe_spec,
         input_summary=draft.input_summary,
+        action_spec=draft.action_spec,
         updated_at_ms=now_ms,
     )
 
@@ -100,6 +101,7 @@ def _retermed(
         idempotency_key=draft.idempotency_key,
         probe_spec=draft.probe_spec,
         input_summary=draft.input_summary,
+        action_spec=draft.action_spec,
         version=old.version + 1,
         updated_at_ms=now_ms,
     )

@@ -46,7 +46,8 @@ PLAN = (
 STEP = (
     *("task_id", "plan_version", "step_id", "position", "title", "side_effect", "state"),
     *("version", "attempt_count", "holder_attempt_id", "intent_id", "receipt_id", "probe"),
-    *("basis", "granted_by", "idempotency_key", "probe_spec", "input_summary"),
+    *("basis", "granted_by", "idempotency_key", "probe_spec", "action_spec"),
+    "input_summary",
     *("introduced_in", "updated_at_ms"),
 )
 STEP_MUTABLE = tuple(c for c in STEP if c not in ("task_id", "plan_version", "step_id"))
@@ -186,6 +187,7 @@ def step_values(step: PlanStep) -> dict[str, Any]:
         "granted_by": step.granted_by,
         "idempotency_key": step.idempotency_key,
         "probe_spec": step.probe_spec,
+        "action_spec": step.action_spec,
         "input_summary": step.input_summary,
         "introduced_in": step.introduced_in,
         "updated_at_ms": step.updated_at_ms,
@@ -213,6 +215,7 @@ def step_from_row(row: Any) -> PlanStep:
         granted_by=row["granted_by"],
         idempotency_key=row["idempotency_key"],
         probe_spec=row["probe_spec"],
+        action_spec=row["action_spec"],
         input_summary=row["input_summary"],
         updated_at_ms=int(row["updated_at_ms"]),
     )
