@@ -35,7 +35,11 @@ from longtasks.service.reads import TaskReads, TaskView
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_VERDICTS = 100
-_PROBES = {enum_number(pb.ProbeResult, "PROBE_RESULT", p): p for p in ProbeResult}
+_PROBES = {
+    enum_number(pb.ProbeResult, "PROBE_RESULT", p): p
+    for p in ProbeResult
+    if p is not ProbeResult.NOT_PROBED  # UNSPECIFIED on the wire: not a result to record
+}
 _RESULTS = {enum_number(pb.CriterionResult, "CRITERION_RESULT", r): r for r in CriterionResult}
 
 
@@ -120,7 +124,7 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
     async def RecordProbe(self, request: pb.RecordProbeRequest, context: Ctx) -> pb.StepAck:
         a = await self._auth.attempt(request.credential)
         result = _PROBES.get(request.result)
-        if result is None or result is ProbeResult.NOT_PROBED:
+        if result is None:
             raise InvalidArgument("result must be done, not_done or unknown")
         step_id = _step_id(request.step_id)
         changed = await self._door.record_probe(

@@ -88,6 +88,9 @@ class TaskReads:
     def __init__(self, sql: LongTaskSql) -> None:
         self._sql = sql
 
+    async def find(self, task_id: str) -> Task | None:
+        return await self._sql.get_task(task_id)
+
     async def task(self, task_id: str) -> Task:
         task = await self._sql.get_task(task_id)
         if task is None:
