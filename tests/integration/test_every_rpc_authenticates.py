@@ -71,7 +71,7 @@ def _run_requests(run_id: str, project: str) -> dict[str, Message]:
 
 def _long_task_requests(project: str, task: str) -> dict[str, Message]:
     """A well-formed request for every LongTaskService RPC, aimed at ``task``."""
-    named = {"project_id": project, "long_task_id": task}
+    named: dict[str, Any] = {"project_id": project, "long_task_id": task}
     draft = lt.LongTaskDraft(
         project_id=project,
         owner_id="o",
@@ -98,7 +98,7 @@ def _long_task_requests(project: str, task: str) -> dict[str, Message]:
 
 def _attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
     """A well-formed request for every LongTaskAttemptService RPC, with ``credential``."""
-    step = {"credential": credential, "step_id": "s", "step_version": 1}
+    step: dict[str, Any] = {"credential": credential, "step_id": "s", "step_version": 1}
     receipt = lt.Receipt(target="t", summary="s")
     receipt.time.FromMilliseconds(1)
     return {
