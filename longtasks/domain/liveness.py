@@ -32,11 +32,13 @@ def run_ended(status: str) -> bool:
 
 def ended_reason(status: str, *why: str | None) -> str:
     """The attempt's end in words: the run's status and the reasons the run gave (its error
-    code and summary, its cancel reason, its attempt's termination reason), each once."""
+    code and summary, its cancel reason, its attempt's termination reason), each once and
+    none that only repeats the status."""
     seen: list[str] = []
     for reason in why:
-        if reason and reason.strip() and reason.strip() not in seen:
-            seen.append(reason.strip())
+        told = (reason or "").strip()
+        if told and told != status and told not in seen:
+            seen.append(told)
     told = f": {'; '.join(seen)}" if seen else ""
     return f"its run ended {status}{told}"[:1024]
 

@@ -15,7 +15,7 @@ It reads the long-task tables and the runs; it writes nothing itself. Every deci
 transaction of the door, which locks the task row and compares versions: two replicas
 racing on one task make one change and one conflict (or one no-op), and a conflict only
 means another replica did it. The concurrency cap is checked inside ``start_attempt``'s
-transaction under the owner's lock (``_admit``), so racing replicas never start more than
+transaction under the owner's lock (``admit``), so racing replicas never start more than
 the cap between them.
 """
 
@@ -165,7 +165,7 @@ class LongTaskWatcher:
                     break
                 try:
                     changed = await self._door.start_attempt(
-                        task.id, self._scheduler, task.state_version, admit=self._admit
+                        task.id, self._scheduler, task.state_version, admit=self.admit
                     )
                 except OwnerAtCapacity:
                     break  # another replica filled the owner's slots: its next round
@@ -189,7 +189,7 @@ class LongTaskWatcher:
                 self._note("started", "")
         return started, exhausted
 
-    async def _admit(self, tx: DoorTx, task: Task) -> None:
+    async def admit(self, tx: DoorTx, task: Task) -> None:
         """Inside ``start_attempt``'s transaction: take the owner's lock, then count its
         slots as committed now; a full owner refuses (nothing is written)."""
         await tx.lock([owner_lock(task.owner_id)])
