@@ -36,6 +36,7 @@ from kernel.errors import (
     LongTaskVersionConflict,
     VersionConflict,
 )
+from longtasks.domain.liveness import run_ended
 from longtasks.domain.model import Task
 from longtasks.domain.queue import free_slots, starts_this_round
 from longtasks.service.door import LongTaskDoor
@@ -49,6 +50,9 @@ MAX_IDLE_S = 1.0
 MIN_IDLE_S = 0.01
 #: How many queued tasks one round looks at (every owner's, oldest first).
 QUEUED_PER_ROUND = 1_000
+#: How many queued tasks of an owner past its free slots one round looks at: room for the
+#: ones it skips because their last attempt is still open.
+SKIP_ROOM = 16
 #: The per-owner concurrency cap's default (TRUERUN_LONG_TASK_OWNER_CONCURRENCY).
 OWNER_CONCURRENCY = 4
 #: Skipped and conflicting starts, each a normal outcome with several replicas.
@@ -101,11 +105,10 @@ class LongTaskWatcher:
         self._wake = asyncio.Event()
 
     async def run_once(self) -> Round:
-        """One round: the process-start pass (first round only), then the attempts whose run
-        ended, then the queued tasks."""
+        """One round: the attempts whose run ended, the process-start pass (until it has
+        succeeded once), then the queued tasks."""
         ended = await self._end_attempts()
         settled = [] if self._started else await self._settle_the_dead()
-        self._started = True
         started, exhausted = await self._start_queued()
         return Round(ended, started, exhausted, settled)
 
@@ -146,7 +149,13 @@ class LongTaskWatcher:
         live = {a.attempt_id for a in snapshot if not a.run_ended}
         seen = {a.attempt_id for a in snapshot}
         why = f"its holder was not alive when the long-task watcher {self._name} started"
-        changed = await self._door.held_by_the_dead(live, why, self._watcher, seen=seen)
+        try:
+            changed = await self._door.held_by_the_dead(live, why, self._watcher, seen=seen)
+        except Exception:  # tried again next round; the queue does not wait for it
+            log.exception("settling the long tasks held by the dead failed")
+            self._note("error", "held_by_the_dead")
+            return []
+        self._started = True
         for _ in changed:
             self._note("settled_at_start", "")
         return [c.task.id for c in changed]
@@ -156,7 +165,10 @@ class LongTaskWatcher:
     async def _start_queued(self) -> tuple[list[str], list[str]]:
         started: list[str] = []
         exhausted: list[str] = []
-        queued = await self._sql.queued_tasks(self._per_round)
+        # The front of each owner's queue: its free slots, and room for tasks it has to
+        # skip (their last attempt still open) without waiting for the next round.
+        per_owner = self._cap + SKIP_ROOM
+        queued = await self._sql.queued_tasks(self._cap, per_owner, self._per_round)
         taken = await self._sql.slots_taken()
         for owner_queue in starts_this_round(queued, taken, self._cap):
             free = free_slots(taken.get(owner_queue[0].owner_id, 0), self._cap)
@@ -202,8 +214,10 @@ class LongTaskWatcher:
     # -- the loop -----------------------------------------------------------------------
 
     def wake(self, result: Result | None = None) -> None:
-        """Run the next round now (a hub listener: a long-task run changed here)."""
-        if result is None or result.run.trigger_type == "long_task":
+        """Run the next round now (a hub listener: a long-task run ended in this process)."""
+        if result is None or (
+            result.run.trigger_type == "long_task" and run_ended(result.run.status.value)
+        ):
             self._wake.set()
 
     async def serve(self) -> None:

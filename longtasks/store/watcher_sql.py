@@ -24,9 +24,14 @@ _OPEN_ATTEMPT_RUNS = (
     "LEFT JOIN attempts ra ON ra.id = r.current_attempt_id "
     "WHERE a.ended_at_ms IS NULL ORDER BY a.started_at_ms, a.id"
 )
+#: The front of every owner's queue (its first ``?`` tasks by creation), owners with all
+#: their slots taken left out, so a long queue of a full owner never hides another's.
 _QUEUED = (
-    f"SELECT {', '.join(r.TASK)} FROM long_tasks WHERE state = 'queued' "
-    "ORDER BY created_at_ms, id LIMIT ?"
+    f"SELECT {', '.join(r.TASK)} FROM (SELECT {', '.join(r.TASK)}, ROW_NUMBER() OVER "
+    "(PARTITION BY owner_id ORDER BY created_at_ms, id) AS place FROM long_tasks "
+    "WHERE state = 'queued' AND owner_id NOT IN (SELECT owner_id FROM long_tasks "
+    f"WHERE {_IN_LEASED} GROUP BY owner_id HAVING COUNT(*) >= ?)) q "
+    "WHERE place <= ? ORDER BY created_at_ms, id LIMIT ?"
 )
 _SLOTS_TAKEN = (
     f"SELECT owner_id, COUNT(*) AS n FROM long_tasks WHERE {_IN_LEASED} GROUP BY owner_id"
@@ -55,9 +60,11 @@ class WatcherSql(LongTaskSql):
             for row in await self._fetch(None, _OPEN_ATTEMPT_RUNS)
         ]
 
-    async def queued_tasks(self, limit: int) -> list[Task]:
-        """Tasks waiting for an attempt, every owner's, in creation order."""
-        return [r.task_from_row(row) for row in await self._fetch(None, _QUEUED, limit)]
+    async def queued_tasks(self, cap: int, per_owner: int, limit: int) -> list[Task]:
+        """Tasks waiting for an attempt, in creation order: of every owner with fewer than
+        ``cap`` tasks holding a slot, the first ``per_owner`` of its queue; ``limit`` in all."""
+        rows = await self._fetch(None, _QUEUED, *_LEASED, cap, per_owner, limit)
+        return [r.task_from_row(row) for row in rows]
 
     async def slots_taken(self) -> dict[str, int]:
         """Per owner, how many of its tasks hold a concurrency slot (``TaskState.leased``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -360,3 +360,45 @@ async def test_the_cap_is_checked_in_the_start_transaction_and_a_full_owner_chan
     bigger = watcher(h, cap=3)  # the cap raised: the same start goes through
     started = await h.door.start_attempt("lt-3", SCHEDULER, task.state_version, admit=bigger.admit)
     assert started.task.state is T.RUNNING and started.made is not None
+
+
+async def test_a_full_owners_long_queue_never_hides_another_owners_task(h: Harness) -> None:
+    for n in range(1, 5):
+        await queued(h, f"lt-{n}")
+    await queued(h, "bo-1", owner_id="bo")  # the newest of all
+    w = LongTaskWatcher(
+        h.door, longtask_watcher_sql(h.store), owner_concurrency=1, queued_per_round=2
+    )
+    assert (await w.run_once()).started == ["lt-1"]  # the two oldest read: both ana's
+    assert (await w.run_once()).started == ["bo-1"]  # ana is full: her queue is not read
+    assert (await w.run_once()).started == []
+
+
+async def test_the_served_loop_starts_and_after_a_runs_end_starts_again(h: Harness) -> None:
+    """The loop as the reconciler runs it, woken by this process's commits."""
+    await queued(h, "lt-1")
+    w = watcher(h)
+    h.app.hub.listen(w.wake)
+    serving = asyncio.create_task(w.serve())
+    try:
+        await until(lambda: attempts_of(h, "lt-1", 1))
+        _, run_id = await lease(h)
+        await cancel_run(h, run_id)
+        await until(lambda: attempts_of(h, "lt-1", 2))
+        first, second = await h.sql.attempts(None, "lt-1")
+        assert first.ended_at_ms is not None and second.ended_at_ms is None
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+
+
+async def attempts_of(h: Harness, task_id: str, count: int) -> bool:
+    return len(await h.sql.attempts(None, task_id)) >= count
+
+
+async def until(condition: Callable[[], Awaitable[bool]], deadline_s: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while not await condition():
+        assert loop.time() < end, "condition not met before the deadline"
+        await asyncio.sleep(0.02)
