@@ -9,7 +9,8 @@ the run machinery decides a run's status, this module only reads it.
 - **Not ended**: every other status, and in particular a run shown ``unknown`` (fenced, sync
   stale: status ``dispatching`` or ``running``): its process may still be working, so the
   attempt stays open and keeps the lease and the capacity. truerun never guesses; a person
-  resolves an unknown run (operator ``resolve``) and its new status decides.
+  resolves an unknown run (operator ``resolve``) and its new status decides. A run an
+  operator paused before it was claimed (``paused``) runs once resumed: not ended either.
 
 A run put back to ``queued`` by an operator after its long-task attempt ended runs with an
 attempt that no longer holds the lease: every step action of it is refused.
