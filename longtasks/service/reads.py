@@ -27,7 +27,7 @@ from longtasks.domain.model import (
     Task,
 )
 from longtasks.domain.states import StepState, TaskState
-from longtasks.store.sql import LongTaskSql
+from longtasks.store.watcher_sql import WatcherSql
 
 #: Steps an attempt need not work on any more.
 SETTLED = frozenset({StepState.COMPLETED, StepState.SKIPPED})
@@ -86,7 +86,7 @@ def strings(value: Any) -> tuple[str, ...]:
 class TaskReads:
     """The long-task reads for the API (over the store's read methods)."""
 
-    def __init__(self, sql: LongTaskSql) -> None:
+    def __init__(self, sql: WatcherSql) -> None:
         self._sql = sql
 
     async def find(self, task_id: str) -> Task | None:
@@ -159,6 +159,9 @@ class TaskReads:
             task_id=task_id,
             decision_id=decision_id,
         )
+
+    async def unfinished_of_owner(self, owner_id: str) -> int:
+        return await self._sql.unfinished_of_owner(owner_id)
 
     async def attempt_of_run(self, run_id: str) -> Attempt | None:
         return await self._sql.attempt_of_run(run_id)

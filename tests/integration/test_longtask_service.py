@@ -228,3 +228,21 @@ async def test_editing_a_criterion_is_a_users_plan_version(stack: LongTaskStack)
     )
     assert reworded.criteria[1].text == "a colleague approves it"
     assert reworded.criteria[1].user_edited and reworded.plan_version == 3
+
+
+async def test_an_owner_past_the_unfinished_cap_creates_nothing(
+    migrated_database_url: str,
+) -> None:
+    async with longtask_stack(migrated_database_url, max_unfinished=2) as capped:
+        first = await create(capped, long_task_id="a-1")
+        await create(capped, long_task_id="a-2", start=True)
+        await create(capped, long_task_id="b-1", owner_id="bea")  # another owner's count
+        before = await snapshot(capped.app.store)
+        code, reason = await refused(create(capped, long_task_id="a-3"))
+        assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "LONG_TASK_LIMIT_REACHED")
+        assert await snapshot(capped.app.store) == before
+        await capped.tasks.CancelLongTask(
+            lt.CancelLongTaskRequest(project_id=PROJECT, long_task_id="a-1", etag=first.etag)
+        )
+        again = await create(capped, long_task_id="a-3")  # a finished task frees its place
+        assert again.state == lt.LONG_TASK_STATE_PLANNED
