@@ -22,7 +22,8 @@ FORWARDED: ContextVar[str] = ContextVar("gateway_forwarded_token", default="")
 class Upstream:
     """The gRPC stubs, on channels opened inside the server's event loop: one, or a second
     one for CapacityService when it has its own address. RunService, ScheduleService,
-    WebhookService and LongTaskService are on the services address (`truerun coordinator`, `truerun dev`)."""
+    WebhookService and LongTaskService are on the services address (`truerun coordinator`,
+    `truerun dev`)."""
 
     def __init__(self, target: str, capacity_target: str = "", tls: TlsFiles | None = None) -> None:
         # Every call carries the token of the request it serves: the gateway forwards the
