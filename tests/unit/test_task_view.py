@@ -37,7 +37,7 @@ def _at(ms: int = AT_MS) -> timestamp_pb2.Timestamp:
     return stamp
 
 
-def _struct(**fields: object) -> struct_pb2.Struct:
+def _struct(**fields: str) -> struct_pb2.Struct:
     made = struct_pb2.Struct()
     made.update(fields)
     return made
