@@ -44,10 +44,12 @@ COMMANDS: dict[str, tuple[str, type[Message]]] = {
 }
 
 
-def not_found(task_id: str) -> Problem:
-    # Word for word what the door says (longtasks/service/base.py), so another project's
-    # task is indistinguishable from a missing one.
-    return Problem(404, "LONG_TASK_NOT_FOUND", f"long task {task_id} does not exist")
+def not_found(project: str, task_id: str) -> Problem:
+    # Word for word what LongTaskService says (longtasks/api/people.py), so another
+    # project's task is indistinguishable from a missing one.
+    return Problem(
+        404, "LONG_TASK_NOT_FOUND", f"long task {task_id} does not exist in project {project}"
+    )
 
 
 def _named(request: Request, who: Principal) -> tuple[str, str]:
@@ -55,7 +57,7 @@ def _named(request: Request, who: Principal) -> tuple[str, str]:
     project = request.path_params["project"]
     task_id = request.path_params["long_task"]
     if not who.sees(project):
-        raise not_found(task_id)
+        raise not_found(project, task_id)
     return project, task_id
 
 
