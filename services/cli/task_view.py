@@ -126,8 +126,10 @@ def criterion_lines(c: pb.Criterion) -> list[str]:
     if params and not c.subjective:
         how += f" ({params})"
     need = "required" if c.required else "optional"
-    edited = ", edited by a person" if c.user_edited else ""
-    lines = [f"  [{result}{source}] {c.criterion_id}: {c.text}", f"      {need}, {how}{edited}"]
+    written = f", by {c.author}" if c.author else ""
+    if c.user_edited:
+        written += " (a person's: a model's revision keeps it)"
+    lines = [f"  [{result}{source}] {c.criterion_id}: {c.text}", f"      {need}, {how}{written}"]
     return lines + _evidence_lines(c.evidence, "      ")
 
 
@@ -222,7 +224,8 @@ def describe(task: pb.LongTask) -> str:
 
 def event_line(e: pb.LongTaskEvent) -> str:
     when = local(e.create_time, exact=False) if e.HasField("create_time") else "-"
-    moved = f"  {e.from_state} -> {e.to_state}" if e.to_state else ""
+    moved = f"{e.from_state} -> {e.to_state}".strip() if e.to_state else ""
+    moved = f"  ({moved})" if moved and moved not in e.message else ""
     about = "".join(
         f"  {name} {value}"
         for name, value in (("step", e.step_id), ("decision", e.decision_id))

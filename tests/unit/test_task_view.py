@@ -222,6 +222,6 @@ def test_an_event_line_in_local_time() -> None:
         create_time=_at(),
     )
     assert event_line(event) == (
-        "     3  2025-12-01 13:00:00 CET  state              paused  running -> paused"
+        "     3  2025-12-01 13:00:00 CET  state              paused  (running -> paused)"
         "  by user:alice"
     )
