@@ -96,3 +96,14 @@ def test_an_unreadable_file_is_one_clear_error(tmp_path: Path) -> None:
     bad.write_text("goal: yaml in a .json file")
     with pytest.raises(RequestFileError, match="not valid JSON"):
         load(str(bad))
+
+
+def test_the_request_in_the_docs_is_one_the_cli_takes() -> None:
+    """docs/long-tasks.md "Using it" shows a request file: it must stay one that works."""
+    text = (EXAMPLE.parents[1] / "long-tasks.md").read_text()
+    usage = text.split("## Using it", 1)[1]
+    block = usage.split("```yaml\n", 1)[1].split("```", 1)[0]
+    made = draft(parse(block), "")
+    assert [s.step_id for s in made.steps] == ["collect", "publish"]
+    assert made.steps[1].side_effect == pb.SIDE_EFFECT_CLASS_QUERYABLE
+    assert [c.checker_kind for c in made.criteria] == ["file_exists", ""]
