@@ -75,7 +75,8 @@ def add_parsers(
         )
         if named:
             p.add_argument("long_task_id")
-        p.add_argument("--project", default="", help="(default: the file's, else default)")
+        default = "the file's, else default" if name == "create" else "default"
+        p.add_argument("--project", default="", help=f"(default: {default})")
         return p
 
     create = command("create", "create a long task from a request file", named=False)
