@@ -12,7 +12,13 @@ import sys
 from collections.abc import Mapping
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2, schedule_service_pb2
+from truerun.v1 import (
+    capacity_service_pb2,
+    common_pb2,
+    long_task_service_pb2,
+    run_service_pb2,
+    schedule_service_pb2,
+)
 
 from gateway.routes import ROUTES
 from gateway.routes.spec import Schema, ref
@@ -110,10 +116,11 @@ _PROBLEM: Schema = {
 _ERRORS = {
     "400": "malformed parameters or body (reason INVALID_ARGUMENT, INVALID_CURSOR, ...)",
     "401": "missing or unknown token (UNAUTHENTICATED)",
-    "404": "no such run or schedule, or one of a project the token does not see "
-    "(RUN_NOT_FOUND, SCHEDULE_NOT_FOUND)",
+    "404": "no such run, schedule or long task, or one of a project the token does not see "
+    "(RUN_NOT_FOUND, SCHEDULE_NOT_FOUND, LONG_TASK_NOT_FOUND)",
     "409": "RUN_VERSION_CONFLICT, INVALID_RUN_TRANSITION, IDEMPOTENCY_KEY_CONFLICT, "
-    "SCHEDULE_VERSION_CONFLICT, SCHEDULE_EXISTS, ...",
+    "SCHEDULE_VERSION_CONFLICT, SCHEDULE_EXISTS, LONG_TASK_VERSION_CONFLICT, "
+    "INVALID_LONG_TASK_TRANSITION, LONG_TASK_EXISTS, ...",
     "413": "the body exceeds the size limit (REQUEST_TOO_LARGE)",
     "503": "the services are unavailable or busy; retry with backoff",
 }
@@ -176,6 +183,7 @@ def document() -> Schema:
         },
     }
     schemas.update(_schedule_schemas())
+    schemas.update(_long_task_schemas())
     schemas["Problem"] = _PROBLEM
     schemas["Health"] = {
         "type": "object",
@@ -218,11 +226,11 @@ def document() -> Schema:
             "responses": responses,
             "headers": {
                 "ETag": {
-                    "description": "the run's (or schedule's) etag",
+                    "description": "the run's (or schedule's, or long task's) etag",
                     "schema": {"type": "string"},
                 },
                 "Location": {
-                    "description": "the new run's (or schedule's) URL",
+                    "description": "the new run's (or schedule's, or long task's) URL",
                     "schema": {"type": "string"},
                 },
             },
@@ -294,6 +302,65 @@ def _schedule_schemas() -> dict[str, Schema]:
             "next_page_token": {"type": "string"},
         },
     }
+    return schemas
+
+
+def _long_task_schemas() -> dict[str, Schema]:
+    """LongTaskService's messages and the bodies of its routes: a body is its request
+    without the path's fields (project_id, long_task_id), etag always required."""
+    messages = long_task_service_pb2.DESCRIPTOR.message_types_by_name
+    schemas: dict[str, Schema] = {
+        name: message_schema(messages[name])
+        for name in (
+            "LongTask",
+            "LongTaskBudget",
+            "LongTaskStep",
+            "SideEffectRecord",
+            "Receipt",
+            "EvidenceRef",
+            "Criterion",
+            "Decision",
+            "PlanVersion",
+            "LongTaskAttempt",
+            "ListLongTasksResponse",
+            "ListLongTaskEventsResponse",
+            "LongTaskEvent",
+        )
+    }
+    parts = {"LongTaskBudget": "LongTaskBudgetBody"}
+    schemas["LongTaskBudgetBody"] = message_schema(
+        messages["LongTaskBudget"],
+        request=True,
+        omit=frozenset({"attempts_used", "tokens_used", "deadline"}),
+    )
+    schemas["StepDraft"] = message_schema(
+        messages["StepDraft"], request=True, required=("step_id", "title", "side_effect")
+    )
+    schemas["CriterionDraft"] = message_schema(
+        messages["CriterionDraft"], request=True, required=("criterion_id", "text")
+    )
+    create = message_schema(
+        messages["LongTaskDraft"],
+        request=True,
+        required=("owner_id", "goal", "steps", "criteria"),
+        nested=parts,
+    )
+    create["properties"]["start"] = {"type": "boolean"}
+    create["description"] = (
+        "A LongTaskDraft and start (queue it at once); project_id, when given, is the path's"
+    )
+    schemas["CreateLongTaskBody"] = create
+    path = frozenset({"project_id", "long_task_id"})
+    for body, request, required in (
+        ("LongTaskNoteBody", "PauseLongTaskRequest", ("etag",)),
+        ("ContinueLongTaskBody", "ContinueLongTaskRequest", ("etag", "reason")),
+        ("RevisePlanBody", "RevisePlanRequest", ("etag", "reason")),
+        ("AnswerDecisionBody", "AnswerDecisionRequest", ("etag", "decision_id", "answer")),
+        ("EditCriterionBody", "EditCriterionRequest", ("etag", "criterion_id")),
+    ):
+        schemas[body] = message_schema(
+            messages[request], request=True, omit=path, required=required
+        )
     return schemas
 
 

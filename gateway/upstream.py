@@ -6,6 +6,7 @@ from contextvars import ContextVar
 
 from truerun.v1 import (
     capacity_service_pb2_grpc,
+    long_task_service_pb2_grpc,
     run_service_pb2_grpc,
     schedule_service_pb2_grpc,
 )
@@ -20,8 +21,9 @@ FORWARDED: ContextVar[str] = ContextVar("gateway_forwarded_token", default="")
 
 class Upstream:
     """The gRPC stubs, on channels opened inside the server's event loop: one, or a second
-    one for CapacityService when it has its own address. RunService, ScheduleService and
-    WebhookService are on the services address (`truerun coordinator`, `truerun dev`)."""
+    one for CapacityService when it has its own address. RunService, ScheduleService,
+    WebhookService and LongTaskService are on the services address (`truerun coordinator`,
+    `truerun dev`)."""
 
     def __init__(self, target: str, capacity_target: str = "", tls: TlsFiles | None = None) -> None:
         # Every call carries the token of the request it serves: the gateway forwards the
@@ -35,6 +37,7 @@ class Upstream:
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
         self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(self.capacity_channel)
         self.schedules = schedule_service_pb2_grpc.ScheduleServiceStub(self.channel)
+        self.long_tasks = long_task_service_pb2_grpc.LongTaskServiceStub(self.channel)
         # Deliveries carry no token (FORWARDED is empty for them): the signature is checked.
         self.webhooks = schedule_service_pb2_grpc.WebhookServiceStub(self.channel)
 

@@ -56,7 +56,8 @@ def etag(value: str) -> int | None:
     if not value:
         return None
     raw = value.removeprefix("W/").strip('"')
-    if not raw.isdigit():
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), and within a BIGINT.
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
         raise InvalidArgument(f"etag {value[:32]!r} is not an etag this server issued")
     return int(raw)
 

@@ -4,12 +4,13 @@
 route that matches) and gateway/openapi.py builds the document's paths from the same
 entries, so a route cannot be served undocumented or documented unserved
 (tests/gateway/test_routes.py). Handlers live in one module per resource; the schedules'
-entries are in schedule_routes.py.
+entries are in schedule_routes.py, the long tasks' in long_task_routes.py.
 """
 
 from __future__ import annotations
 
 from gateway.routes import capacity, events, meta, output, runs
+from gateway.routes.long_task_routes import LONG_TASK_ROUTES
 from gateway.routes.schedule_routes import SCHEDULE_ROUTES
 from gateway.routes.spec import (
     AFTER_SEQUENCE,
@@ -333,4 +334,5 @@ ROUTES: tuple[Entry, ...] = (
         ),
     ),
     *SCHEDULE_ROUTES,
+    *LONG_TASK_ROUTES,
 )

@@ -23,6 +23,7 @@ from gateway.upstream import FORWARDED, Upstream
 
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
+    from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceAsyncStub
     from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
     from truerun.v1.schedule_service_pb2_grpc import (
         ScheduleServiceAsyncStub,
@@ -60,6 +61,11 @@ class Context:
     def schedules(self) -> ScheduleServiceAsyncStub:
         assert self.upstream is not None, "the gateway's lifespan has not started"
         return self.upstream.schedules
+
+    @property
+    def long_tasks(self) -> LongTaskServiceAsyncStub:
+        assert self.upstream is not None, "the gateway's lifespan has not started"
+        return self.upstream.long_tasks
 
     @property
     def webhooks(self) -> WebhookServiceAsyncStub:

@@ -13,6 +13,7 @@ import grpc
 from google.protobuf import json_format
 from truerun.v1 import (
     common_pb2,
+    long_task_service_pb2_grpc,
     run_service_pb2,
     run_service_pb2_grpc,
     schedule_service_pb2_grpc,
@@ -124,6 +125,7 @@ class Client:
         self._channel = with_bearer(self._raw, token)
         self.stub = run_service_pb2_grpc.RunServiceStub(self._channel)
         self.schedules = schedule_service_pb2_grpc.ScheduleServiceStub(self._channel)
+        self.long_tasks = long_task_service_pb2_grpc.LongTaskServiceStub(self._channel)
         self.timeout = timeout
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
 from kernel.config import Settings
-from services.cli import operator, schedule
+from services.cli import operator, schedule, task
 from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
 from services.cli.logs import logs as follow_logs
 
@@ -128,6 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     operator.add_parsers(client)
     schedule.add_parsers(sub, _client_flags)
+    task.add_parsers(sub, _client_flags)
     return parser
 
 
@@ -320,6 +321,7 @@ _CLIENT_COMMANDS = {
     "logs": lambda client, args: follow_logs(client, args.run_id, args.attempt, args.follow),
     **operator.COMMANDS,
     "schedule": schedule.run,
+    "task": task.run,
 }
 
 

@@ -30,6 +30,7 @@ PUBLIC = {("GET", "/healthz"), ("GET", "/v1/openapi.json")}
 SIGNED = {("POST", "/v1/projects/{project}/schedules/{schedule}:deliver")}
 SAMPLES = {"project": "proj-p", "run": "run-1", "owner": "alice", "instance": "i-1"}
 SAMPLES |= {"agent": "agent-1", "target": "run-1:cancel", "schedule": "nightly"}
+SAMPLES |= {"long_task": "lt-1"}
 
 
 def _app() -> Starlette:

@@ -3,8 +3,9 @@
 reaches the services only over gRPC.
 
 Tokens: ``ALL`` sees every project, ``P_TOKEN`` only ``proj-p``, ``Q_TOKEN`` only ``proj-q``.
-The services include ScheduleService and WebhookService (webhook key ``WEBHOOK_KEY``); the
-scheduler loop does not run (a test fires schedules by hand, backfill or delivery).
+The services include ScheduleService and WebhookService (webhook key ``WEBHOOK_KEY``) and
+the long-task services; the scheduler loops do not run (a test fires schedules by hand,
+backfill or delivery, and starts long-task attempts through the door).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gateway.app import GatewayConfig
 from gateway.server import HttpServer
 from gateway.tokens import ApiTokens
 from kernel.db.migrate import upgrade
-from services.bootstrap import Capacity, Coordinator, schedules
+from services.bootstrap import Capacity, Coordinator, long_tasks, schedules
 from services.server import start_serving
 from tests.support.auth import aio_channel
 from tests.support.capacity import open_capacity
@@ -62,6 +63,7 @@ async def gateway_stack(
             caps,
             tokens=ApiTokens.parse(TOKENS),
             schedules=schedules(app, WEBHOOK_KEY),
+            long_tasks=long_tasks(app),
         )
         server = serving.server
         grpc_address = f"{HOST}:{serving.port}"

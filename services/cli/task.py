@@ -1,0 +1,243 @@
+"""`truerun task create | ls | show | answer | start | pause | resume | cancel | clear-recovery |
+continue | events | export`: long tasks (LongTaskService, docs/long-tasks.md) from the
+command line.
+
+``create --file task.yaml`` sends a request (services/cli/task_file.py): truerun never reads
+the file back as state. Every command that changes a task reads it first and sends the etag
+it read, so a change made meanwhile by someone else is refused, not overwritten. Times are
+shown in local time. Every command takes ``-o json``: the response as protobuf JSON.
+
+Exit status: 0 done; 2 the input was refused (a bad file or flag here, or the server's
+INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE),
+said in one line on stderr with the error's reason; 1 anything else (unreachable server,
+bad token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from truerun.v1 import long_task_service_pb2 as pb
+from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceStub as Stub
+
+from services.cli.client import Client, fail
+from services.cli.schedule import BAD_INPUT, _OneLineParser
+from services.cli.task_file import RequestFileError, draft, load, plan
+from services.cli.task_view import (
+    TERMINAL,
+    created_text,
+    describe,
+    event_line,
+    ls_text,
+    moved_text,
+)
+
+RECENT_SHOWN = 10
+_REFUSED = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    # A stale etag: the task changed between this command's read and its write.
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.OUT_OF_RANGE,
+}
+#: command -> (the RPC, its request, the past tense shown).
+_MOVES: dict[str, tuple[str, type[Message], str]] = {
+    "start": ("StartLongTask", pb.StartLongTaskRequest, "started"),
+    "pause": ("PauseLongTask", pb.PauseLongTaskRequest, "paused"),
+    "resume": ("ResumeLongTask", pb.ResumeLongTaskRequest, "resumed"),
+    "cancel": ("CancelLongTask", pb.CancelLongTaskRequest, "cancelled"),
+    "clear-recovery": ("ClearRecovery", pb.ClearRecoveryRequest, "recovery cleared"),
+}
+Shown = tuple[Message, str]
+
+
+def add_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    client_flags: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """`truerun task ...`; ``client_flags`` adds --server and --token to each command."""
+    top = sub.add_parser("task", help="long tasks: goals that span many attempts and days")
+    commands = top.add_subparsers(dest="task_cmd", required=True, parser_class=_OneLineParser)
+
+    def command(name: str, help_text: str, *, named: bool = True) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help_text, description=help_text)
+        client_flags(p)
+        p.add_argument(
+            "-o", "--output", choices=("text", "json"), default="text", help="json: the response"
+        )
+        if named:
+            p.add_argument("long_task_id")
+        default = "the file's, else default" if name == "create" else "default"
+        p.add_argument("--project", default="", help=f"(default: {default})")
+        return p
+
+    create = command("create", "create a long task from a request file", named=False)
+    create.add_argument("--file", "-f", required=True, help="task.yaml or task.json")
+    create.add_argument("--start", action="store_true", help="queue it at once (else planned)")
+
+    listing = command("ls", "the active long tasks, then the recently finished", named=False)
+    listing.add_argument("--owner", default="", help="only this owner's tasks")
+    command("show", "one task: goal, state, criteria, steps, decisions, plans, attempts")
+    answer = command("answer", "answer an open decision or approval, once")
+    answer.add_argument("decision_id")
+    answer.add_argument("answer", help="one of the offered answers (a question: any text)")
+    answer.add_argument("--note", default="", help="kept with the answer")
+    for name, (_, _, done) in _MOVES.items():
+        move = command(name, f"{name.replace('-', ' ')} a long task (sends the etag it reads)")
+        move.add_argument("--note", default="", help=f"why it is {done}, kept in its log")
+    go_on = command("continue", "go on with a finished task: a new plan version and attempt")
+    go_on.add_argument("--reason", required=True, help="what the continuation is for")
+    go_on.add_argument(
+        "--file", "-f", default="", help="new steps/criteria (default: the unfinished steps)"
+    )
+    command("events", "the task's log, oldest first")
+    command("export", "the task as a Markdown report (never read back)")
+
+
+def run(client: Client, args: argparse.Namespace) -> int:
+    try:
+        response, text = _COMMANDS[args.task_cmd](client.long_tasks, client, args)
+    except RequestFileError as exc:
+        print(f"error: {' '.join(str(exc).split())} [INVALID_ARGUMENT]", file=sys.stderr)
+        return BAD_INPUT
+    except grpc.RpcError as error:
+        fail(error)
+        code = error.code() if isinstance(error, grpc.Call) else None
+        return BAD_INPUT if code in _REFUSED else 1
+    if args.output == "json":
+        print(json_format.MessageToJson(response))
+    else:
+        print(text)
+    return 0
+
+
+def _project(args: argparse.Namespace) -> str:
+    return str(args.project or "default")
+
+
+def _read(stub: Stub, client: Client, args: argparse.Namespace) -> pb.LongTask:
+    ask = pb.GetLongTaskRequest(project_id=_project(args), long_task_id=args.long_task_id)
+    task: pb.LongTask = stub.GetLongTask(ask, timeout=client.timeout)
+    return task
+
+
+# -- the commands: each returns its response (printed by -o json) and its text --------------
+
+
+def _create(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    asked = draft(load(args.file), args.project)
+    request = pb.CreateLongTaskRequest(long_task=asked, start=args.start)
+    task = stub.CreateLongTask(request, timeout=client.timeout)
+    return task, created_text(task)
+
+
+def _ls(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    project = _project(args)
+    active, token = pb.ListLongTasksResponse(), ""
+    while True:
+        ask = pb.ListLongTasksRequest(
+            project_id=project, owner_id=args.owner, active_only=True, page_token=token
+        )
+        page = stub.ListLongTasks(ask, timeout=client.timeout)
+        active.long_tasks.extend(page.long_tasks)
+        if not (token := page.next_page_token):
+            break
+    newest = stub.ListLongTasks(
+        pb.ListLongTasksRequest(project_id=project, owner_id=args.owner, page_size=50),
+        timeout=client.timeout,
+    )
+    recent = [t for t in newest.long_tasks if t.state in TERMINAL][:RECENT_SHOWN]
+    shown = pb.ListLongTasksResponse(long_tasks=[*active.long_tasks, *recent])
+    return shown, ls_text(active.long_tasks, recent)
+
+
+def _show(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    task = _read(stub, client, args)
+    return task, describe(task)
+
+
+def _answer(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    task = _read(stub, client, args)
+    ask = pb.AnswerDecisionRequest(
+        project_id=task.project_id,
+        long_task_id=task.long_task_id,
+        decision_id=args.decision_id,
+        etag=task.etag,
+        answer=args.answer,
+        note=args.note,
+    )
+    after = stub.AnswerDecision(ask, timeout=client.timeout)
+    return after, moved_text(after, f"answered {args.decision_id} with {args.answer!r}")
+
+
+def _move(name: str) -> Callable[[Stub, Client, argparse.Namespace], Shown]:
+    rpc, message, done = _MOVES[name]
+
+    def move(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+        task = _read(stub, client, args)
+        ask: Any = message(
+            project_id=task.project_id,
+            long_task_id=task.long_task_id,
+            etag=task.etag,
+            note=args.note,
+        )
+        after: pb.LongTask = getattr(stub, rpc)(ask, timeout=client.timeout)
+        return after, moved_text(after, done)
+
+    return move
+
+
+def _continue(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    steps, criteria = plan(load(args.file)) if args.file else ([], [])
+    task = _read(stub, client, args)
+    ask = pb.ContinueLongTaskRequest(
+        project_id=task.project_id,
+        long_task_id=task.long_task_id,
+        etag=task.etag,
+        reason=args.reason,
+        steps=steps,
+        criteria=criteria,
+    )
+    after = stub.ContinueLongTask(ask, timeout=client.timeout)
+    return after, moved_text(after, f"continued as plan v{after.plan_version}")
+
+
+def _events(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    found, after = pb.ListLongTaskEventsResponse(), 0
+    while True:
+        ask = pb.ListLongTaskEventsRequest(
+            project_id=_project(args), long_task_id=args.long_task_id, after_sequence=after
+        )
+        page = stub.ListLongTaskEvents(ask, timeout=client.timeout)
+        found.events.extend(page.events)
+        if not page.events:
+            break
+        after = page.events[-1].sequence
+    text = "\n".join(event_line(e) for e in found.events) or "no events"
+    return found, text
+
+
+def _export(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    ask = pb.ExportLongTaskRequest(project_id=_project(args), long_task_id=args.long_task_id)
+    report = stub.ExportLongTask(ask, timeout=client.timeout)
+    return report, report.markdown.rstrip("\n")
+
+
+_COMMANDS: dict[str, Callable[[Stub, Client, argparse.Namespace], Shown]] = {
+    "create": _create,
+    "ls": _ls,
+    "show": _show,
+    "answer": _answer,
+    **{name: _move(name) for name in _MOVES},
+    "continue": _continue,
+    "events": _events,
+    "export": _export,
+}
