@@ -79,7 +79,7 @@ class Ledger:
         self._first: dict[str, Effect] = {}
         self._counts: dict[str, KeyCount] = {}
         self._load()
-        self._file = open(path, "ab")  # noqa: SIM115 - held for the server's lifetime
+        self._file = open(path, "ab")  # held for the server's lifetime
 
     def _load(self) -> None:
         if not self.path.exists():
@@ -251,7 +251,7 @@ class _Refused(Exception):
 class _Handler(BaseHTTPRequestHandler):
     server: EffectServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # the suites read the state file and /stats, not an access log
 
     def do_GET(self) -> None:
@@ -341,7 +341,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def serve(
-    state: Path, port: int = 0, *, idempotent: bool = False, withhold: bool = False,
+    state: Path,
+    port: int = 0,
+    *,
+    idempotent: bool = False,
+    withhold: bool = False,
     hold_s: float = DEFAULT_HOLD_S,
 ) -> EffectServer:
     """A bound server (call ``serve_forever``); its ledger read back from ``state``."""
@@ -359,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold-s", type=float, default=DEFAULT_HOLD_S)
     args = parser.parse_args(argv)
     server = serve(
-        args.state, args.port, idempotent=args.idempotent, withhold=args.withhold,
+        args.state,
+        args.port,
+        idempotent=args.idempotent,
+        withhold=args.withhold,
         hold_s=args.hold_s,
     )
     print(f"{LISTENING}{server.url}", flush=True)
