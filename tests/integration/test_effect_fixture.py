@@ -35,11 +35,17 @@ def fixture(tmp_path: Path) -> Iterator[FixtureProcess]:
         yield process
 
 
-def run_client(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_client(
+    *args: str, timeout_s: float = 60.0, key_env: str = ""
+) -> subprocess.CompletedProcess[str]:
+    env = _env()
+    env.pop(client.KEY_ENV, None)
+    if key_env:
+        env[client.KEY_ENV] = key_env
     return subprocess.run(
         [sys.executable, "-m", "tests.support.effect_client", *args],
         cwd=ROOT,
-        env=_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -190,6 +196,17 @@ def test_probe_exit_codes(fixture: FixtureProcess) -> None:
             run_client("post", "--url", nowhere, "--key", "k", "--target", "t").returncode
             == client.POST_NO_ANSWER
         )
+
+
+def test_the_key_comes_from_the_step_drivers_variable(fixture: FixtureProcess) -> None:
+    posted = run_client("post", "--url", fixture.url, "--target", "t", key_env="step-key")
+    assert posted.returncode == 0, posted
+    assert json.loads(posted.stdout)["external_id"] == "eff-000001"
+    assert client.effects_of(fixture.url, "step-key") == 1
+    probed = run_client("probe", "--url", fixture.url, key_env="step-key")
+    assert probed.returncode == client.PROBE_DONE, probed
+    missing = run_client("post", "--url", fixture.url, "--target", "t")
+    assert missing.returncode == 2 and "--key is required" in missing.stderr
 
 
 def test_bad_requests_are_refused_and_change_nothing(fixture: FixtureProcess) -> None:

@@ -1,7 +1,9 @@
 """Callers of the effect fixture (tests/support/effect_fixture.py), as functions and as the
 shell commands a declared long-task step runs:
 
-    python -m tests.support.effect_client post --url URL --key KEY --target T [--summary S]
+    python -m tests.support.effect_client post --url URL [--key KEY] --target T [--summary S]
+        --key defaults to $TRUERUN_IDEMPOTENCY_KEY, which the step driver sets for a
+        step's command (the step's idempotency key);
         prints the receipt, one JSON line: {"external_id", "target", "summary", "at_ms"}
         (what the step driver's receipt parser reads); exit 0. Exit 1 when the fixture
         refused the request, 3 when no answer came (timeout, connection lost): the effect
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -25,6 +28,7 @@ from urllib.parse import quote
 
 from tests.support.effect_fixture import MODE_HEADER, WITHHOLD_HEADER
 
+KEY_ENV = "TRUERUN_IDEMPOTENCY_KEY"  # set by the step driver for a step's command
 PROBE_DONE, PROBE_NOT_DONE, PROBE_UNKNOWN = 0, 1, 2
 POST_REFUSED, POST_NO_ANSWER = 1, 3
 
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     post = sub.add_parser("post", help="make one effect, print its receipt")
     post.add_argument("--url", required=True)
-    post.add_argument("--key", required=True, help="the idempotency key")
+    post.add_argument("--key", default=os.environ.get(KEY_ENV, ""), help=f"default: ${KEY_ENV}")
     post.add_argument("--target", required=True)
     post.add_argument("--summary", default="")
     post.add_argument("--idempotent", action="store_true", help="ask for idempotent handling")
@@ -146,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     post.add_argument("--timeout-s", type=float, default=30.0)
     check = sub.add_parser("probe", help="exit 0 done, 1 not done, 2 unknown")
     check.add_argument("--url", required=True)
-    check.add_argument("--key", required=True)
+    check.add_argument("--key", default=os.environ.get(KEY_ENV, ""), help=f"default: ${KEY_ENV}")
     check.add_argument("--timeout-s", type=float, default=10.0)
     args = parser.parse_args(argv)
+    if not args.key:
+        parser.error(f"--key is required (or ${KEY_ENV})")
     if args.command == "probe":
         result, effect = probe(args.url, args.key, timeout_s=args.timeout_s)
         if effect is not None:
