@@ -116,7 +116,8 @@ def test_idempotent_mode_answers_the_first_effect_again(fixture: FixtureProcess)
     assert fixture.stats()["keys"]["k"] == {"effects": 1, "duplicates": 1}
 
     # the switch for every request, as a step whose command cannot send headers needs it
-    assert client.control(fixture.url, idempotent=True) == {"idempotent": True, "withhold": False}
+    switches = client.control(fixture.url, idempotent=True)
+    assert switches == {"idempotent": True, "withhold": False, "withhold_keys": []}
     third = client.post_effect(fixture.url, "k", "t")
     assert third["duplicate"] and third["id"] == first["id"]
     assert fixture.stats()["keys"]["k"] == {"effects": 1, "duplicates": 2}
@@ -164,6 +165,26 @@ def test_a_caller_killed_while_held_is_never_answered(fixture: FixtureProcess) -
     stats = fixture.stats()
     assert stats["keys"]["k"] == {"effects": 1, "duplicates": 0}
     assert stats["holds"]["released"] == 0 and stats["holds"]["open"] == 0
+
+
+def test_withhold_keys_hold_only_those_keys(fixture: FixtureProcess) -> None:
+    switches = client.control(fixture.url, withhold_keys=["slow"])
+    assert switches["withhold_keys"] == ["slow"] and switches["withhold"] is False
+    held = start_client("post", "--url", fixture.url, "--key", "slow", "--target", "t")
+    try:
+        wait_for_hold(fixture.url, "slow")
+        # another key is answered at once while "slow" is held
+        assert client.post_effect(fixture.url, "quick", "t", timeout_s=30)["id"] == "eff-000002"
+        assert held.poll() is None
+        client.control(fixture.url, release=True)
+        out, err = held.communicate(timeout=30)
+    finally:
+        if held.poll() is None:
+            os.killpg(held.pid, signal.SIGKILL)
+            held.wait()
+    assert held.returncode == 0 and json.loads(out)["external_id"] == "eff-000001", err
+    assert client.control(fixture.url, withhold_keys=[])["withhold_keys"] == []
+    assert client.post_effect(fixture.url, "slow", "t", timeout_s=30)["id"] == "eff-000003"
 
 
 def test_a_held_answer_comes_after_the_hold_time(tmp_path: Path) -> None:
@@ -220,8 +241,10 @@ def test_bad_requests_are_refused_and_change_nothing(fixture: FixtureProcess) ->
     ):
         status, answer = client.request(fixture.url, "/effects", body)
         assert status == 400 and "non-empty string" in answer["error"], (body, answer)
-    status, _ = client.request(fixture.url, "/control", {"withhold": "yes"})
-    assert status == 400
+    for switches in ({"withhold": "yes"}, {"withhold_keys": "k"}, {"withhold_keys": [""]}):
+        status, _ = client.request(fixture.url, "/control", switches)
+        assert status == 400, switches
+    assert client.control(fixture.url)["withhold_keys"] == []
     refused = run_client("post", "--url", fixture.url, "--key", "k", "--target", "")
     assert refused.returncode == client.POST_REFUSED and "HTTP 400" in refused.stderr
     assert fixture.stats() == before

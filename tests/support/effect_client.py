@@ -129,8 +129,9 @@ def effects_of(url: str, key: str) -> int:
     return int(counts.get("effects", 0))
 
 
-def control(url: str, **switches: bool) -> dict[str, Any]:
-    """Flip the fixture's switches (``idempotent``, ``withhold``, ``release``)."""
+def control(url: str, **switches: bool | list[str]) -> dict[str, Any]:
+    """Flip the fixture's switches (``idempotent``, ``withhold``, ``release``: booleans;
+    ``withhold_keys``: the keys held back whatever ``withhold`` says); the switches now."""
     status, answer = request(url, "/control", dict(switches))
     if status != 200:
         raise Refused(status, json.dumps(answer))

@@ -13,7 +13,8 @@ happened. This is it: a tiny HTTP server on loopback, run as a process of its ow
   ``POST /control {"idempotent": true}`` for every request): a key seen before creates no
   second effect; the duplicate is recorded (counted) and answered 200 with the first effect.
   Otherwise every POST is a new effect, whatever its key: a non-idempotent service.
-- **Withhold** (header ``X-Effect-Withhold: 1``, or ``POST /control {"withhold": true}``):
+- **Withhold** (header ``X-Effect-Withhold: 1``, or ``POST /control {"withhold": true}``, or
+  ``{"withhold_keys": [...]}`` for those keys only, so other steps running meanwhile go on):
   the effect is recorded and visible, then the answer is held back until ``--hold-s`` passes,
   ``POST /control {"release": true}``, or the caller hangs up (its process was killed). So a
   harness can kill the caller after the effect and before it could have heard of it.
@@ -27,8 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
-import socket
 import sys
 import threading
 import time
@@ -38,11 +37,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.effect_holds import Holds
+
 LISTENING = "effect fixture listening on "
 MODE_HEADER = "X-Effect-Mode"
 WITHHOLD_HEADER = "X-Effect-Withhold"
 DEFAULT_HOLD_S = 600.0  # longer than any caller's timeout in the suites
-_POLL_S = 0.1  # how often a held request looks for a release or a hung-up caller
 _MAX_BODY = 64 * 1024
 
 
@@ -160,68 +160,6 @@ class Ledger:
         self._file.close()
 
 
-class Holds:
-    """The withhold switch and the answers held back under it."""
-
-    def __init__(self, hold_s: float, withhold: bool) -> None:
-        self.hold_s = hold_s
-        self.withhold = withhold
-        self._cond = threading.Condition()
-        self._releases = 0  # a release frees every hold open at that moment
-        self.open: dict[int, str] = {}  # request number -> key
-        self.ended = {"released": 0, "hung_up": 0, "timed_out": 0}
-        self._next = 0
-
-    def release(self) -> None:
-        with self._cond:
-            self._releases += 1
-            self._cond.notify_all()
-
-    def hold(self, key: str, conn: socket.socket) -> str:
-        """Hold until released, the caller hangs up, or hold_s; says which."""
-        deadline = time.monotonic() + self.hold_s
-        with self._cond:
-            self._next += 1
-            number = self._next
-            self.open[number] = key
-            releases = self._releases
-        outcome = "timed_out"
-        try:
-            while time.monotonic() < deadline:
-                with self._cond:
-                    if self._cond.wait_for(lambda: self._releases != releases, _POLL_S):
-                        outcome = "released"
-                        break
-                if _hung_up(conn):
-                    outcome = "hung_up"
-                    break
-        finally:
-            with self._cond:
-                del self.open[number]
-                self.ended[outcome] += 1
-        return outcome
-
-    def stats(self) -> dict[str, Any]:
-        with self._cond:
-            return {
-                "withhold": self.withhold,
-                "open": len(self.open),
-                "open_keys": sorted(self.open.values()),
-                **self.ended,
-            }
-
-
-def _hung_up(conn: socket.socket) -> bool:
-    """The caller closed its end (a killed process's sockets are closed by the kernel)."""
-    readable, _, _ = select.select([conn], [], [], 0)
-    if not readable:
-        return False
-    try:
-        return conn.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
-
-
 class EffectServer(ThreadingHTTPServer):
     daemon_threads = True  # a held answer never keeps the process from exiting
 
@@ -239,7 +177,12 @@ class EffectServer(ThreadingHTTPServer):
         return f"http://{host!s}:{port}"
 
     def control(self) -> dict[str, Any]:
-        return {"idempotent": self.idempotent, "withhold": self.holds.withhold}
+        holds = self.holds
+        return {
+            "idempotent": self.idempotent,
+            "withhold": holds.withhold,
+            "withhold_keys": sorted(holds.keys),
+        }
 
 
 class _Refused(Exception):
@@ -310,8 +253,10 @@ class _Handler(BaseHTTPRequestHandler):
         effect, duplicate = self.server.ledger.post(
             key, target, summary or f"effect on {target}", idempotent=idempotent
         )
-        withhold = self.headers.get(WITHHOLD_HEADER, "") == "1" or self.server.holds.withhold
-        if withhold and self.server.holds.hold(key, self.connection) == "hung_up":
+        holds = self.server.holds
+        withhold = self.headers.get(WITHHOLD_HEADER, "") == "1" or holds.withhold
+        withhold = withhold or key in holds.keys
+        if withhold and holds.hold(key, self.connection) == "hung_up":
             self.close_connection = True
             return  # nobody is left to answer
         self._answer(200 if duplicate else 201, {**asdict(effect), "duplicate": duplicate})
@@ -320,6 +265,11 @@ class _Handler(BaseHTTPRequestHandler):
         for name in ("idempotent", "withhold", "release"):
             if name in body and not isinstance(body[name], bool):
                 raise _Refused(400, f"{name} must be true or false")
+        keys = body.get("withhold_keys", [])
+        if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):
+            raise _Refused(400, "withhold_keys must be a list of non-empty strings")
+        if "withhold_keys" in body:
+            self.server.holds.keys = frozenset(keys)
         if "idempotent" in body:
             self.server.idempotent = body["idempotent"]
         if "withhold" in body:
