@@ -245,6 +245,10 @@ def test_bad_requests_are_refused_and_change_nothing(fixture: FixtureProcess) ->
         status, _ = client.request(fixture.url, "/control", switches)
         assert status == 400, switches
     assert client.control(fixture.url)["withhold_keys"] == []
+    status, _ = client.request(
+        fixture.url, "/effects", {"key": "k", "target": "t", "x": "y" * 70_000}
+    )
+    assert status == 413
     refused = run_client("post", "--url", fixture.url, "--key", "k", "--target", "")
     assert refused.returncode == client.POST_REFUSED and "HTTP 400" in refused.stderr
     assert fixture.stats() == before

@@ -228,8 +228,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(refused.status, {"error": str(refused)})
 
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise _Refused(400, "Content-Length is not a number") from None
+        if length < 0:
+            raise _Refused(400, "Content-Length is negative")
         if length > _MAX_BODY:
+            self.rfile.read(min(length, 64 * _MAX_BODY))  # read, so the answer is not lost
+            self.close_connection = True  # to a reset of a closed socket with unread input
             raise _Refused(413, "body too large")
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
