@@ -201,7 +201,8 @@ def test_the_client_says_no_answer_when_the_caller_times_out(fixture: FixturePro
     )  # fmt: skip
     assert done.returncode == client.POST_NO_ANSWER, done
     assert "the effect may have happened" in done.stderr
-    assert client.effects_of(fixture.url, "k") == 1  # it did
+    wait_for_effect(fixture.url, "k")  # it did
+    assert client.effects_of(fixture.url, "k") == 1
 
 
 def test_probe_exit_codes(fixture: FixtureProcess) -> None:
