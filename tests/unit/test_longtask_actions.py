@@ -1,0 +1,143 @@
+"""The step driver's reading of a step's declared action and probe, of a command's receipt
+(its last stdout line), and of a failed call's ErrorInfo; and the agent's reading of a
+long task's Start."""
+
+from __future__ import annotations
+
+import sys
+
+import grpc
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from truerun_runtime.agent.tasks import SpecError, parse_spec
+from truerun_runtime.longtask.actions import (
+    ActionError,
+    ReceiptError,
+    parse_action,
+    parse_probe,
+    parse_receipt,
+)
+from truerun_runtime.longtask.errors import (
+    LeaseNotHeld,
+    LongTaskError,
+    TransitionRefused,
+    VersionConflict,
+    from_rpc,
+)
+
+
+def test_a_receipt_is_the_last_stdout_line() -> None:
+    last = '{"external_id": "m-7", "target": "t", "summary": "sent", "at_ms": 1700000000000}'
+    out = f'posting...\n{{"ignored": 1}}\n{last}\n\n'
+    receipt = parse_receipt(out)
+    assert (receipt.external_id, receipt.target, receipt.summary, receipt.at_ms) == (
+        "m-7",
+        "t",
+        "sent",
+        1700000000000,
+    )
+    defaulted = parse_receipt(
+        '{"summary": "ok", "at_ms": 5, "external_id": 9, "detail": {"a": 1}}', default_target="x"
+    )
+    assert defaulted.target == "x" and defaulted.external_id == "9" and defaulted.detail == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        "",
+        "\n  \n",
+        "done",
+        '{"target": "t", "summary": "s", "at_ms": 1}\nnot json',
+        "[1, 2]",
+        '{"target": "t", "at_ms": 1}',
+        '{"target": "t", "summary": " ", "at_ms": 1}',
+        '{"target": "t", "summary": "s"}',
+        '{"target": "t", "summary": "s", "at_ms": true}',
+        '{"target": "t", "summary": "s", "at_ms": -1}',
+        '{"target": "t", "summary": "s", "at_ms": 1, "detail": [1]}',
+        '{"summary": "s", "at_ms": 1}',
+    ],
+)
+def test_no_receipt_is_a_receipt_error(out: str) -> None:
+    with pytest.raises(ReceiptError):
+        parse_receipt(out)
+
+
+def test_actions() -> None:
+    action = parse_action(
+        {"run": "make", "receipt": "json", "writes": "out.txt", "approval": "deploy"}
+    )
+    assert (action.run, action.receipt, action.writes, action.approval) == (
+        "make",
+        "json",
+        "out.txt",
+        "deploy",
+    )
+    assert parse_action({"run": "true"}).receipt == "none"
+    question = parse_action({"ask": "which colour?", "options": ["red", "blue"]})
+    assert question.is_question and question.options == ("red", "blue")
+    assert parse_probe({}) == "" and parse_probe({"run": "test -f x"}) == "test -f x"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},
+        {"run": ""},
+        {"run": 3},
+        {"run": "x", "receipt": "xml"},
+        {"run": "x", "writes": 1},
+        {"ask": ""},
+        {"ask": "q", "options": "a,b"},
+        {"ask": "q", "run": "x"},
+    ],
+)
+def test_bad_actions(spec: dict[str, object]) -> None:
+    with pytest.raises(ActionError):
+        parse_action(spec)
+
+
+def test_bad_probe() -> None:
+    with pytest.raises(ActionError):
+        parse_probe({"cmd": "x"})
+
+
+def _rpc_error(code: grpc.StatusCode, reason: str, refusal: str = "") -> grpc.aio.AioRpcError:
+    info = error_details_pb2.ErrorInfo(
+        reason=reason, domain="truerun", metadata={"refusal": refusal} if refusal else {}
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message="m", details=[detail])
+    trailing = grpc.aio.Metadata(("grpc-status-details-bin", status.SerializeToString()))
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, "the details", "")
+
+
+def test_errors_carry_the_reason_and_the_refusal() -> None:
+    conflict = from_rpc(_rpc_error(grpc.StatusCode.ABORTED, "LONG_TASK_VERSION_CONFLICT"))
+    assert isinstance(conflict, VersionConflict) and conflict.reason == "LONG_TASK_VERSION_CONFLICT"
+    lease = from_rpc(_rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "LONG_TASK_LEASE_NOT_HELD"))
+    assert isinstance(lease, LeaseNotHeld)
+    refused = from_rpc(
+        _rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "INVALID_STEP_TRANSITION", "OPEN_INTENT")
+    )
+    assert isinstance(refused, TransitionRefused) and refused.refusal == "OPEN_INTENT"
+    assert "OPEN_INTENT" in str(refused) and "the details" in str(refused)
+    bare = from_rpc(
+        grpc.aio.AioRpcError(
+            grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "down", ""
+        )
+    )
+    assert type(bare) is LongTaskError and bare.reason == "" and bare.retryable
+
+
+def test_a_long_task_start_runs_the_step_driver() -> None:
+    spec = parse_spec({"long_task": {"id": "lt-1", "attempt_id": "a1"}})
+    assert spec.long_task and spec.argv == [sys.executable, "-m", "truerun_runtime.longtask"]
+    plain = parse_spec({"long_task": {"id": "lt-1"}, "command": "echo hi"})
+    assert not plain.long_task and plain.argv == ["/bin/sh", "-c", "echo hi"]
+    with pytest.raises(SpecError):
+        parse_spec({"long_task": "lt-1"})
