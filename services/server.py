@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from truerun.v1 import (
     capacity_service_pb2,
+    long_task_service_pb2,
     run_service_pb2,
     runtime_service_pb2,
     schedule_service_pb2,
@@ -32,7 +33,11 @@ from coordinator.api.run_servicer import RunServicer
 from coordinator.api.runtime_servicer import RuntimeServicer
 from kernel.config import Settings
 from kernel.tls import PLAINTEXT, ServerTls, listening
-from services.bootstrap import Capacity, Coordinator, Runtimes
+from longtasks.api.attempts import LongTaskAttemptServicer
+from longtasks.api.people import LongTaskServicer
+from longtasks.service.door import LongTaskDoor
+from longtasks.service.reads import TaskReads
+from services.bootstrap import Capacity, Coordinator, Runtimes, longtask_sql
 
 log = logging.getLogger(__name__)
 
@@ -130,14 +135,17 @@ async def start_serving(
     failures: FailureLimit | None = None,
     tls: ServerTls | None = None,
     schedules: Schedules | None = None,
+    long_tasks: LongTaskDoor | None = None,
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
     CapacityService authenticate every call with ``tokens`` (coordinator/api/auth.py): a
     server that serves either needs them. With ``tls`` the port serves TLS only (and mTLS
     when it names a client CA); without, plaintext. ``schedules``: ScheduleService (token
-    auth) and WebhookService (signature auth) too."""
-    if (run_service or capacity is not None or schedules is not None) and tokens is None:
+    auth) and WebhookService (signature auth) too; ``long_tasks``: LongTaskService (token
+    auth) and LongTaskAttemptService (each call's callback token)."""
+    needs_tokens = capacity is not None or schedules is not None or long_tasks is not None
+    if (run_service or needs_tokens) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
     chain = list(interceptors)
     if tokens is not None:
@@ -160,6 +168,16 @@ async def start_serving(
         ):
             descriptor = schedule_service_pb2.DESCRIPTOR.services_by_name[name]
             add_deterministic(server, descriptor, handler)
+            served.append(descriptor.full_name)
+    if long_tasks is not None:
+        reads = TaskReads(longtask_sql(app.store))
+        long_task_servicers: tuple[tuple[str, object], ...] = (
+            ("LongTaskService", LongTaskServicer(long_tasks, reads)),
+            ("LongTaskAttemptService", LongTaskAttemptServicer(long_tasks, reads, app.store)),
+        )
+        for name, long_task_servicer in long_task_servicers:
+            descriptor = long_task_service_pb2.DESCRIPTOR.services_by_name[name]
+            add_deterministic(server, descriptor, long_task_servicer)
             served.append(descriptor.full_name)
     runtime_servicer = None
     if runtimes is not None:

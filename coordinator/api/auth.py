@@ -1,10 +1,11 @@
-"""Every RunService and CapacityService call authenticates its caller (seed B §17): an
+"""Every call of the services in ``PROTECTED`` authenticates its caller (seed B §17): an
 ``authorization: Bearer TOKEN`` metadata entry naming an API token
 (coordinator/api/credentials.py). The interceptor covers every method of those services, so
 an RPC added later is authenticated without anyone remembering to; handlers read the
 caller with ``caller()``. RuntimeService authenticates with the runtime token in Hello,
-WebhookService with each delivery's HMAC signature, and health and reflection are open
-(probes, tools)."""
+WebhookService with each delivery's HMAC signature, LongTaskAttemptService with the
+callback token of the calling run's attempt (longtasks/api/credentials.py), and health and
+reflection are open (probes, tools)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ from kernel.errors import PermissionDenied, TooManyFailures, Unauthenticated
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 PROTECTED = frozenset(
-    {"truerun.v1.RunService", "truerun.v1.CapacityService", "truerun.v1.ScheduleService"}
+    {
+        "truerun.v1.RunService",
+        "truerun.v1.CapacityService",
+        "truerun.v1.ScheduleService",
+        "truerun.v1.LongTaskService",
+    }
 )
 
 _CALLER: ContextVar[Principal | None] = ContextVar("truerun_caller", default=None)

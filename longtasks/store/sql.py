@@ -70,6 +70,16 @@ _TASKS_OF_OWNER = (
     f"SELECT {_cols(r.TASK)} FROM long_tasks WHERE owner_id = ? ORDER BY created_at_ms DESC, id "
     "LIMIT ?"
 )
+#: A project's tasks with their display payloads, newest first, strictly after a cursor
+#: (``created_at_ms``, ``id``); the optional owner and "not terminal" filters are bound as
+#: values so one text serves every combination.
+_TASKS_OF_PROJECT = (
+    f"SELECT {_cols((*r.TASK, *r.TASK_DISPLAY))} FROM long_tasks WHERE project_id = ? "
+    "AND (? = '' OR owner_id = ?) "
+    "AND (? = 0 OR state NOT IN ('partial', 'completed', 'failed', 'cancelled')) "
+    "AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?)) "
+    "ORDER BY created_at_ms DESC, id DESC LIMIT ?"
+)
 _INSERT_PLAN = _insert("long_task_plan_versions", r.PLAN)
 _CLOSE_PLAN = (
     "UPDATE long_task_plan_versions SET closed_state = ?, closed_at_ms = ? "
@@ -202,6 +212,34 @@ class LongTaskSql:
     async def tasks_of_owner(self, owner_id: str, limit: int) -> list[Task]:
         rows = await self._fetch(None, _TASKS_OF_OWNER, owner_id, limit)
         return [r.task_from_row(row) for row in rows]
+
+    async def tasks_of_project(
+        self,
+        project_id: str,
+        owner_id: str | None,
+        active_only: bool,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[tuple[Task, dict[str, Any]]]:
+        """A project's tasks (one owner's, or only those not terminal), newest first,
+        strictly after ``after`` (created_at_ms, id), each with its display payloads."""
+        at, last = after if after is not None else (2**62, "")  # later than any task
+        rows = await self._fetch(
+            None,
+            _TASKS_OF_PROJECT,
+            project_id,
+            owner_id or "",
+            owner_id or "",
+            1 if active_only else 0,
+            at,
+            at,
+            last,
+            limit,
+        )
+        return [
+            (r.task_from_row(row), {c: r.display_json(row[c]) for c in r.TASK_DISPLAY})
+            for row in rows
+        ]
 
     # -- plan versions and steps ----------------------------------------------------------
 

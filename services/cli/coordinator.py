@@ -21,6 +21,7 @@ from kernel.telemetry import client_interceptors, configure, server_interceptors
 from kernel.tls import checked_target, client_files, server_tls
 from services.bootstrap import (
     coordinator,
+    long_tasks,
     open_store,
     output_policy,
     remote_runtimes,
@@ -77,6 +78,7 @@ async def run_coordinator(settings: Settings) -> None:
             tokens=ApiTokens.parse(settings.api_tokens),
             tls=tls,
             schedules=schedules(app, settings.webhook_key),
+            long_tasks=long_tasks(app),
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

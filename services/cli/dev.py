@@ -29,6 +29,7 @@ from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
     capacity,
     coordinator,
+    long_tasks,
     open_observations,
     open_store,
     output_policy,
@@ -82,6 +83,7 @@ async def run_dev(settings: Settings) -> None:
             tokens=tokens,
             tls=tls,
             schedules=schedules(app, _webhook_key(settings)),
+            long_tasks=long_tasks(app),
         )
         lease_scan = LeaseReconciler(
             app.transitions,

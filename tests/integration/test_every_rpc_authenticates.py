@@ -1,5 +1,6 @@
-"""Issue #11 §3: every RPC of RunService, CapacityService and ScheduleService
-authenticates its caller (WebhookService: the delivery's signature); the
+"""Issue #11 §3: every RPC of RunService, CapacityService, ScheduleService and
+LongTaskService authenticates its caller (WebhookService: the delivery's signature;
+LongTaskAttemptService: the callback token of the calling run's attempt); the
 actor comes from the credential, never from the request; a token sees only its projects;
 operator commands need an operator token; failed authentications are bounded. Table-driven
 over the service descriptors: an RPC added later without a row here fails the test, and
@@ -15,14 +16,20 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 from truerun.v1 import capacity_service_pb2 as cap
-from truerun.v1 import common_pb2, run_service_pb2_grpc, schedule_service_pb2_grpc
+from truerun.v1 import (
+    common_pb2,
+    long_task_service_pb2_grpc,
+    run_service_pb2_grpc,
+    schedule_service_pb2_grpc,
+)
+from truerun.v1 import long_task_service_pb2 as lt
 from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import schedule_service_pb2 as sch
 
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.api.credentials import ApiTokens, FailureLimit
 from kernel.db.migrate import upgrade
-from services.bootstrap import capacity, coordinator, open_store, schedules
+from services.bootstrap import capacity, coordinator, long_tasks, open_store, schedules
 from services.server import start_serving
 from tests.integration.test_run_service_grpc import error_info
 from tests.support.auth import aio_channel
@@ -33,6 +40,8 @@ SERVICES = {
     "truerun.v1.RunService": rs,
     "truerun.v1.CapacityService": cap,
     "truerun.v1.ScheduleService": sch,
+    "truerun.v1.LongTaskService": lt,
+    "truerun.v1.LongTaskAttemptService": lt,
 }
 RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
 
@@ -57,6 +66,60 @@ def _run_requests(run_id: str, project: str) -> dict[str, Message]:
         "GetEventCursor": rs.GetEventCursorRequest(project_id=project),
         "ListAttempts": rs.ListAttemptsRequest(run_id=run_id),
         "ReadRunOutput": rs.ReadRunOutputRequest(run_id=run_id),
+    }
+
+
+def _long_task_requests(project: str, task: str) -> dict[str, Message]:
+    """A well-formed request for every LongTaskService RPC, aimed at ``task``."""
+    named: dict[str, Any] = {"project_id": project, "long_task_id": task}
+    draft = lt.LongTaskDraft(
+        project_id=project,
+        owner_id="o",
+        goal="g",
+        steps=[lt.StepDraft(step_id="s", title="t", side_effect=lt.SIDE_EFFECT_CLASS_PURE)],
+    )
+    return {
+        "CreateLongTask": lt.CreateLongTaskRequest(long_task=draft),
+        "GetLongTask": lt.GetLongTaskRequest(**named),
+        "ListLongTasks": lt.ListLongTasksRequest(project_id=project),
+        "StartLongTask": lt.StartLongTaskRequest(**named, etag="1"),
+        "PauseLongTask": lt.PauseLongTaskRequest(**named, etag="1"),
+        "ResumeLongTask": lt.ResumeLongTaskRequest(**named, etag="1"),
+        "CancelLongTask": lt.CancelLongTaskRequest(**named, etag="1"),
+        "ClearRecovery": lt.ClearRecoveryRequest(**named, etag="1"),
+        "RevisePlan": lt.RevisePlanRequest(**named, etag="1", reason="r"),
+        "ContinueLongTask": lt.ContinueLongTaskRequest(**named, etag="1", reason="r"),
+        "AnswerDecision": lt.AnswerDecisionRequest(**named, etag="1", decision_id="d", answer="a"),
+        "EditCriterion": lt.EditCriterionRequest(**named, etag="1", criterion_id="c", waive=True),
+        "ListLongTaskEvents": lt.ListLongTaskEventsRequest(**named),
+        "ExportLongTask": lt.ExportLongTaskRequest(**named),
+    }
+
+
+def _attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
+    """A well-formed request for every LongTaskAttemptService RPC, with ``credential``."""
+    step: dict[str, Any] = {"credential": credential, "step_id": "s", "step_version": 1}
+    receipt = lt.Receipt(target="t", summary="s")
+    receipt.time.FromMilliseconds(1)
+    return {
+        "GetBriefing": lt.GetBriefingRequest(credential=credential),
+        "BeginStep": lt.BeginStepRequest(**step),
+        "RecordIntent": lt.RecordIntentRequest(**step, target="t", summary="s"),
+        "RecordReceipt": lt.RecordReceiptRequest(**step, receipt=receipt),
+        "RecordProbe": lt.RecordProbeRequest(**step, result=lt.PROBE_RESULT_DONE),
+        "CompleteStep": lt.CompleteStepRequest(**step),
+        "MarkStepUncertain": lt.MarkStepUncertainRequest(**step),
+        "BlockStep": lt.BlockStepRequest(**step),
+        "FailStep": lt.FailStepRequest(**step),
+        "SkipStep": lt.SkipStepRequest(**step),
+        "RequestDecision": lt.RequestDecisionRequest(credential=credential, question="q"),
+        "RequestApproval": lt.RequestApprovalRequest(
+            credential=credential, subject="s", question="q"
+        ),
+        "GetDecision": lt.GetDecisionRequest(credential=credential, decision_id="d"),
+        "ReadyForVerification": lt.ReadyForVerificationRequest(credential=credential),
+        "RecordVerification": lt.RecordVerificationRequest(credential=credential),
+        "RenewLease": lt.RenewLeaseRequest(credential=credential),
     }
 
 
@@ -86,6 +149,10 @@ REQUESTS: dict[str, Message] = {
             ("RotateWebhookSecret", sch.RotateWebhookSecretRequest(project_id="proj-p")),
         )
     },
+    **_long_task_requests("proj-p", "lt-1"),
+    **_attempt_requests(
+        lt.AttemptCredential(run_id=RUN_ID, run_attempt_id=RUN_ID, callback_token="cb")
+    ),
 }
 
 
@@ -103,6 +170,7 @@ async def _serving(url: str, failures: FailureLimit) -> AsyncIterator[str]:
         tokens=tokens,
         failures=failures,
         schedules=schedules(app, "webhook-key"),
+        long_tasks=long_tasks(app),
     )
     try:
         yield f"127.0.0.1:{serving.port}"
@@ -345,3 +413,50 @@ def schedule_stub(channel: grpc.aio.Channel) -> Any:
 
 def rs_stub(channel: grpc.aio.Channel) -> Any:
     return run_service_pb2_grpc.RunServiceStub(channel)
+
+
+async def test_long_tasks_of_another_project_do_not_exist(address: str) -> None:
+    """Every LongTaskService RPC that names a task of another project answers as for a
+    missing task; creating or listing there is denied; nothing changes."""
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        create = _long_task_requests("proj-q", "lt-q")["CreateLongTask"]
+        assert isinstance(create, lt.CreateLongTaskRequest)
+        create.long_task.long_task_id = "lt-q"
+        created = await long_task_stub(ops).CreateLongTask(create)
+    assert created.created_by == "ops@example"
+    scoped = _long_task_requests("proj-q", "lt-q")
+    async with aio_channel(address, READER_TOKEN) as reader:
+        for service, method, streaming in _methods():
+            if service != "truerun.v1.LongTaskService":
+                continue
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await _call(reader, service, method, streaming, scoped[method])
+            reason = error_info(refused.value).reason
+            expected = (
+                "PERMISSION_DENIED"
+                if method in ("CreateLongTask", "ListLongTasks")
+                else ("LONG_TASK_NOT_FOUND")
+            )
+            assert reason == expected, (method, reason)
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        after = await long_task_stub(ops).GetLongTask(
+            lt.GetLongTaskRequest(project_id="proj-q", long_task_id="lt-q")
+        )
+    assert after.etag == created.etag and after.state == lt.LONG_TASK_STATE_PLANNED
+
+
+async def test_an_api_token_is_no_attempt_credential(address: str) -> None:
+    """LongTaskAttemptService takes no bearer token, an operator's included: without the
+    callback token of a run's attempt every call is UNAUTHENTICATED."""
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        for service, method, streaming in _methods():
+            if service != "truerun.v1.LongTaskAttemptService":
+                continue
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await _call(ops, service, method, streaming)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
+            assert error_info(refused.value).reason == "UNAUTHENTICATED", method
+
+
+def long_task_stub(channel: grpc.aio.Channel) -> Any:
+    return long_task_service_pb2_grpc.LongTaskServiceStub(channel)

@@ -1,0 +1,1 @@
+"""LongTaskService and LongTaskAttemptService over gRPC."""

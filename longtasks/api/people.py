@@ -1,0 +1,241 @@
+"""LongTaskService over gRPC: long tasks for people and their tools. Behind the bearer-token
+interceptor like every service (coordinator/api/auth.py); the caller must see the task's
+project, and to anyone else its tasks do not exist (NOT_FOUND). The actor of every command
+is the caller (a person's token: ``user``; an app's: ``api_app``), never a request field.
+Each mutation is one door method with the task's etag (docs/long-tasks.md "API")."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import grpc
+from truerun.v1 import long_task_service_pb2 as pb
+from truerun.v1 import long_task_service_pb2_grpc
+
+from coordinator.api import validation
+from coordinator.api.auth import caller
+from coordinator.api.errors import unary
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
+from kernel.errors import InvalidArgument, LongTaskNotFound, PermissionDenied
+from longtasks.api import drafts
+from longtasks.api.convert import event_to_proto, task_summary, task_to_proto
+from longtasks.domain.model import Task
+from longtasks.domain.states import PlanAuthor
+from longtasks.service.door import LongTaskDoor
+from longtasks.service.inputs import NewCriterion
+from longtasks.service.reads import TaskReads
+from longtasks.service.report import render
+
+Ctx = grpc.aio.ServicerContext[Any, Any]
+MAX_PAGE = 200
+MAX_EVENTS = 1000
+_AUTHORS = {"": PlanAuthor.USER, "user": PlanAuthor.USER, "model": PlanAuthor.MODEL}
+
+
+def _actor() -> Actor:
+    who = caller()
+    return Actor(ActorType.USER if who.named else ActorType.API_APP, who.name)
+
+
+def _etag(value: str) -> int:
+    expected = validation.etag(value)
+    if expected is None:
+        raise InvalidArgument("etag is required: read the task, then send its etag")
+    return expected
+
+
+def _page_token(task: Task) -> str:
+    return base64.urlsafe_b64encode(f"{task.created_at_ms}\0{task.id}".encode()).decode()
+
+
+def _after(token: str) -> tuple[int, str] | None:
+    if not token:
+        return None
+    try:
+        at, task_id = base64.urlsafe_b64decode(token).decode().split("\0")
+        return int(at), task_id
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidArgument("page_token is not one this server issued") from None
+
+
+class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
+    def __init__(self, door: LongTaskDoor, reads: TaskReads) -> None:
+        self._door = door
+        self._reads = reads
+
+    async def _seen(self, project_id: str, task_id: str) -> Task:
+        """The task, if the caller sees its project; to anyone else it does not exist."""
+        project = validation.name(project_id, "project_id") or ""
+        task_id = validation.name(task_id, "long_task_id") or ""
+        missing = LongTaskNotFound(
+            f"long task {task_id} does not exist in project {project}", task_id=task_id
+        )
+        if not caller().sees(project):
+            raise missing
+        task = await self._reads.find(task_id)
+        if task is None or task.project_id != project:
+            raise missing
+        return task
+
+    async def _answer(self, task_id: str) -> pb.LongTask:
+        return task_to_proto(await self._reads.view(task_id))
+
+    @unary
+    async def CreateLongTask(self, request: pb.CreateLongTaskRequest, context: Ctx) -> pb.LongTask:
+        new = drafts.new_task(request.long_task)
+        if not caller().sees(new.project_id):
+            raise PermissionDenied(
+                f"this token may not create long tasks in project {new.project_id}"
+            )
+        actor = _actor()
+        created = await self._door.create(new, actor)
+        if request.start:  # queued in a second command: a refusal leaves it planned, visibly
+            await self._door.enqueue(created.task.id, created.task.state_version, actor)
+        return await self._answer(created.task.id)
+
+    @unary
+    async def GetLongTask(self, request: pb.GetLongTaskRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        return await self._answer(task.id)
+
+    @unary
+    async def ListLongTasks(
+        self, request: pb.ListLongTasksRequest, context: Ctx
+    ) -> pb.ListLongTasksResponse:
+        project = validation.name(request.project_id, "project_id") or ""
+        if not caller().sees(project):
+            raise PermissionDenied(f"this token may not list project {project}")
+        owner = validation.name(request.owner_id, "owner_id", required=False)
+        size = validation.in_range(request.page_size or 50, "page_size", 1, MAX_PAGE)
+        found = await self._reads.page(
+            project, owner, request.active_only, _after(request.page_token), size + 1
+        )
+        page = found[:size]
+        token = _page_token(page[-1][0]) if len(found) > size else ""
+        return pb.ListLongTasksResponse(
+            long_tasks=[task_summary(*entry) for entry in page], next_page_token=token
+        )
+
+    @unary
+    async def StartLongTask(self, request: pb.StartLongTaskRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        await self._door.enqueue(task.id, _etag(request.etag), _actor())
+        return await self._answer(task.id)
+
+    @unary
+    async def PauseLongTask(self, request: pb.PauseLongTaskRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        note = drafts.text(request.note, "note", 1024)
+        await self._door.pause(task.id, _etag(request.etag), _actor(), note)
+        return await self._answer(task.id)
+
+    @unary
+    async def ResumeLongTask(self, request: pb.ResumeLongTaskRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        await self._door.resume(task.id, _etag(request.etag), _actor())
+        return await self._answer(task.id)
+
+    @unary
+    async def CancelLongTask(self, request: pb.CancelLongTaskRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        note = drafts.text(request.note, "note", 1024)
+        await self._door.cancel(task.id, _etag(request.etag), _actor(), note)
+        return await self._answer(task.id)
+
+    @unary
+    async def ClearRecovery(self, request: pb.ClearRecoveryRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        note = drafts.text(request.note, "note", 1024)
+        await self._door.clear_recovery(task.id, _etag(request.etag), _actor(), note)
+        return await self._answer(task.id)
+
+    @unary
+    async def RevisePlan(self, request: pb.RevisePlanRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        author = _AUTHORS.get(request.author)
+        if author is None:
+            raise InvalidArgument('author must be "user" (the default) or "model"')
+        await self._door.revise_plan(
+            task.id,
+            _etag(request.etag),
+            _actor(),
+            drafts.text(request.reason, "reason", 1024, required=True),
+            author,
+            drafts.step_drafts(request.steps, required=False),
+            drafts.criterion_drafts(request.criteria),
+        )
+        return await self._answer(task.id)
+
+    @unary
+    async def ContinueLongTask(
+        self, request: pb.ContinueLongTaskRequest, context: Ctx
+    ) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        await self._door.continue_task(
+            task.id,
+            _etag(request.etag),
+            _actor(),
+            drafts.text(request.reason, "reason", 1024, required=True),
+            drafts.step_drafts(request.steps, required=False),
+            drafts.criterion_drafts(request.criteria),
+        )
+        return await self._answer(task.id)
+
+    @unary
+    async def AnswerDecision(self, request: pb.AnswerDecisionRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        decision_id = validation.name(request.decision_id, "decision_id") or ""
+        await self._door.answer(
+            task.id,
+            decision_id,
+            _etag(request.etag),
+            _actor(),
+            drafts.text(request.answer, "answer", required=True),
+            drafts.text(request.note, "note", 1024),
+        )
+        return await self._answer(task.id)
+
+    @unary
+    async def EditCriterion(self, request: pb.EditCriterionRequest, context: Ctx) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        if request.waive == bool(request.text):
+            raise InvalidArgument("give exactly one of waive and text")
+        wording = drafts.text(request.text, "text")
+        view = await self._reads.view(task.id)
+        wanted = request.criterion_id
+        if wanted not in {c.criterion.id for c in view.criteria}:
+            raise InvalidArgument(f"no criterion {wanted!r} in the task's current plan")
+        criteria = []
+        for record in view.criteria:  # the current criteria, the one edited
+            c = record.criterion
+            if c.id == wanted:
+                text, required = (c.text, False) if request.waive else (wording, c.required)
+            else:
+                text, required = c.text, c.required
+            criteria.append(NewCriterion(c.id, text, c.checker, record.checker_spec, required))
+        what = "waived" if request.waive else "reworded"
+        reason = drafts.text(request.reason, "reason", 1024) or f"criterion {wanted} {what}"
+        await self._door.revise_plan(
+            task.id, _etag(request.etag), _actor(), reason, PlanAuthor.USER, None, criteria
+        )
+        return await self._answer(task.id)
+
+    @unary
+    async def ListLongTaskEvents(
+        self, request: pb.ListLongTaskEventsRequest, context: Ctx
+    ) -> pb.ListLongTaskEventsResponse:
+        task = await self._seen(request.project_id, request.long_task_id)
+        size = validation.in_range(request.page_size or 100, "page_size", 1, MAX_EVENTS)
+        if request.after_sequence < 0:
+            raise InvalidArgument("after_sequence may not be negative")
+        events = await self._reads.events(task.id, request.after_sequence, size)
+        return pb.ListLongTaskEventsResponse(events=[event_to_proto(e) for e in events])
+
+    @unary
+    async def ExportLongTask(
+        self, request: pb.ExportLongTaskRequest, context: Ctx
+    ) -> pb.ExportLongTaskResponse:
+        task = await self._seen(request.project_id, request.long_task_id)
+        return pb.ExportLongTaskResponse(markdown=render(await self._reads.view(task.id)))
