@@ -106,7 +106,8 @@ async def test_the_agent_runs_a_long_task_to_completed(
     created = await stack.door.create(new, ANA)
     queued = await stack.door.enqueue(created.task.id, created.task.state_version, ANA)
     started = await stack.door.start_attempt(created.task.id, SCHEDULER, queued.task.state_version)
-    assert started.run_id is not None
+    run_id = started.run_id
+    assert run_id is not None
 
     async def finished() -> bool:
         task = await stack.reads.task("lt-agent")
@@ -124,7 +125,7 @@ async def test_the_agent_runs_a_long_task_to_completed(
         runs = run_service_pb2_grpc.RunServiceStub(channel)
 
         async def succeeded() -> bool:
-            run = await runs.GetRun(rs.GetRunRequest(id=started.run_id))
+            run = await runs.GetRun(rs.GetRunRequest(id=run_id))
             return bool(run.display_state == common_pb2.DISPLAY_STATE_SUCCEEDED)
 
         await _until("the attempt's run to succeed", succeeded)
