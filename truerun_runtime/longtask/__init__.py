@@ -24,6 +24,7 @@ from .errors import (
     VersionConflict,
 )
 from .step import StepContext
+from .verify import check_criteria
 
 __all__ = [
     "CHECKERS",
@@ -36,6 +37,7 @@ __all__ = [
     "TransitionRefused",
     "Unauthenticated",
     "VersionConflict",
+    "check_criteria",
     "evidence",
     "run_checker",
 ]
