@@ -5,12 +5,16 @@ long task's Start."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import grpc
 import pytest
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
+from truerun_runtime import TlsFiles
+from truerun_runtime.agent.config import AgentConfig
 from truerun_runtime.agent.tasks import SpecError, parse_spec
 from truerun_runtime.longtask.actions import (
     ActionError,
@@ -141,3 +145,17 @@ def test_a_long_task_start_runs_the_step_driver() -> None:
     assert not plain.long_task and plain.argv == ["/bin/sh", "-c", "echo hi"]
     with pytest.raises(SpecError):
         parse_spec({"long_task": "lt-1"})
+
+
+def test_the_step_driver_dials_truerun_as_the_agent_does(tmp_path: Path) -> None:
+    """A long task's child gets TRUERUN_SERVER and the agent's TLS files (absolute), never
+    the runtime token; https:// without files stays https:// (the system's trust store)."""
+    plain = AgentConfig(server="127.0.0.1:7000", token="secret", owner_id="o", state_dir=tmp_path)
+    assert plain.server_env() == {"TRUERUN_SERVER": "127.0.0.1:7000"}
+    system = replace(plain, credentials=grpc.ssl_channel_credentials())
+    assert system.server_env() == {"TRUERUN_SERVER": "https://127.0.0.1:7000"}
+    files = replace(system, tls_files=TlsFiles(ca_file="ca.pem"))
+    env = files.server_env()
+    assert env["TRUERUN_SERVER"] == "127.0.0.1:7000"
+    assert env["TRUERUN_TLS_CA_FILE"] == str(Path("ca.pem").resolve())
+    assert "secret" not in repr(env) and "TRUERUN_TLS_CLIENT_CERT_FILE" not in env

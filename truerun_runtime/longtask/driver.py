@@ -14,8 +14,10 @@ declare the steps done, run the runtime's checkers and record their verdicts. Fo
     hash) and the written file's; a failing command blocks it (nothing outside was touched);
   - any other class: an approval first when declared (denied: the step is blocked and a
     person asked), then the intent, then the command (with TRUERUN_IDEMPOTENCY_KEY), then
-    the receipt it printed, then completion citing the effect. A failure after the intent
-    marks it uncertain: recovery decides; the driver never repeats an effect.
+    the receipt it printed (``"receipt": "json"``; with ``"none"`` the command's exit 0 is
+    recorded as the receipt, saying so), then completion citing the effect. A failure after
+    the intent (an exit other than 0, no receipt, no written file) marks it uncertain:
+    recovery decides; the driver never repeats an effect.
 
 Exit status: 0 when the attempt did its part (verified, or waiting for a person), 1 when a
 step failed (the run fails, the attempt ends, recovery decides), 2 when it was not started
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,6 +40,7 @@ from .actions import (
     RECEIPT_JSON,
     Action,
     ActionError,
+    CommandReceipt,
     ReceiptError,
     parse_action,
     parse_probe,
@@ -158,26 +162,35 @@ class StepDriver:
             await ctx.uncertain(why)
             raise Stop(STEP_FAILED, f"step {step.step_id}: {why}")
         proofs = [result.evidence(effect_id)]
+        if action.writes:  # before the receipt: a missing file leaves the try unproven
+            proofs.append(await self._written(ctx, step, action.writes, effect_id))
         if action.receipt == RECEIPT_JSON:
             try:
                 receipt = parse_receipt(result.stdout, default_target=target)
             except ReceiptError as error:
                 await ctx.uncertain(f"no receipt: {error}")
                 raise Stop(STEP_FAILED, f"step {step.step_id}: {error}") from None
-            await ctx.receipt(
-                receipt.target, receipt.at_ms, receipt.summary, receipt.external_id, receipt.detail
+        else:
+            # no receipt declared: the command's own success is all the outside world said;
+            # recorded as such (an intent needs its receipt before the step may complete)
+            receipt = CommandReceipt(
+                target,
+                "the command exited 0 (it declares no receipt)",
+                int(time.time() * 1000),
+                detail={"exit_code": 0, "source": "exit_code"},
             )
-            proofs.append(
-                evidence(
-                    "receipt",
-                    receipt.external_id or receipt.target,
-                    receipt.summary,
-                    render={"target": receipt.target, "at_ms": receipt.at_ms},
-                    effect_id=effect_id,
-                )
+        await ctx.receipt(
+            receipt.target, receipt.at_ms, receipt.summary, receipt.external_id, receipt.detail
+        )
+        proofs.append(
+            evidence(
+                "receipt",
+                receipt.external_id or receipt.target,
+                receipt.summary,
+                render={"target": receipt.target, "at_ms": receipt.at_ms},
+                effect_id=effect_id,
             )
-        if action.writes:
-            proofs.append(await self._written(ctx, step, action.writes, effect_id))
+        )
         await ctx.complete(proofs)
 
     async def _written(
