@@ -6,10 +6,8 @@ the task ends ``completed`` and the attempt's run ``succeeded``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from longtasks.domain.model import StepDraft
 from longtasks.domain.states import SideEffect, StepState, TaskState
 from longtasks.service.inputs import NewCriterion, NewTask
 from tests.support.auth import aio_channel
-from tests.support.longtask_stack import LongTaskStack, long_task_stack
+from tests.support.longtask_runtime import RuntimeSide, runtime_side, until
 from tests.support.longtasks import ANA, SCHEDULER
 from tests.support.processes import STREAM_OPEN, AgentProcess, Processes
 from tests.support.runtime_stack import RUNTIME_TOKEN
@@ -29,8 +27,8 @@ OWNER = "ana"
 
 
 @pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[LongTaskStack]:
-    async with long_task_stack(f"sqlite:///{tmp_path / 'truerun.db'}") as live:
+async def stack(tmp_path: Path) -> AsyncIterator[RuntimeSide]:
+    async with runtime_side(f"sqlite:///{tmp_path / 'truerun.db'}") as live:
         yield live
 
 
@@ -45,25 +43,16 @@ def procs(tmp_path: Path) -> Iterator[Processes]:
         processes.close()
 
 
-async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
-    """Poll ``check`` (the event loop keeps serving meanwhile) until it holds, bounded."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def _connected(agent: AgentProcess) -> None:
     async def up() -> bool:
         assert agent.alive(), agent.log()
         return STREAM_OPEN.search(agent.log()) is not None
 
-    await _until("the agent's stream", up)
+    await until("the agent's stream", up)
 
 
 async def test_the_agent_runs_a_long_task_to_completed(
-    stack: LongTaskStack, procs: Processes, tmp_path: Path
+    stack: RuntimeSide, procs: Processes, tmp_path: Path
 ) -> None:
     report, sent = tmp_path / "report.md", tmp_path / "sent.log"
     receipt = {"external_id": "msg-1", "target": "mailto:team", "summary": "sent", "at_ms": 1}
@@ -113,7 +102,7 @@ async def test_the_agent_runs_a_long_task_to_completed(
         task = await stack.reads.task("lt-agent")
         return task.state not in (TaskState.QUEUED, TaskState.RUNNING, TaskState.VERIFYING)
 
-    await _until("the task to finish", finished, timeout=60)
+    await until("the task to finish", finished, timeout=60)
     view = await stack.reads.view("lt-agent")
     assert view.task.state is TaskState.COMPLETED, (view.task.state_reason, agent.log())
     assert [s.state for s in view.steps] == [StepState.COMPLETED, StepState.COMPLETED]
@@ -128,4 +117,4 @@ async def test_the_agent_runs_a_long_task_to_completed(
             run = await runs.GetRun(rs.GetRunRequest(id=run_id))
             return bool(run.display_state == common_pb2.DISPLAY_STATE_SUCCEEDED)
 
-        await _until("the attempt's run to succeed", succeeded)
+        await until("the attempt's run to succeed", succeeded)

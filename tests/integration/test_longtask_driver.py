@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from truerun.v1 import runtime_service_pb2 as rpb
 from longtasks.domain.model import StepDraft
 from longtasks.domain.states import DecisionKind, SideEffect, StepState, TaskState
 from longtasks.service.inputs import NewCriterion, NewTask
-from tests.support.longtask_stack import LongTaskStack, long_task_stack
+from tests.support.longtask_runtime import RuntimeSide, attempt_env, runtime_side, until
 from tests.support.longtasks import ANA, SCHEDULER
 from tests.support.scripted_runtime import ScriptedRuntime
 
@@ -32,7 +30,7 @@ class Attempts:
     """Starts a task's attempts and runs the step driver for each (its run dispatched to a
     scripted runtime that reports the driver's exit as the run's end)."""
 
-    def __init__(self, stack: LongTaskStack, runtime: ScriptedRuntime, cwd: Path) -> None:
+    def __init__(self, stack: RuntimeSide, runtime: ScriptedRuntime, cwd: Path) -> None:
         self.stack, self.runtime, self.cwd = stack, runtime, cwd
 
     async def start(self, task_id: str) -> tuple[str, rpb.Start]:
@@ -46,13 +44,7 @@ class Attempts:
         return started.made, start
 
     async def drive(self, start: rpb.Start) -> int:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRUERUN_")}
-        env.update(
-            TRUERUN_SERVER=self.stack.address,
-            TRUERUN_RUN_ID=start.run_id,
-            TRUERUN_ATTEMPT_ID=start.attempt_id,
-            TRUERUN_CALLBACK_TOKEN=start.callback_token,
-        )
+        env = attempt_env(self.stack.address, start)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "truerun_runtime.longtask", cwd=self.cwd, env=env
         )
@@ -64,7 +56,7 @@ class Attempts:
 
 @pytest.fixture
 async def attempts(tmp_path: Path) -> AsyncIterator[Attempts]:
-    async with long_task_stack(f"sqlite:///{tmp_path / 'truerun.db'}") as stack:
+    async with runtime_side(f"sqlite:///{tmp_path / 'truerun.db'}") as stack:
         runtime = ScriptedRuntime(stack.runtime, owner=OWNER)
         await runtime.connect()
         try:
@@ -73,14 +65,7 @@ async def attempts(tmp_path: Path) -> AsyncIterator[Attempts]:
             await runtime.close()
 
 
-async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
-async def _create(stack: LongTaskStack, task_id: str, *steps: StepDraft) -> None:
+async def _create(stack: RuntimeSide, task_id: str, *steps: StepDraft) -> None:
     new = NewTask(
         project_id="proj",
         owner_id=OWNER,
@@ -97,14 +82,14 @@ def _step(step_id: str, side: SideEffect, action: Mapping[str, object], **more: 
     return StepDraft(step_id, f"step {step_id}", side, action_spec=json.dumps(action), **more)
 
 
-async def _answer_open(stack: LongTaskStack, task_id: str, kind: DecisionKind, answer: str) -> None:
+async def _answer_open(stack: RuntimeSide, task_id: str, kind: DecisionKind, answer: str) -> None:
     """Waits for the task's open decision of ``kind`` and answers it as a person."""
 
     async def asked() -> bool:
         view = await stack.reads.view(task_id)
         return any(d.kind is kind and d.answer is None for d in view.decisions)
 
-    await _until(f"an open {kind}", asked)
+    await until(f"an open {kind}", asked)
     view = await stack.reads.view(task_id)
     decision = next(d for d in view.decisions if d.kind is kind and d.answer is None)
     await stack.door.answer(task_id, decision.id, view.task.state_version, ANA, answer)

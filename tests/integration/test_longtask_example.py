@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -21,7 +20,7 @@ from truerun.v1 import runtime_service_pb2 as rpb
 from longtasks.domain.model import StepDraft
 from longtasks.domain.states import SideEffect, StepState, TaskState
 from longtasks.service.inputs import NewCriterion, NewTask
-from tests.support.longtask_stack import LongTaskStack, long_task_stack
+from tests.support.longtask_runtime import RuntimeSide, attempt_env, runtime_side
 from tests.support.longtasks import ANA, SCHEDULER
 from tests.support.scripted_runtime import ScriptedRuntime
 
@@ -61,12 +60,12 @@ def webhook() -> Iterator[str]:
 
 
 @pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[LongTaskStack]:
-    async with long_task_stack(f"sqlite:///{tmp_path / 'truerun.db'}") as live:
+async def stack(tmp_path: Path) -> AsyncIterator[RuntimeSide]:
+    async with runtime_side(f"sqlite:///{tmp_path / 'truerun.db'}") as live:
         yield live
 
 
-async def _run_example(stack: LongTaskStack, task_id: str, webhook: str, cwd: Path) -> int:
+async def _run_example(stack: RuntimeSide, task_id: str, webhook: str, cwd: Path) -> int:
     new = NewTask(
         project_id="proj",
         owner_id=OWNER,
@@ -85,14 +84,7 @@ async def _run_example(stack: LongTaskStack, task_id: str, webhook: str, cwd: Pa
         start = (await runtime.expect("start")).start
         await runtime.answer_start(start, accepted=True)
         await runtime.event(start, 1, rpb.RUNTIME_EVENT_TYPE_ACCEPTED)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRUERUN_")}
-        env.update(
-            TRUERUN_SERVER=stack.address,
-            TRUERUN_RUN_ID=start.run_id,
-            TRUERUN_ATTEMPT_ID=start.attempt_id,
-            TRUERUN_CALLBACK_TOKEN=start.callback_token,
-            EXAMPLE_WEBHOOK_URL=webhook,
-        )
+        env = attempt_env(stack.address, start, EXAMPLE_WEBHOOK_URL=webhook)
         process = await asyncio.create_subprocess_exec(
             sys.executable, str(EXAMPLE), cwd=cwd, env=env
         )
@@ -102,7 +94,7 @@ async def _run_example(stack: LongTaskStack, task_id: str, webhook: str, cwd: Pa
 
 
 async def test_the_example_posts_once_with_its_receipt(
-    stack: LongTaskStack, webhook: str, tmp_path: Path
+    stack: RuntimeSide, webhook: str, tmp_path: Path
 ) -> None:
     assert await _run_example(stack, "lt-example", webhook, tmp_path) == 0
     assert _Receiver.posts == [("notify-42", {"text": "tell the team the report is out"})]
@@ -115,7 +107,7 @@ async def test_the_example_posts_once_with_its_receipt(
 
 
 async def test_a_failed_post_leaves_the_step_uncertain(
-    stack: LongTaskStack, webhook: str, tmp_path: Path
+    stack: RuntimeSide, webhook: str, tmp_path: Path
 ) -> None:
     _Receiver.status = 500
     assert await _run_example(stack, "lt-example-500", webhook, tmp_path) != 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -31,7 +30,7 @@ from truerun.v1 import runtime_service_pb2 as rpb
 from longtasks.domain.model import StepDraft
 from longtasks.domain.states import SideEffect, StepState, TaskState
 from longtasks.service.inputs import NewCriterion, NewTask
-from tests.support.longtask_stack import LongTaskStack, long_task_stack
+from tests.support.longtask_runtime import RuntimeSide, attempt_env, runtime_side
 from tests.support.longtasks import ANA, SCHEDULER
 from tests.support.scripted_runtime import ScriptedRuntime
 from truerun_runtime.longtask import (
@@ -48,8 +47,8 @@ OWNER = "ana"
 
 
 @pytest.fixture
-async def stack(migrated_database_url: str) -> AsyncIterator[LongTaskStack]:
-    async with long_task_stack(migrated_database_url) as live:
+async def stack(migrated_database_url: str) -> AsyncIterator[RuntimeSide]:
+    async with runtime_side(migrated_database_url) as live:
         yield live
 
 
@@ -82,7 +81,7 @@ def _task(task_id: str, report: Path, *, send: str = "true") -> NewTask:
     )
 
 
-async def _started(stack: LongTaskStack, new: NewTask) -> tuple[ScriptedRuntime, rpb.Start]:
+async def _started(stack: RuntimeSide, new: NewTask) -> tuple[ScriptedRuntime, rpb.Start]:
     """The task created, queued and started (the scheduler's move), its run dispatched to a
     scripted runtime that accepts it: the Start with the attempt's callback token."""
     created = await stack.door.create(new, ANA)
@@ -99,7 +98,7 @@ async def _started(stack: LongTaskStack, new: NewTask) -> tuple[ScriptedRuntime,
     return runtime, start
 
 
-async def _lease_renewed(stack: LongTaskStack, task_id: str) -> None:
+async def _lease_renewed(stack: RuntimeSide, task_id: str) -> None:
     """The SDK renews the lease in the background, between step actions (no state change):
     its expiry moves on while the attempt does nothing (bounded wait on the stored row)."""
     task = await stack.reads.task(task_id)
@@ -116,7 +115,7 @@ async def _lease_renewed(stack: LongTaskStack, task_id: str) -> None:
         await asyncio.sleep(0.05)
 
 
-def _attempt(stack: LongTaskStack, start: rpb.Start, token: str | None = None) -> LongTaskAttempt:
+def _attempt(stack: RuntimeSide, start: rpb.Start, token: str | None = None) -> LongTaskAttempt:
     return LongTaskAttempt(
         stack.address,
         start.run_id,
@@ -126,7 +125,7 @@ def _attempt(stack: LongTaskStack, start: rpb.Start, token: str | None = None) -
     )
 
 
-async def test_the_sdk_drives_an_attempt_to_completed(stack: LongTaskStack, tmp_path: Path) -> None:
+async def test_the_sdk_drives_an_attempt_to_completed(stack: RuntimeSide, tmp_path: Path) -> None:
     report = tmp_path / "report.md"
     runtime, start = await _started(stack, _task("lt-sdk", report))
     spec = json_format.MessageToDict(start.spec)
@@ -173,7 +172,7 @@ async def test_the_sdk_drives_an_attempt_to_completed(stack: LongTaskStack, tmp_
 
 
 async def test_a_failure_after_the_intent_leaves_the_step_uncertain(
-    stack: LongTaskStack, tmp_path: Path
+    stack: RuntimeSide, tmp_path: Path
 ) -> None:
     runtime, start = await _started(stack, _task("lt-fail", tmp_path / "r.md"))
     try:
@@ -207,7 +206,7 @@ async def test_a_failure_after_the_intent_leaves_the_step_uncertain(
         await runtime.close()
 
 
-async def test_refusals_carry_their_reason(stack: LongTaskStack, tmp_path: Path) -> None:
+async def test_refusals_carry_their_reason(stack: RuntimeSide, tmp_path: Path) -> None:
     runtime, start = await _started(stack, _task("lt-refused", tmp_path / "r.md"))
     try:
         async with _attempt(stack, start, token="not-the-token") as stranger:
@@ -231,14 +230,8 @@ async def test_refusals_carry_their_reason(stack: LongTaskStack, tmp_path: Path)
     assert len(view.effects_of("write")) == 1
 
 
-async def _driver(stack: LongTaskStack, start: rpb.Start, cwd: Path) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRUERUN_")}
-    env.update(
-        TRUERUN_SERVER=stack.address,
-        TRUERUN_RUN_ID=start.run_id,
-        TRUERUN_ATTEMPT_ID=start.attempt_id,
-        TRUERUN_CALLBACK_TOKEN=start.callback_token,
-    )
+async def _driver(stack: RuntimeSide, start: rpb.Start, cwd: Path) -> tuple[int, str]:
+    env = attempt_env(stack.address, start)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -254,7 +247,7 @@ async def _driver(stack: LongTaskStack, start: rpb.Start, cwd: Path) -> tuple[in
 
 
 async def test_the_step_driver_runs_declared_steps_to_completed(
-    stack: LongTaskStack, tmp_path: Path
+    stack: RuntimeSide, tmp_path: Path
 ) -> None:
     report = tmp_path / "report.md"
     sent = tmp_path / "sent.log"
@@ -280,7 +273,7 @@ async def test_the_step_driver_runs_declared_steps_to_completed(
 
 
 async def test_the_step_driver_leaves_a_failed_effect_uncertain(
-    stack: LongTaskStack, tmp_path: Path
+    stack: RuntimeSide, tmp_path: Path
 ) -> None:
     runtime, start = await _started(
         stack, _task("lt-driver-fail", tmp_path / "r.md", send="exit 7")
