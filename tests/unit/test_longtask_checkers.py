@@ -21,6 +21,7 @@ from truerun_runtime.longtask.checkers import (
     UNPROVEN,
     URL_ALLOW_ENV,
     run_checker,
+    url_allowed,
 )
 from truerun_runtime.longtask.verify import verdict
 
@@ -170,3 +171,23 @@ def test_verdict_source_and_evidence(tmp_path: Path) -> None:
     assert missing is not None
     failed = verdict("c1", "file_exists", missing)
     assert failed.result == pb.CRITERION_RESULT_FAILED and failed.evidence[0].kind == "check"
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://127.0.0.1:8000/health", True),
+        ("http://127.0.0.1:8000/", True),
+        ("HTTP://127.0.0.1:8000/x", True),
+        ("http://127.0.0.1:80000/health", False),  # another port, same leading characters
+        ("http://127.0.0.1:8000@evil.example/health", False),  # credentials: another host
+        ("http://user:pw@127.0.0.1:8000/health", False),
+        ("https://127.0.0.1:8000/health", False),  # another scheme
+        ("http://api.example/v1/orders", True),
+        ("http://api.example/v2/orders", False),  # outside the prefix's path
+        ("http://api.example.evil/v1/orders", False),
+    ],
+)
+def test_the_url_allow_list_matches_origins_not_characters(url: str, allowed: bool) -> None:
+    env = {URL_ALLOW_ENV: "http://127.0.0.1:8000/, http://api.example/v1/, not a url"}
+    assert url_allowed(url, env) is allowed

@@ -9,8 +9,9 @@ and decides completion from it (docs/long-tasks.md "Completion"). The verdict's 
 - ``command {run, expect_exit: 0}``: the shell command exits so. It MUST be read-only: the
   checker cannot enforce that, it is the plan's promise;
 - ``http_status {url, expect: 200}``: a GET (redirects not followed) answers that status;
-  the URL must start with a prefix listed in ``TRUERUN_VERIFY_URL_ALLOW`` (comma-separated),
-  else it is not fetched and the verdict is unproven;
+  the URL must be covered by a prefix listed in ``TRUERUN_VERIFY_URL_ALLOW``
+  (comma-separated; same scheme and host:port, the path starting with the prefix's), else
+  it is not fetched and the verdict is unproven;
 - ``sql {database, query, expect}``: the first column of the first row (null: no row) of a
   query on a SQLite file opened read-only (``mode=ro``, ``query_only``) equals ``expect``.
 
@@ -26,6 +27,7 @@ import os
 import sqlite3
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -153,8 +155,24 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def url_allowed(url: str, env: Mapping[str, str]) -> bool:
-    prefixes = [p.strip() for p in env.get(URL_ALLOW_ENV, "").split(",") if p.strip()]
-    return any(url.startswith(prefix) for prefix in prefixes)
+    """Whether a prefix of TRUERUN_VERIFY_URL_ALLOW covers ``url``: the same scheme and
+    host:port exactly (so ``http://a.example`` never covers ``http://a.example.evil`` or
+    ``http://a.example@evil``), and the URL's path starting with the prefix's. A URL with
+    credentials in it is never allowed."""
+    target = urllib.parse.urlsplit(url)
+    if target.username is not None or target.password is not None:
+        return False
+    for prefix in (p.strip() for p in env.get(URL_ALLOW_ENV, "").split(",")):
+        allowed = urllib.parse.urlsplit(prefix)
+        if not (prefix and allowed.scheme and allowed.netloc):
+            continue
+        same_origin = (allowed.scheme.lower(), allowed.netloc.lower()) == (
+            target.scheme.lower(),
+            target.netloc.lower(),
+        )
+        if same_origin and target.path.startswith(allowed.path):
+            return True
+    return False
 
 
 def http_status(params: Mapping[str, Any], ctx: CheckContext) -> CheckResult:

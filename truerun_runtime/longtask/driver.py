@@ -249,12 +249,11 @@ class StepDriver:
             raise Stop(NOT_RUNNABLE, f"step {step.step_id} is queryable but declares no probe")
         result = await run_shell(probe, cwd=self.cwd, env=self.env)
         found = _PROBE.get(result.exit_code, pb.PROBE_RESULT_UNKNOWN)
-        ctx = self.attempt.step(step.step_id, begin=False)
-        ctx.record = step
-        await ctx.probe(found)
-        if found == pb.PROBE_RESULT_DONE:
-            await ctx.complete([evidence("probe", probe, "the probe found the effect done")])
-        elif found == pb.PROBE_RESULT_UNKNOWN:
+        async with self.attempt.step(step.step_id, begin=False) as ctx:  # uncertain: no begin
+            await ctx.probe(found)
+            if found == pb.PROBE_RESULT_DONE:
+                await ctx.complete([evidence("probe", probe, "the probe found the effect done")])
+        if found == pb.PROBE_RESULT_UNKNOWN:
             raise Stop(
                 STEP_FAILED,
                 f"step {step.step_id}: the probe could not tell (exit {result.exit_code})",
