@@ -108,6 +108,17 @@ class Settings:
         "reconciler, each schedule's newest kept (0 = keep forever); a schedule's run list "
         "then shows the fires still recorded",
     )
+    long_task_owner_concurrency: int = setting(
+        4,
+        "how many long tasks of one owner may be active at once (running, verifying or "
+        "waiting for an approval); the reconciler's scheduler starts queued ones, oldest "
+        "first, as slots free up",
+    )
+    long_task_owner_max_unfinished: int = setting(
+        100,
+        "how many long tasks that are not finished (completed, partial, failed, cancelled) "
+        "one owner may keep; creating another is refused (0 = no cap)",
+    )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )

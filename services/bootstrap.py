@@ -34,7 +34,9 @@ from coordinator.store.sqlite import SqliteStore
 from kernel.config import Settings
 from kernel.ids import now_ms
 from longtasks.service.door import LongTaskDoor
+from longtasks.service.watcher import LongTaskWatcher
 from longtasks.store.sql import LongTaskSql
+from longtasks.store.watcher_sql import WatcherSql
 from services.metrics import Metrics
 
 
@@ -214,9 +216,37 @@ def longtask_sql(store: RunStore) -> LongTaskSql:
     raise TypeError(f"no long-task queries for {type(store).__name__}")
 
 
+def longtask_watcher_sql(store: RunStore) -> WatcherSql:
+    if isinstance(store, PostgresStore):
+        return WatcherSql(postgres=True, read=store.pool.fetch)
+    if isinstance(store, SqliteStore):
+        return WatcherSql(postgres=False, read=store.read)
+    raise TypeError(f"no long-task queries for {type(store).__name__}")
+
+
 def long_tasks(app: Coordinator, clock: Callable[[], int] = now_ms) -> LongTaskDoor:
     """The long-task door (docs/long-tasks.md "Store and door"), over the run door."""
     return LongTaskDoor(app.transitions, longtask_sql(app.store), clock=clock)
+
+
+def long_task_watcher(
+    app: Coordinator,
+    name: str,
+    owner_concurrency: int,
+    clock: Callable[[], int] = now_ms,
+    metrics: Metrics | None = None,
+) -> LongTaskWatcher:
+    """The long-task watcher and scheduler loop (any number of replicas; docs/long-tasks.md
+    "The watcher"), woken by this process's commits of long-task runs."""
+    watcher = LongTaskWatcher(
+        long_tasks(app, clock=clock),
+        longtask_watcher_sql(app.store),
+        name=name,
+        owner_concurrency=owner_concurrency,
+        on_action=metrics.long_task_action if metrics is not None else None,
+    )
+    app.hub.listen(watcher.wake)
+    return watcher
 
 
 def schedule_event_retention(app: Coordinator, retention_days: int) -> EventRetention:

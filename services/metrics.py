@@ -73,6 +73,13 @@ class Metrics:
             ["decision"],
             registry=r,
         )
+        self.long_task_actions = Counter(
+            "long_task_watcher_action_total",
+            "What long-task watcher rounds did, by action (started, budget_exhausted, ended, "
+            "settled_at_start, error) and label (ended: the run's status; error: the call)",
+            ["action", "label"],
+            registry=r,
+        )
         self.non_terminal_age = Gauge(
             "run_non_terminal_age_seconds",
             "Age of the oldest run in each non-terminal status",
@@ -93,6 +100,9 @@ class Metrics:
 
     def schedule_decision(self, note: Note) -> None:
         self.schedule_decisions.labels(note.type).inc()
+
+    def long_task_action(self, action: str, label: str) -> None:
+        self.long_task_actions.labels(action, label).inc()
 
     def count_refusals(self, refused: Mapping[str, int]) -> None:
         """Expose ``refused`` (runtime messages refused as evidence of nothing, by reason;

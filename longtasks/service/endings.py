@@ -43,12 +43,14 @@ class Endings(DoorBase):
         self, task_id: str, attempt_id: str, reason: str, actor: Actor = SYSTEM
     ) -> Changed:
         """The attempt's run ended (or was lost) without the task settling. Idempotent: an
-        attempt already ended changes nothing."""
+        attempt already ended changes nothing (and the answer has no notes; ending it notes
+        ``attempt <id> ended``, so a watcher knows it was this call that ended it)."""
 
         async def change(work: Work) -> None:
             attempt = await self._attempt(work, attempt_id)
             if attempt.ended_at_ms is None:
                 await self._bury(work, {attempt_id}, reason)
+                work.notes.append(f"attempt {attempt_id} ended")
 
         return await self._act(task_id, actor, change)
 
@@ -57,11 +59,18 @@ class Endings(DoorBase):
         live_attempts: Collection[str],
         reason: str = "its holder is not alive at process start",
         actor: Actor = SYSTEM,
+        seen: Collection[str] | None = None,
     ) -> list[Changed]:
         """At process start: every attempt not in ``live_attempts`` that has not ended, and
         every running step such an attempt holds, is dead; each task is settled as
-        ``attempt_ended`` settles it, one transaction per task. The tasks changed."""
+        ``attempt_ended`` settles it, one transaction per task. The tasks changed.
+
+        ``seen``: the attempts the caller looked at when it named the live ones (None: all
+        of them, a single process at its start). An attempt it did not see, started by
+        another replica since, is alive: only an attempt seen not alive, or one whose
+        record has ended, is ever buried."""
         live = frozenset(live_attempts)
+        looked = None if seen is None else frozenset(seen)
         changed = []
         buried: set[str] = set()
         for task_id in await self._sql.tasks_with_holders():
@@ -69,11 +78,18 @@ class Endings(DoorBase):
             async def change(work: Work) -> None:
                 attempts = await self._sql.attempts(work.tx, work.task.id)
                 steps = await self._steps(work)
-                dead = {a.id for a in attempts if a.ended_at_ms is None and a.id not in live}
+                ended = {a.id for a in attempts if a.ended_at_ms is not None}
+
+                def gone(attempt_id: str) -> bool:
+                    if attempt_id in live:
+                        return False
+                    return looked is None or attempt_id in looked or attempt_id in ended
+
+                dead = {a.id for a in attempts if a.ended_at_ms is None and gone(a.id)}
                 dead |= {
                     s.holder
                     for s in steps
-                    if s.state is StepState.RUNNING and s.holder and s.holder not in live
+                    if s.state is StepState.RUNNING and s.holder and gone(s.holder)
                 }
                 if dead:
                     await self._bury(work, dead, reason)

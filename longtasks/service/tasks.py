@@ -4,10 +4,12 @@ the door (``base.py``); a person's command carries the task's expected version."
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
+from coordinator.service.transitions import DoorTx
 from kernel.errors import InvalidArgument, LongTaskExists
 from longtasks.domain.completion import Criterion
 from longtasks.domain.model import (
@@ -28,6 +30,8 @@ from longtasks.store.rows import dumps
 from longtasks.store.sql import TaskExists
 
 C = TaskCommand
+#: A check run inside ``start_attempt``'s transaction, on the locked task; it raises to refuse.
+Admission = Callable[[DoorTx, Task], Awaitable[None]]
 
 
 class TaskCommands(DoorBase):
@@ -87,12 +91,18 @@ class TaskCommands(DoorBase):
         return await self._act(task_id, actor, change, expected_version=expected_version)
 
     async def start_attempt(
-        self, task_id: str, actor: Actor, expected_version: int | None = None
+        self,
+        task_id: str,
+        actor: Actor,
+        expected_version: int | None = None,
+        admit: Admission | None = None,
     ) -> Changed:
         """A queued task's next attempt: its run is created through the coordinator's door
         in this transaction (one try: retrying is the long task's recovery, never the run's
         retry policy), linked, and the attempt takes the lease. A task whose budget is used
-        up goes to ``partial`` instead, saying so."""
+        up goes to ``partial`` instead, saying so. ``admit``: the scheduler's check, in this
+        transaction right before the attempt opens (the owner's concurrency cap); it raises
+        to refuse, and nothing is written."""
 
         async def change(work: Work) -> None:
             refused = decide_task(work.task.state, C.ATTEMPT_STARTED)
@@ -107,6 +117,8 @@ class TaskCommands(DoorBase):
             if exhausted is not None:
                 self._move(work, C.BUDGET_EXHAUSTED, f"stopped: {exhausted}")
                 return
+            if admit is not None:
+                await admit(work.tx, work.task)
             await self._open_attempt(work, len(attempts) + 1)
 
         return await self._act(task_id, actor, change, expected_version=expected_version)

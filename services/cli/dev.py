@@ -29,6 +29,7 @@ from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
     capacity,
     coordinator,
+    long_task_watcher,
     long_tasks,
     open_observations,
     open_store,
@@ -96,6 +97,11 @@ async def run_dev(settings: Settings) -> None:
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
             asyncio.create_task(scheduler(app, "dev", metrics=metrics).serve()),
+            asyncio.create_task(
+                long_task_watcher(
+                    app, "dev", settings.long_task_owner_concurrency, metrics=metrics
+                ).serve()
+            ),
             asyncio.create_task(lease_scan.serve()),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(

@@ -3,7 +3,9 @@
 Safe with several replicas: every action is a compare-and-set through the transition
 service, so two replicas acting on the same attempt cannot both win; startup resets nothing.
 It also runs the scheduler loop (docs/automations.md): a due fire is claimed by exactly one
-replica (FOR UPDATE SKIP LOCKED) and creates its run in the claim's transaction.
+replica (FOR UPDATE SKIP LOCKED) and creates its run in the claim's transaction. And the
+long-task watcher (docs/long-tasks.md "The watcher"): attempts whose run ended are ended,
+queued long tasks started under each owner's concurrency cap, through the long-task door.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from kernel.config import Settings
 from kernel.tls import server_tls
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
-from services.bootstrap import coordinator, open_store, schedule_event_retention, scheduler
+from services.bootstrap import (
+    coordinator,
+    long_task_watcher,
+    open_store,
+    schedule_event_retention,
+    scheduler,
+)
 from services.metrics import Metrics
 from services.server import print_listening, start_serving, until_signal
 
@@ -44,6 +52,16 @@ async def run_reconciler(settings: Settings) -> None:
             # Schedules: every replica runs the loop; a due fire is claimed by one of them.
             asyncio.create_task(
                 scheduler(app, f"reconciler:{os.getpid()}", metrics=metrics).serve()
+            ),
+            # Long tasks: every replica ends attempts whose run ended and starts queued
+            # tasks; each decision is one door transaction, a race is a conflict.
+            asyncio.create_task(
+                long_task_watcher(
+                    app,
+                    f"reconciler:{os.getpid()}",
+                    settings.long_task_owner_concurrency,
+                    metrics=metrics,
+                ).serve()
             ),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(
