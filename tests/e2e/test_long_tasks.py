@@ -15,12 +15,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 from truerun.v1 import long_task_service_pb2 as pb
 from truerun.v1 import long_task_service_pb2_grpc
 
+from coordinator.api.bearer import with_bearer
+from kernel.tls import sync_channel
 from tests.e2e.conftest import OWNER, Live, eventually
+from tests.support.processes import Processes
+from tests.support.tls import make_pki
 
 pytestmark = pytest.mark.e2e
 
@@ -139,3 +144,39 @@ def test_a_failed_effect_waits_for_a_person_and_runs_again_only_on_their_word(
     assert task.state == pb.LONG_TASK_STATE_COMPLETED, task.state_reason
     assert tries.read_text() == "try\ntry\n"  # once more, on the person's word
     assert [a.attempt_no for a in task.attempts] == [1, 2]
+
+
+def test_the_step_driver_dials_an_mtls_truerun_as_its_agent_does(tmp_path: Path) -> None:
+    """The agent gets its TLS files as flags only (not in its environment): the step driver
+    it starts reaches a truerun that requires mTLS with the same files."""
+    pki = make_pki(tmp_path / "pki")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = Processes(logs)
+    raw: grpc.Channel | None = None
+    try:
+        server = procs.dev(tmp_path / "data", {**pki.server_env(mtls=True), **pki.client_env()})
+        procs.agent(
+            server.address,
+            server.token(),
+            OWNER,
+            tmp_path / "agent",
+            extra_args=(
+                *("--tls-ca-file", str(pki.ca)),
+                *("--tls-client-cert-file", str(pki.client_cert)),
+                *("--tls-client-key-file", str(pki.client_key)),
+            ),
+        )
+        raw = sync_channel(server.address, pki.client_files())
+        tasks = long_task_service_pb2_grpc.LongTaskServiceStub(with_bearer(raw, server.api_token()))
+        report = tmp_path / "report.md"
+        draft = _draft("lt-tls", report, "true")
+        tasks.CreateLongTask(pb.CreateLongTaskRequest(long_task=draft, start=True), timeout=10)
+        task = _settled(tasks, "lt-tls")
+        assert task.state == pb.LONG_TASK_STATE_COMPLETED, task.state_reason
+        assert report.read_text() == "weekly\n"
+    finally:
+        if raw is not None:
+            raw.close()
+        procs.close()
+    assert not procs.leftovers()
