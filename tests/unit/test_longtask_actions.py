@@ -5,6 +5,7 @@ long task's Start."""
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import grpc
 import pytest
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
+from truerun.v1 import long_task_service_pb2 as lpb
 
 from truerun_runtime import TlsFiles
 from truerun_runtime.agent.config import AgentConfig
 from truerun_runtime.agent.tasks import SpecError, parse_spec
+from truerun_runtime.longtask import AttemptConfigError, LongTaskAttempt
 from truerun_runtime.longtask.actions import (
     ActionError,
     ReceiptError,
@@ -159,3 +162,36 @@ def test_the_step_driver_dials_truerun_as_the_agent_does(tmp_path: Path) -> None
     assert env["TRUERUN_SERVER"] == "127.0.0.1:7000"
     assert env["TRUERUN_TLS_CA_FILE"] == str(Path("ca.pem").resolve())
     assert "secret" not in repr(env) and "TRUERUN_TLS_CLIENT_CERT_FILE" not in env
+
+
+def test_the_lease_is_renewed_at_a_third_of_what_it_has_left() -> None:
+    """From the expiry truerun last told (a briefing, then each renewal's answer), bounded
+    to 1..60 s; 10 s before truerun told any."""
+    attempt = LongTaskAttempt("127.0.0.1:1", "run", "attempt", "token")
+    assert attempt._renew_interval() == 10.0
+    briefing = lpb.Briefing()
+    briefing.lease_expire_time.FromMilliseconds(int((time.time() + 30) * 1000))
+    attempt._lease_told(briefing)
+    assert 9.0 <= attempt._renew_interval() <= 10.0
+    renewed = lpb.TaskAck()
+    renewed.lease_expire_time.FromMilliseconds(int((time.time() + 600) * 1000))
+    attempt._lease_told(renewed)
+    assert attempt._renew_interval() == 60.0
+    attempt._lease_told(lpb.TaskAck())  # no lease told: the last one stands
+    assert attempt._renew_interval() == 60.0
+
+
+def test_an_attempt_needs_its_whole_credential() -> None:
+    with pytest.raises(AttemptConfigError, match="TRUERUN_CALLBACK_TOKEN"):
+        LongTaskAttempt.from_env(
+            {"TRUERUN_SERVER": "h:1", "TRUERUN_RUN_ID": "r", "TRUERUN_ATTEMPT_ID": "a"}
+        )
+    made = LongTaskAttempt.from_env(
+        {
+            "TRUERUN_SERVER": "https://h:1",
+            "TRUERUN_RUN_ID": "r",
+            "TRUERUN_ATTEMPT_ID": "a",
+            "TRUERUN_CALLBACK_TOKEN": "t",
+        }
+    )
+    assert made.address == "h:1" and made.credential.callback_token == "t"

@@ -75,6 +75,7 @@ class LongTaskAttempt:
         self._channel: grpc.aio.Channel | None = None
         self._stub: long_task_service_pb2_grpc.LongTaskAttemptServiceAsyncStub | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self._lease_expires_s: float | None = None
         self.last_briefing: pb.Briefing | None = None
         #: set once the server said this attempt no longer holds the lease: stop working
         self.lease_lost = False
@@ -144,14 +145,16 @@ class LongTaskAttempt:
 
     def _renew_interval(self) -> float:
         """A third of what the lease has left (so two renewals may fail before it expires),
-        from the last briefing; 10 s without one."""
+        from the last expiry truerun told (a briefing, a renewal); 10 s before any."""
         if self._renew_every_s is not None:
             return self._renew_every_s
-        briefing = self.last_briefing
-        if briefing is None or not briefing.HasField("lease_expire_time"):
+        if self._lease_expires_s is None:
             return 10.0
-        left = briefing.lease_expire_time.ToMilliseconds() / 1000 - time.time()
-        return min(60.0, max(1.0, left / 3))
+        return min(60.0, max(1.0, (self._lease_expires_s - time.time()) / 3))
+
+    def _lease_told(self, message: pb.Briefing | pb.TaskAck) -> None:
+        if message.HasField("lease_expire_time"):
+            self._lease_expires_s = message.lease_expire_time.ToMilliseconds() / 1000
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -185,12 +188,16 @@ class LongTaskAttempt:
             self.stub().GetBriefing, pb.GetBriefingRequest(credential=self.credential), retry=True
         )
         self.last_briefing = briefing
+        self._lease_told(briefing)
         return briefing
 
     async def renew_lease(self) -> pb.TaskAck:
-        return await self.call(
+        """Moves the lease's expiry on (no state change); the background renewal calls it."""
+        ack = await self.call(
             self.stub().RenewLease, pb.RenewLeaseRequest(credential=self.credential), retry=True
         )
+        self._lease_told(ack)
+        return ack
 
     def step(self, step_id: str, *, begin: bool = True) -> StepContext:
         """``async with attempt.step(id) as step:`` begins the step (with its version from the
