@@ -36,6 +36,7 @@ class ErrorReason(StrEnum):
     LONG_TASK_LEASE_NOT_HELD = "LONG_TASK_LEASE_NOT_HELD"
     INVALID_LONG_TASK_TRANSITION = "INVALID_LONG_TASK_TRANSITION"
     INVALID_STEP_TRANSITION = "INVALID_STEP_TRANSITION"
+    LONG_TASK_LIMIT_REACHED = "LONG_TASK_LIMIT_REACHED"
 
 
 class DomainError(Exception):
@@ -175,6 +176,12 @@ class InvalidLongTaskTransition(DomainError):
     """The task's state does not allow the command; metadata ``refusal`` says why."""
 
     reason = ErrorReason.INVALID_LONG_TASK_TRANSITION
+
+
+class LongTaskLimitReached(DomainError):
+    """The owner keeps as many unfinished long tasks as the cap allows: nothing created."""
+
+    reason = ErrorReason.LONG_TASK_LIMIT_REACHED
 
 
 class InvalidStepTransition(DomainError):

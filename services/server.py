@@ -37,7 +37,7 @@ from longtasks.api.attempts import LongTaskAttemptServicer
 from longtasks.api.people import LongTaskServicer
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.reads import TaskReads
-from services.bootstrap import Capacity, Coordinator, Runtimes, longtask_sql
+from services.bootstrap import Capacity, Coordinator, Runtimes, longtask_watcher_sql
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ async def start_serving(
     tls: ServerTls | None = None,
     schedules: Schedules | None = None,
     long_tasks: LongTaskDoor | None = None,
+    long_task_max_unfinished: int = 0,
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
@@ -143,7 +144,8 @@ async def start_serving(
     server that serves either needs them. With ``tls`` the port serves TLS only (and mTLS
     when it names a client CA); without, plaintext. ``schedules``: ScheduleService (token
     auth) and WebhookService (signature auth) too; ``long_tasks``: LongTaskService (token
-    auth) and LongTaskAttemptService (each call's callback token)."""
+    auth) and LongTaskAttemptService (each call's callback token); an owner may keep
+    ``long_task_max_unfinished`` unfinished long tasks (0 = no cap)."""
     needs_tokens = capacity is not None or schedules is not None or long_tasks is not None
     if (run_service or needs_tokens) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
@@ -170,9 +172,9 @@ async def start_serving(
             add_deterministic(server, descriptor, handler)
             served.append(descriptor.full_name)
     if long_tasks is not None:
-        reads = TaskReads(longtask_sql(app.store))
+        reads = TaskReads(longtask_watcher_sql(app.store))
         long_task_servicers: tuple[tuple[str, object], ...] = (
-            ("LongTaskService", LongTaskServicer(long_tasks, reads)),
+            ("LongTaskService", LongTaskServicer(long_tasks, reads, long_task_max_unfinished)),
             ("LongTaskAttemptService", LongTaskAttemptServicer(long_tasks, reads, app.store)),
         )
         for name, long_task_servicer in long_task_servicers:

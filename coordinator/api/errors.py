@@ -48,6 +48,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.LONG_TASK_LEASE_NOT_HELD: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.INVALID_LONG_TASK_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.INVALID_STEP_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.LONG_TASK_LIMIT_REACHED: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

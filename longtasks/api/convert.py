@@ -219,10 +219,15 @@ def task_state(task: Task) -> Any:
     return enum_number(pb.LongTaskState, "LONG_TASK_STATE", task.state)
 
 
-def task_summary(task: Task, constraints: tuple[str, ...], sources: tuple[str, ...]) -> pb.LongTask:
+def task_summary(
+    task: Task,
+    constraints: tuple[str, ...],
+    sources: tuple[str, ...],
+    queue_position: int | None = None,
+) -> pb.LongTask:
     """The task without its steps, criteria, decisions, plan versions and attempts (a list
-    entry)."""
-    shown = display(task.state)
+    entry); ``queue_position`` for a queued task."""
+    shown = display(task.state, ahead=queue_position)
     return pb.LongTask(
         name=f"projects/{task.project_id}/longTasks/{task.id}",
         project_id=task.project_id,
@@ -240,6 +245,7 @@ def task_summary(task: Task, constraints: tuple[str, ...], sources: tuple[str, .
         plan_version=task.plan_version,
         budget=budget_to_proto(task),
         lease_attempt_id=task.lease.attempt_id if task.lease is not None else "",
+        queue_position=queue_position or 0,
         created_by=task.created_by,
         create_time=timestamp(task.created_at_ms),
         update_time=timestamp(task.updated_at_ms),
@@ -249,8 +255,7 @@ def task_summary(task: Task, constraints: tuple[str, ...], sources: tuple[str, .
 
 def task_to_proto(view: TaskView) -> pb.LongTask:
     """The whole task: its current plan's steps and criteria, decisions, plans, attempts."""
-    message = task_summary(view.task, view.constraints, view.sources)
-    message.display_state = view.display.shown.value
+    message = task_summary(view.task, view.constraints, view.sources, view.queue_position)
     message.steps.extend(step_to_proto(s, view) for s in view.steps)
     message.criteria.extend(criterion_to_proto(c, view) for c in view.criteria)
     message.decisions.extend(decision_to_proto(d) for d in view.decisions)

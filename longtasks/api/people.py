@@ -18,10 +18,16 @@ from coordinator.api.auth import caller
 from coordinator.api.errors import unary
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
-from kernel.errors import InvalidArgument, LongTaskNotFound, PermissionDenied
+from kernel.errors import (
+    InvalidArgument,
+    LongTaskLimitReached,
+    LongTaskNotFound,
+    PermissionDenied,
+)
 from longtasks.api import drafts
 from longtasks.api.convert import event_to_proto, task_summary, task_to_proto
 from longtasks.domain.model import Task
+from longtasks.domain.queue import unfinished_cap_refusal
 from longtasks.domain.states import PlanAuthor
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.inputs import NewCriterion
@@ -61,9 +67,11 @@ def _after(token: str) -> tuple[int, str] | None:
 
 
 class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
-    def __init__(self, door: LongTaskDoor, reads: TaskReads) -> None:
+    def __init__(self, door: LongTaskDoor, reads: TaskReads, max_unfinished: int = 0) -> None:
+        """``max_unfinished``: TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED (0 = no cap)."""
         self._door = door
         self._reads = reads
+        self._max_unfinished = max_unfinished
 
     async def _seen(self, project_id: str, task_id: str) -> Task:
         """The task, if the caller sees its project; to anyone else it does not exist."""
@@ -89,6 +97,12 @@ class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
             raise PermissionDenied(
                 f"this token may not create long tasks in project {new.project_id}"
             )
+        # counted before the create's transaction: two creates racing may both pass at the
+        # cap's edge (one task over); the cap bounds a runaway client, not a quota ledger
+        count = await self._reads.unfinished_of_owner(new.owner_id)
+        refused = unfinished_cap_refusal(count, self._max_unfinished)
+        if refused is not None:
+            raise LongTaskLimitReached(refused, owner_id=new.owner_id)
         actor = _actor()
         created = await self._door.create(new, actor)
         if request.start:  # queued in a second command: a refusal leaves it planned, visibly

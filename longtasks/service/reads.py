@@ -26,8 +26,8 @@ from longtasks.domain.model import (
     PlanVersion,
     Task,
 )
-from longtasks.domain.states import StepState
-from longtasks.store.sql import LongTaskSql
+from longtasks.domain.states import StepState, TaskState
+from longtasks.store.watcher_sql import WatcherSql
 
 #: Steps an attempt need not work on any more.
 SETTLED = frozenset({StepState.COMPLETED, StepState.SKIPPED})
@@ -49,6 +49,7 @@ class TaskView:
     evidence: tuple[Evidence, ...]
     decisions: tuple[Decision, ...]  # newest first
     attempts: tuple[Attempt, ...]  # oldest first
+    queue_position: int | None = None  # queued: how many of the owner's tasks start first
 
     def effects_of(self, step_id: str) -> list[Effect]:
         return [e for e in self.effects if e.step_id == step_id]
@@ -85,7 +86,7 @@ def strings(value: Any) -> tuple[str, ...]:
 class TaskReads:
     """The long-task reads for the API (over the store's read methods)."""
 
-    def __init__(self, sql: LongTaskSql) -> None:
+    def __init__(self, sql: WatcherSql) -> None:
         self._sql = sql
 
     async def find(self, task_id: str) -> Task | None:
@@ -102,11 +103,12 @@ class TaskReads:
         payloads = await self._sql.task_display(task_id)
         effects = await self._sql.effects(None, task_id)
         decisions = await self._sql.decisions(None, task_id)
+        ahead = await self.queue_position(task)
         return TaskView(
             task=task,
             constraints=strings(payloads.get("constraints")),
             sources=strings(payloads.get("sources")),
-            display=display(task.state),
+            display=display(task.state, ahead=ahead),
             plans=tuple(await self._sql.plans(task_id)),
             steps=tuple(await self._sql.steps(None, task_id, task.plan_version)),
             criteria=tuple(await self._sql.criteria(None, task_id, task.plan_version)),
@@ -114,7 +116,14 @@ class TaskReads:
             evidence=tuple(await self._sql.evidence(None, task_id)),
             decisions=tuple(sorted(decisions, key=lambda d: (d.created_at_ms, d.id))[::-1]),
             attempts=tuple(await self._sql.attempts(None, task_id)),
+            queue_position=ahead,
         )
+
+    async def queue_position(self, task: Task) -> int | None:
+        """A queued task's place in its owner's queue (None: it is not queued)."""
+        if task.state is not TaskState.QUEUED:
+            return None
+        return await self._sql.queued_ahead(task)
 
     async def page(
         self,
@@ -123,11 +132,17 @@ class TaskReads:
         active_only: bool,
         after: tuple[int, str] | None,
         limit: int,
-    ) -> list[tuple[Task, tuple[str, ...], tuple[str, ...]]]:
-        """A project's tasks, newest first, each with its constraints and sources."""
+    ) -> list[tuple[Task, tuple[str, ...], tuple[str, ...], int | None]]:
+        """A project's tasks, newest first, each with its constraints, sources and (queued)
+        queue position."""
         rows = await self._sql.tasks_of_project(project_id, owner_id, active_only, after, limit)
         return [
-            (task, strings(payloads.get("constraints")), strings(payloads.get("sources")))
+            (
+                task,
+                strings(payloads.get("constraints")),
+                strings(payloads.get("sources")),
+                await self.queue_position(task),
+            )
             for task, payloads in rows
         ]
 
@@ -144,6 +159,9 @@ class TaskReads:
             task_id=task_id,
             decision_id=decision_id,
         )
+
+    async def unfinished_of_owner(self, owner_id: str) -> int:
+        return await self._sql.unfinished_of_owner(owner_id)
 
     async def attempt_of_run(self, run_id: str) -> Attempt | None:
         return await self._sql.attempt_of_run(run_id)

@@ -80,6 +80,12 @@ _TASKS_OF_PROJECT = (
     "AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?)) "
     "ORDER BY created_at_ms DESC, id DESC LIMIT ?"
 )
+#: How many of an owner's queued tasks come before one (creation order, then id: the order
+#: the scheduler starts them in).
+_QUEUED_AHEAD = (
+    "SELECT COUNT(*) AS ahead FROM long_tasks WHERE owner_id = ? AND state = 'queued' "
+    "AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))"
+)
 _INSERT_PLAN = _insert("long_task_plan_versions", r.PLAN)
 _CLOSE_PLAN = (
     "UPDATE long_task_plan_versions SET closed_state = ?, closed_at_ms = ? "
@@ -240,6 +246,12 @@ class LongTaskSql:
             (r.task_from_row(row), {c: r.display_json(row[c]) for c in r.TASK_DISPLAY})
             for row in rows
         ]
+
+    async def queued_ahead(self, task: Task) -> int:
+        """How many of the owner's queued tasks start before ``task`` (0: it is next)."""
+        at = task.created_at_ms
+        rows = await self._fetch(None, _QUEUED_AHEAD, task.owner_id, at, at, task.id)
+        return int(rows[0]["ahead"])
 
     # -- plan versions and steps ----------------------------------------------------------
 

@@ -79,6 +79,7 @@ async def run_coordinator(settings: Settings) -> None:
             tls=tls,
             schedules=schedules(app, settings.webhook_key),
             long_tasks=long_tasks(app),
+            long_task_max_unfinished=settings.long_task_owner_max_unfinished,
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

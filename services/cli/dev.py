@@ -85,6 +85,7 @@ async def run_dev(settings: Settings) -> None:
             tls=tls,
             schedules=schedules(app, _webhook_key(settings)),
             long_tasks=long_tasks(app),
+            long_task_max_unfinished=settings.long_task_owner_max_unfinished,
         )
         lease_scan = LeaseReconciler(
             app.transitions,

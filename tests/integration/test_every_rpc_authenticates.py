@@ -18,7 +18,6 @@ from google.protobuf.message import Message
 from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import (
     common_pb2,
-    long_task_service_pb2_grpc,
     run_service_pb2_grpc,
     schedule_service_pb2_grpc,
 )
@@ -33,6 +32,7 @@ from services.bootstrap import capacity, coordinator, long_tasks, open_store, sc
 from services.server import start_serving
 from tests.integration.test_run_service_grpc import error_info
 from tests.support.auth import aio_channel
+from tests.support.longtask_requests import attempt_requests, long_task_requests
 
 OPERATOR_TOKEN, READER_TOKEN, OTHER_TOKEN = "op-token", "reader-token", "other-token"
 TOKENS = f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p;{OTHER_TOKEN}:proj-q"
@@ -69,60 +69,6 @@ def _run_requests(run_id: str, project: str) -> dict[str, Message]:
     }
 
 
-def _long_task_requests(project: str, task: str) -> dict[str, Message]:
-    """A well-formed request for every LongTaskService RPC, aimed at ``task``."""
-    named: dict[str, Any] = {"project_id": project, "long_task_id": task}
-    draft = lt.LongTaskDraft(
-        project_id=project,
-        owner_id="o",
-        goal="g",
-        steps=[lt.StepDraft(step_id="s", title="t", side_effect=lt.SIDE_EFFECT_CLASS_PURE)],
-    )
-    return {
-        "CreateLongTask": lt.CreateLongTaskRequest(long_task=draft),
-        "GetLongTask": lt.GetLongTaskRequest(**named),
-        "ListLongTasks": lt.ListLongTasksRequest(project_id=project),
-        "StartLongTask": lt.StartLongTaskRequest(**named, etag="1"),
-        "PauseLongTask": lt.PauseLongTaskRequest(**named, etag="1"),
-        "ResumeLongTask": lt.ResumeLongTaskRequest(**named, etag="1"),
-        "CancelLongTask": lt.CancelLongTaskRequest(**named, etag="1"),
-        "ClearRecovery": lt.ClearRecoveryRequest(**named, etag="1"),
-        "RevisePlan": lt.RevisePlanRequest(**named, etag="1", reason="r"),
-        "ContinueLongTask": lt.ContinueLongTaskRequest(**named, etag="1", reason="r"),
-        "AnswerDecision": lt.AnswerDecisionRequest(**named, etag="1", decision_id="d", answer="a"),
-        "EditCriterion": lt.EditCriterionRequest(**named, etag="1", criterion_id="c", waive=True),
-        "ListLongTaskEvents": lt.ListLongTaskEventsRequest(**named),
-        "ExportLongTask": lt.ExportLongTaskRequest(**named),
-    }
-
-
-def _attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
-    """A well-formed request for every LongTaskAttemptService RPC, with ``credential``."""
-    step: dict[str, Any] = {"credential": credential, "step_id": "s", "step_version": 1}
-    receipt = lt.Receipt(target="t", summary="s")
-    receipt.time.FromMilliseconds(1)
-    return {
-        "GetBriefing": lt.GetBriefingRequest(credential=credential),
-        "BeginStep": lt.BeginStepRequest(**step),
-        "RecordIntent": lt.RecordIntentRequest(**step, target="t", summary="s"),
-        "RecordReceipt": lt.RecordReceiptRequest(**step, receipt=receipt),
-        "RecordProbe": lt.RecordProbeRequest(**step, result=lt.PROBE_RESULT_DONE),
-        "CompleteStep": lt.CompleteStepRequest(**step),
-        "MarkStepUncertain": lt.MarkStepUncertainRequest(**step),
-        "BlockStep": lt.BlockStepRequest(**step),
-        "FailStep": lt.FailStepRequest(**step),
-        "SkipStep": lt.SkipStepRequest(**step),
-        "RequestDecision": lt.RequestDecisionRequest(credential=credential, question="q"),
-        "RequestApproval": lt.RequestApprovalRequest(
-            credential=credential, subject="s", question="q"
-        ),
-        "GetDecision": lt.GetDecisionRequest(credential=credential, decision_id="d"),
-        "ReadyForVerification": lt.ReadyForVerificationRequest(credential=credential),
-        "RecordVerification": lt.RecordVerificationRequest(credential=credential),
-        "RenewLease": lt.RenewLeaseRequest(credential=credential),
-    }
-
-
 # A valid-looking request per method: authentication comes first, so its content never
 # matters to an unauthenticated caller.
 REQUESTS: dict[str, Message] = {
@@ -149,8 +95,8 @@ REQUESTS: dict[str, Message] = {
             ("RotateWebhookSecret", sch.RotateWebhookSecretRequest(project_id="proj-p")),
         )
     },
-    **_long_task_requests("proj-p", "lt-1"),
-    **_attempt_requests(
+    **long_task_requests("proj-p", "lt-1"),
+    **attempt_requests(
         lt.AttemptCredential(run_id=RUN_ID, run_attempt_id=RUN_ID, callback_token="cb")
     ),
 }
@@ -418,30 +364,19 @@ def rs_stub(channel: grpc.aio.Channel) -> Any:
 async def test_long_tasks_of_another_project_do_not_exist(address: str) -> None:
     """Every LongTaskService RPC that names a task of another project answers as for a
     missing task; creating or listing there is denied; nothing changes."""
+    scoped, service = long_task_requests("proj-q", "lt-q"), "truerun.v1.LongTaskService"
+    denied = {"CreateLongTask": "PERMISSION_DENIED", "ListLongTasks": "PERMISSION_DENIED"}
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
-        create = _long_task_requests("proj-q", "lt-q")["CreateLongTask"]
-        assert isinstance(create, lt.CreateLongTaskRequest)
-        create.long_task.long_task_id = "lt-q"
-        created = await long_task_stub(ops).CreateLongTask(create)
+        created = await _call(ops, service, "CreateLongTask", False, scoped["CreateLongTask"])
     assert created.created_by == "ops@example"
-    scoped = _long_task_requests("proj-q", "lt-q")
     async with aio_channel(address, READER_TOKEN) as reader:
-        for service, method, streaming in _methods():
-            if service != "truerun.v1.LongTaskService":
-                continue
+        for method in (m for s, m, _ in _methods() if s == service):
             with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await _call(reader, service, method, streaming, scoped[method])
+                await _call(reader, service, method, False, scoped[method])
             reason = error_info(refused.value).reason
-            expected = (
-                "PERMISSION_DENIED"
-                if method in ("CreateLongTask", "ListLongTasks")
-                else ("LONG_TASK_NOT_FOUND")
-            )
-            assert reason == expected, (method, reason)
+            assert reason == denied.get(method, "LONG_TASK_NOT_FOUND"), (method, reason)
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
-        after = await long_task_stub(ops).GetLongTask(
-            lt.GetLongTaskRequest(project_id="proj-q", long_task_id="lt-q")
-        )
+        after = await _call(ops, service, "GetLongTask", False, scoped["GetLongTask"])
     assert after.etag == created.etag and after.state == lt.LONG_TASK_STATE_PLANNED
 
 
@@ -456,7 +391,3 @@ async def test_an_api_token_is_no_attempt_credential(address: str) -> None:
                 await _call(ops, service, method, streaming)
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
             assert error_info(refused.value).reason == "UNAUTHENTICATED", method
-
-
-def long_task_stub(channel: grpc.aio.Channel) -> Any:
-    return long_task_service_pb2_grpc.LongTaskServiceStub(channel)

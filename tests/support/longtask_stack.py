@@ -52,7 +52,10 @@ class LongTaskStack:
 
 
 @contextlib.asynccontextmanager
-async def longtask_stack(database_url: str) -> AsyncIterator[LongTaskStack]:
+async def longtask_stack(
+    database_url: str, max_unfinished: int = 0
+) -> AsyncIterator[LongTaskStack]:
+    """``max_unfinished``: TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED (0 = no cap)."""
     await upgrade(database_url)
     store = await open_store(database_url)
     app = coordinator(store)
@@ -67,6 +70,7 @@ async def longtask_stack(database_url: str) -> AsyncIterator[LongTaskStack]:
         side,
         tokens=server_tokens(f"bob={BOB_TOKEN}:elsewhere"),
         long_tasks=door,
+        long_task_max_unfinished=max_unfinished,
     )
     address = f"127.0.0.1:{serving.port}"
     channel = aio_channel(address)

@@ -520,6 +520,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: the step's state or record does not allow the action;
     ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
     """
+    ERROR_REASON_LONG_TASK_LIMIT_REACHED: _ErrorReason.ValueType  # 31
+    """RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
+    TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows; finish or cancel some first.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -621,6 +625,10 @@ ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
 ERROR_REASON_INVALID_STEP_TRANSITION: ErrorReason.ValueType  # 30
 """FAILED_PRECONDITION: the step's state or record does not allow the action;
 ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
+"""
+ERROR_REASON_LONG_TASK_LIMIT_REACHED: ErrorReason.ValueType  # 31
+"""RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
+TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows; finish or cancel some first.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
