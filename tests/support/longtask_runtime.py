@@ -16,7 +16,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.reads import TaskReads
-from services.bootstrap import longtask_sql
+from services.bootstrap import longtask_watcher_sql
 from tests.support.longtask_stack import LongTaskStack, longtask_stack
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class RuntimeSide:
 @contextlib.asynccontextmanager
 async def runtime_side(database_url: str) -> AsyncIterator[RuntimeSide]:
     async with longtask_stack(database_url) as stack:
-        yield RuntimeSide(stack, TaskReads(longtask_sql(stack.app.store)))
+        yield RuntimeSide(stack, TaskReads(longtask_watcher_sql(stack.app.store)))
 
 
 def attempt_env(address: str, start: pb.Start, **extra: str) -> dict[str, str]:
