@@ -180,3 +180,27 @@ def test_the_step_driver_dials_an_mtls_truerun_as_its_agent_does(tmp_path: Path)
             raw.close()
         procs.close()
     assert not procs.leftovers()
+
+
+def test_a_driver_killed_after_the_intent_leaves_the_effect_to_a_person(
+    live: Live, tmp_path: Path
+) -> None:
+    """SIGKILL of the attempt's process between its intent and its receipt: the SDK could
+    not mark anything, yet the step becomes uncertain once the run is known to have ended
+    (the watcher), and the task waits for a person: the effect is never run again by
+    itself."""
+    live.start_agent()
+    tasks = long_task_service_pb2_grpc.LongTaskServiceStub(live.channel)
+    report, tries = tmp_path / "report.md", tmp_path / "tries.log"
+    # the effect's shell kills the driver that started it (its parent) mid-effect
+    send = f"echo try >> {tries} && kill -9 $PPID"
+    draft = _draft("lt-e2e-kill", report, send)
+    tasks.CreateLongTask(pb.CreateLongTaskRequest(long_task=draft, start=True), timeout=10)
+    task = _settled(tasks, "lt-e2e-kill")
+    assert task.state == pb.LONG_TASK_STATE_WAITING_FOR_USER, task.state_reason
+    assert [s.state for s in task.steps] == [pb.STEP_STATE_COMPLETED, pb.STEP_STATE_UNCERTAIN]
+    (effect,) = task.steps[1].effects
+    assert not effect.HasField("receipt")
+    (question,) = [d for d in task.decisions if d.state == "open"]
+    assert question.kind == "effect" and question.step_id == "send"
+    assert tries.read_text() == "try\n"

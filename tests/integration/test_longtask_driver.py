@@ -153,3 +153,24 @@ async def test_an_uncertain_queryable_step_is_probed_not_repeated(attempts: Atte
     assert view.task.state is TaskState.COMPLETED, view.task.state_reason
     assert ran.read_text() == "run\n"  # the probe found it done: never run again
     assert [e.kind for e in view.evidence_of_step("charge")] == ["probe"]
+
+
+async def test_an_uncertain_queryable_step_probed_not_done_runs_again(attempts: Attempts) -> None:
+    ran, done, second = attempts.cwd / "ran", attempts.cwd / "done", attempts.cwd / "second"
+    # the first run fails before its effect (done is not written); a second run succeeds
+    action = {
+        "run": f"echo run >> {ran}; if [ -e {second} ]; then touch {done}; "
+        f"else touch {second}; exit 9; fi"
+    }
+    probe = json.dumps({"run": f"test -e {done}"})
+    step = _step("charge", SideEffect.QUERYABLE, action, probe_spec=probe)
+    await _create(attempts.stack, "lt-probe-again", step)
+    first, start = await attempts.start("lt-probe-again")
+    assert await attempts.drive(start) == 1
+    await attempts.stack.door.attempt_ended("lt-probe-again", first, "its run failed")
+    _, start = await attempts.start("lt-probe-again")
+    assert await attempts.drive(start) == 0
+    view = await attempts.stack.reads.view("lt-probe-again")
+    assert view.task.state is TaskState.COMPLETED, view.task.state_reason
+    assert ran.read_text() == "run\nrun\n"  # the probe said not done: run again, once
+    assert len(view.effects_of("charge")) == 2
