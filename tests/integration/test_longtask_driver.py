@@ -174,3 +174,17 @@ async def test_an_uncertain_queryable_step_probed_not_done_runs_again(attempts: 
     assert view.task.state is TaskState.COMPLETED, view.task.state_reason
     assert ran.read_text() == "run\nrun\n"  # the probe said not done: run again, once
     assert len(view.effects_of("charge")) == 2
+
+
+async def test_a_step_declaring_nothing_runnable_is_blocked_and_a_person_asked(
+    attempts: Attempts,
+) -> None:
+    await _create(attempts.stack, "lt-nothing", _step("vague", SideEffect.IDEMPOTENT, {}))
+    _, start = await attempts.start("lt-nothing")
+    assert await attempts.drive(start) == 0
+    view = await attempts.stack.reads.view("lt-nothing")
+    assert view.steps[0].state is StepState.BLOCKED
+    assert view.effects_of("vague") == []  # nothing was attempted
+    assert view.task.state is TaskState.WAITING_FOR_USER
+    (question,) = [d for d in view.decisions if d.answer is None]
+    assert "declares no action" in question.question

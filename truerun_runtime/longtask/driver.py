@@ -126,13 +126,11 @@ class StepDriver:
         ):
             await self._probe(step, probe)
             return
-        if step.state == pb.STEP_STATE_RUNNING and step.holder_attempt_id == briefing.attempt_id:
-            begin = False
-        elif step.state in _BEGINNABLE:
-            begin = True
-        else:
+        if step.state not in _BEGINNABLE:
+            # running already (its try may hold an intent): never run it a second time here;
+            # the run ends, and recovery decides from the record
             raise Stop(NOT_RUNNABLE, f"step {step.step_id} is {pb.StepState.Name(step.state)}")
-        async with self.attempt.step(step.step_id, begin=begin) as ctx:
+        async with self.attempt.step(step.step_id) as ctx:
             if step.side_effect == pb.SIDE_EFFECT_CLASS_PURE:
                 await self._pure(ctx, step, action)
             else:
@@ -230,8 +228,9 @@ class StepDriver:
             material = {"step_id": step.step_id, "purpose": ASK}
             await self.attempt.request_decision(action.ask, action.options, material)
             raise Stop(OK, f"step {step.step_id} asked a person; the attempt ends")
-        begin = step.state != pb.STEP_STATE_RUNNING
-        async with self.attempt.step(step.step_id, begin=begin) as ctx:
+        if step.state not in _BEGINNABLE:
+            raise Stop(NOT_RUNNABLE, f"step {step.step_id} is {pb.StepState.Name(step.state)}")
+        async with self.attempt.step(step.step_id) as ctx:
             await ctx.complete(
                 [
                     evidence(
@@ -263,10 +262,8 @@ class StepDriver:
     async def _stuck(self, step: pb.LongTaskStep, why: str) -> None:
         """A step that cannot run as declared: blocked (nothing was attempted) and a person
         asked; the attempt ends."""
-        if step.state != pb.STEP_STATE_UNCERTAIN:
-            async with self.attempt.step(
-                step.step_id, begin=step.state != pb.STEP_STATE_RUNNING
-            ) as ctx:
+        if step.state == pb.STEP_STATE_PENDING:  # blocked or uncertain: already not running
+            async with self.attempt.step(step.step_id) as ctx:
                 await ctx.block(why)
         await self._ask_after_block(step, why)
 
