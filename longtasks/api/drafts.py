@@ -46,9 +46,21 @@ def texts(values: Sequence[str], field: str) -> tuple[str, ...]:
     return tuple(text(v, f"{field} entry") for v in values)
 
 
+def _whole(value: Any) -> Any:
+    """A Struct's numbers are all doubles: whole ones are kept as integers, so a stored
+    payload reads as it was written (``"timeout_s": 30``, not ``30.0``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
+
+
 def json_text(message: struct_pb2.Struct, field: str) -> str:
     """A Struct as the stored JSON text ("{}" when empty), at most 64 KiB."""
-    stored = dumps(json_format.MessageToDict(message))
+    stored = dumps(_whole(json_format.MessageToDict(message)))
     if len(stored.encode()) > MAX_STRUCT_BYTES:
         raise InvalidArgument(f"{field} is larger than {MAX_STRUCT_BYTES} bytes")
     return stored

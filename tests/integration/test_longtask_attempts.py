@@ -6,6 +6,7 @@ stable reason and change nothing."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -227,6 +228,16 @@ async def test_an_attempt_works_through_its_steps_to_completion_and_the_export_s
     assert "[msg-42]" in report and "accepted by the relay" in report
     assert "team@example.org" in report and "**completed**" in report
 
+    # a finished task goes on under a new plan version, never reopening its terminal state
+    named: dict[str, Any] = {"project_id": PROJECT, "long_task_id": "lt-1"}
+    more = lt.StepDraft(step_id="s4", title="tell the boss", side_effect=lt.SIDE_EFFECT_CLASS_PURE)
+    continued = await stack.tasks.ContinueLongTask(
+        lt.ContinueLongTaskRequest(**named, etag=task.etag, reason="and the boss", steps=[more])
+    )
+    assert continued.state == lt.LONG_TASK_STATE_QUEUED and continued.plan_version == 2
+    assert [s.step_id for s in continued.steps] == ["s4"]
+    assert continued.plan_versions[0].closed_state == "completed"
+
 
 async def test_a_decision_is_answered_once(stack: LongTaskStack) -> None:
     live = await running(stack)
@@ -333,3 +344,48 @@ async def test_an_approval_is_asked_read_and_granted_while_the_attempt_keeps_its
         )
     finally:
         await live.runtime.close()
+
+
+async def test_block_uncertain_probe_and_fail_map_onto_the_door(stack: LongTaskStack) -> None:
+    live = await running(stack)
+    cred = live.credential
+
+    async def act(rpc: Any, request_type: Any, step_id: str, **extra: Any) -> lt.StepAck:
+        version = step_of(await get(stack), step_id).version
+        request = request_type(credential=cred, step_id=step_id, step_version=version, **extra)
+        ack: lt.StepAck = await rpc(request)
+        return ack
+
+    try:
+        await act(stack.attempts.BeginStep, lt.BeginStepRequest, "s1")
+        blocked = await act(stack.attempts.BlockStep, lt.BlockStepRequest, "s1", reason="no disk")
+        assert blocked.step.state == lt.STEP_STATE_BLOCKED
+        await act(stack.attempts.BeginStep, lt.BeginStepRequest, "s2")
+        await act(
+            stack.attempts.RecordIntent, lt.RecordIntentRequest, "s2", target="t", summary="s"
+        )
+        unsure = await act(
+            stack.attempts.MarkStepUncertain, lt.MarkStepUncertainRequest, "s2", reason="timeout"
+        )
+        assert unsure.step.state == lt.STEP_STATE_UNCERTAIN
+        before = await snapshot(stack.app.store)
+        probe = act(
+            stack.attempts.RecordProbe, lt.RecordProbeRequest, "s2", result=lt.PROBE_RESULT_DONE
+        )
+        assert await refused(probe) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "INVALID_STEP_TRANSITION",
+        )  # a non-idempotent step has no probe
+        unset = act(stack.attempts.RecordProbe, lt.RecordProbeRequest, "s2")
+        assert (await refused(unset))[1] == "INVALID_ARGUMENT"
+        assert await snapshot(stack.app.store) == before
+        await act(stack.attempts.BeginStep, lt.BeginStepRequest, "s1")
+        failed = await act(stack.attempts.FailStep, lt.FailStepRequest, "s1", reason="broken")
+        assert failed.step.state == lt.STEP_STATE_FAILED
+    finally:
+        await live.runtime.close()
+    events = await stack.tasks.ListLongTaskEvents(
+        lt.ListLongTaskEventsRequest(project_id=PROJECT, long_task_id="lt-1")
+    )
+    runtime_events = [e for e in events.events if e.step_id]
+    assert runtime_events and all(e.attempt_id == live.attempt_id for e in runtime_events)

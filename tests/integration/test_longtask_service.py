@@ -246,3 +246,23 @@ async def test_an_owner_past_the_unfinished_cap_creates_nothing(
         )
         again = await create(capped, long_task_id="a-3")  # a finished task frees its place
         assert again.state == lt.LONG_TASK_STATE_PLANNED
+
+
+async def test_a_cancelled_task_never_continues_and_recovery_needs_an_interruption(
+    stack: LongTaskStack,
+) -> None:
+    named: dict[str, Any] = {"project_id": PROJECT, "long_task_id": "lt-1"}
+    planned = await create(stack)
+    not_interrupted = lt.ClearRecoveryRequest(**named, etag=planned.etag)
+    assert await refused(stack.tasks.ClearRecovery(not_interrupted)) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "INVALID_LONG_TASK_TRANSITION",
+    )
+    cancelled = await stack.tasks.CancelLongTask(
+        lt.CancelLongTaskRequest(**named, etag=planned.etag)
+    )
+    again = lt.ContinueLongTaskRequest(**named, etag=cancelled.etag, reason="one more time")
+    assert await refused(stack.tasks.ContinueLongTask(again)) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "INVALID_LONG_TASK_TRANSITION",
+    )

@@ -44,9 +44,9 @@ def test_probe_results_map_with_not_probed_as_unspecified() -> None:
 
 def test_display_payloads_round_trip_and_a_damaged_one_shows_empty() -> None:
     message = struct_pb2.Struct()
-    message.update({"run": "make report", "receipt": "json", "n": 3})
+    message.update({"run": "make report", "receipt": "json", "n": 3, "x": [0.5, 2]})
     stored = json_text(message, "action")
-    assert stored == '{"n":3.0,"receipt":"json","run":"make report"}'
+    assert stored == '{"n":3,"receipt":"json","run":"make report","x":[0.5,2]}'
     assert struct_of(stored) == message
     for damaged in ("{not json", "[1, 2]", "", None, '"text"'):
         assert struct_of(damaged) is None
