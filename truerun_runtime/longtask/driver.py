@@ -130,6 +130,8 @@ class StepDriver:
             # running already (its try may hold an intent): never run it a second time here;
             # the run ends, and recovery decides from the record
             raise Stop(NOT_RUNNABLE, f"step {step.step_id} is {pb.StepState.Name(step.state)}")
+        side = pb.SideEffectClass.Name(step.side_effect).removeprefix("SIDE_EFFECT_CLASS_")
+        log.info("step %s (%s): %s", step.step_id, side.lower(), step.title)
         async with self.attempt.step(step.step_id) as ctx:
             if step.side_effect == pb.SIDE_EFFECT_CLASS_PURE:
                 await self._pure(ctx, step, action)
@@ -190,6 +192,7 @@ class StepDriver:
             )
         )
         await ctx.complete(proofs)
+        log.info("step %s completed: %s", step.step_id, receipt.summary)
 
     async def _written(
         self, ctx: StepContext, step: pb.LongTaskStep, writes: str, effect_id: str = ""
@@ -248,6 +251,7 @@ class StepDriver:
             raise Stop(NOT_RUNNABLE, f"step {step.step_id} is queryable but declares no probe")
         result = await run_shell(probe, cwd=self.cwd, env=self.env)
         found = _PROBE.get(result.exit_code, pb.PROBE_RESULT_UNKNOWN)
+        log.info("step %s probed: %s", step.step_id, pb.ProbeResult.Name(found))
         async with self.attempt.step(step.step_id, begin=False) as ctx:  # uncertain: no begin
             await ctx.probe(found)
             if found == pb.PROBE_RESULT_DONE:
