@@ -6,7 +6,9 @@
 acks) and reconnects with bounded, jittered backoff; ``Outbox`` keeps every event on disk
 until truerun acknowledges it; a ``RuntimeHandler`` decides what Start, Cancel and Inspect
 do. ``channel_target`` turns a target and ``TlsFiles`` into the address and the TLS
-credentials ``RuntimeClient`` takes (see docs/operations.md, "TLS"). See
+credentials ``RuntimeClient`` takes (see docs/operations.md, "TLS"). ``LongTaskAttempt`` is
+a long task's attempt talking to LongTaskAttemptService (``truerun_runtime.longtask``: its
+step context, the runtime's read-only checkers, the step driver). See
 docs/runtime-protocol.md.
 
 The names are imported on first use: the agent's per-task supervisor imports
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from ._events import TERMINAL_TYPES, make_event
     from ._outbox import Outbox, OutboxCorrupt
     from ._tls import TlsFileError, TlsFiles, channel_target
+    from .longtask import LongTaskAttempt, LongTaskError
 
 _HOME = {
     "Backoff": "._api",
@@ -37,11 +40,15 @@ _HOME = {
     "TlsFileError": "._tls",
     "TlsFiles": "._tls",
     "channel_target": "._tls",
+    "LongTaskAttempt": ".longtask",
+    "LongTaskError": ".longtask",
 }
 
 __all__ = [
     "TERMINAL_TYPES",
     "Backoff",
+    "LongTaskAttempt",
+    "LongTaskError",
     "Outbox",
     "OutboxCorrupt",
     "RuntimeClient",

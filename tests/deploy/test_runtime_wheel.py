@@ -221,3 +221,10 @@ def test_installed_alone_it_runs_the_agent_without_the_server(wheel: Path, tmp_p
         "assert not {'grpc', 'google.protobuf'} & set(sys.modules), sorted(sys.modules)",
     )
     assert supervisor.returncode == 0, supervisor.stderr
+
+    # A long task's attempt runs `python -m truerun_runtime.longtask` (the step driver): it
+    # is installed too, and outside an attempt it says so in one line (exit 2).
+    driver = run(python, "-m", "truerun_runtime.longtask")
+    assert driver.returncode == 2, driver.stderr
+    assert "not started as a long-task attempt" in driver.stderr
+    assert "Traceback" not in driver.stderr

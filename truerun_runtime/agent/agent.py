@@ -189,7 +189,7 @@ class Agent:
             callback_token=start.callback_token,
             argv=spec.argv,
             cwd=str(cwd or paths.work),
-            env=spec.env,
+            env={**spec.env, **self.config.server_env()} if spec.long_task else spec.env,
             order_key=self._order_key(start.front_of_queue),
             accepted_at=time.time(),
             timeout_s=spec.timeout_s,
@@ -198,6 +198,7 @@ class Agent:
             or self.config.self_fence_after_ms,
             trace_parent=start.trace_parent,
             secret_env=spec.secret_env,
+            long_task=spec.long_task,
         )
         runner = self._add(record, paths)
         seq = runner.accept()
@@ -360,6 +361,9 @@ class Agent:
             for k, v in os.environ.items()
             if k != "TRUERUN_TOKEN" and not k.startswith(secrets.ENV_PREFIX)
         }
+        if record.long_task:  # the step driver dials truerun exactly as this agent does
+            for name in self.config.tls_files.names:
+                env.pop(name, None)
         env.update(record.env)
         for name, secret in record.secret_env.items():
             value = secrets.resolve(secret, self.secrets_dir)

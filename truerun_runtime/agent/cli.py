@@ -178,12 +178,12 @@ def _config(args: argparse.Namespace) -> AgentConfig:
     if limit < 0:
         raise ValueError("--limit must be >= 0")
     # a bad TLS file is a ValueError too: one line (parser.error), exit status 2
-    server, credentials = channel_target(
-        args.server, TlsFiles(args.tls_ca_file, args.tls_client_cert_file, args.tls_client_key_file)
-    )
+    tls_files = TlsFiles(args.tls_ca_file, args.tls_client_cert_file, args.tls_client_key_file)
+    server, credentials = channel_target(args.server, tls_files)
     return AgentConfig(
         server=server,
         credentials=credentials,
+        tls_files=tls_files,
         token=args.token,
         owner_id=args.owner,
         state_dir=Path(args.state_dir).expanduser(),

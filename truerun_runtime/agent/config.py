@@ -9,7 +9,8 @@ from pathlib import Path
 import grpc
 from truerun.v1 import capacity_service_pb2 as cpb
 
-from truerun_runtime import Backoff
+from truerun_runtime import Backoff, TlsFiles
+from truerun_runtime._tls import HTTPS
 
 INSTANCE_FILE = "instance_id"
 
@@ -58,6 +59,9 @@ class AgentConfig:
     """Finished, fully acknowledged tasks older than this are deleted when the agent starts."""
     credentials: grpc.ChannelCredentials | None = None
     """TLS (and mTLS) credentials from truerun_runtime.channel_target; None: plaintext."""
+    tls_files: TlsFiles = field(default_factory=TlsFiles)
+    """The PEM files ``credentials`` were built from, handed on to a long task's step driver
+    (which talks to truerun itself); empty with ``credentials``: the system's trust store."""
     secrets_dir: Path | None = None
     """Where secrets named by ``{"secret_ref": NAME}`` live (one file each); None: the state
     dir's ``secrets``. ``TRUERUN_SECRET_<NAME>`` in the agent's environment wins."""
@@ -77,6 +81,20 @@ class AgentConfig:
             tmp.write_text(stored + "\n")
             tmp.replace(path)
         return stored
+
+    def server_env(self) -> dict[str, str]:
+        """How a process the agent starts reaches truerun itself (a long task's step driver):
+        TRUERUN_SERVER and the TLS files, never the runtime token (the agent drops the TLS
+        variables it inherited, so the child dials exactly as the agent does)."""
+        files = self.tls_files
+        plain_target = self.credentials is None or files.given
+        env = {"TRUERUN_SERVER": self.server if plain_target else HTTPS + self.server}
+        for name, path in zip(
+            files.names, (files.ca_file, files.cert_file, files.key_file), strict=True
+        ):
+            if path:
+                env[name] = str(Path(path).resolve())
+        return env
 
     def route_protos(self, instance_id: str) -> list[cpb.Route]:
         specs = self.routes or (f"{instance_id}:stream",)

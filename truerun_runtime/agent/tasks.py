@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,17 +43,28 @@ class Spec:
     env: dict[str, str] = field(default_factory=dict)
     #: env name -> the name of a secret this runtime resolves (truerun never had its value)
     secret_env: dict[str, str] = field(default_factory=dict)
+    #: an attempt of a long task: the step driver runs it, and it needs truerun's address
+    long_task: bool = False
 
 
 SECRET_REF = "secret_ref"
+LONG_TASK = "long_task"
+#: what runs a long task's attempt whose spec names no command: the step driver
+LONG_TASK_ARGV = (sys.executable, "-m", "truerun_runtime.longtask")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 def parse_spec(spec: dict[str, Any]) -> Spec:
     """``{"command": "<shell>"}`` or ``{"argv": [...]}``, optionally ``timeout_s``,
-    ``grace_ms`` (for timeouts) and ``env`` (string values)."""
+    ``grace_ms`` (for timeouts) and ``env`` (string values). A long task's attempt
+    (``{"long_task": {...}}`` and no command) runs the step driver."""
     command, argv = spec.get("command"), spec.get("argv")
-    if isinstance(command, str) and command.strip() and argv is None:
+    long_task = LONG_TASK in spec and command is None and argv is None
+    if long_task:
+        if not isinstance(spec[LONG_TASK], dict):
+            raise SpecError("long_task must be an object")
+        args = list(LONG_TASK_ARGV)
+    elif isinstance(command, str) and command.strip() and argv is None:
         args = ["/bin/sh", "-c", command]
     elif isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
         if command is not None:
@@ -77,6 +89,7 @@ def parse_spec(spec: dict[str, Any]) -> Spec:
         int(grace) if grace is not None else None,
         plain,
         refs,
+        long_task,
     )
 
 
@@ -111,6 +124,8 @@ class TaskRecord:
     trace_parent: str = ""  # the Start's W3C traceparent, echoed on every event
     #: env name -> secret name, resolved only when the command starts (never on disk here)
     secret_env: dict[str, str] = field(default_factory=dict)
+    #: a long task's attempt: the step driver, given truerun's address (``env``)
+    long_task: bool = False
 
     @property
     def manual(self) -> bool:
