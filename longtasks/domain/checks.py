@@ -107,7 +107,7 @@ def server_verdicts(
         elif kind == "receipt_present":
             out.append(_receipt_present(cid, step, effects))
         else:
-            out.append(_step_completed(cid, step, evidence))
+            out.append(_step_completed(cid, step, evidence, effects))
     return out
 
 
@@ -124,14 +124,27 @@ def _receipt_present(cid: str, step: PlanStep, effects: Sequence[Effect]) -> Ser
     return ServerVerdict(cid, CriterionResult.PASSED, summary, (proof,))
 
 
-def _step_completed(cid: str, step: PlanStep, evidence: Sequence[Evidence]) -> ServerVerdict:
-    bound = [e for e in evidence if e.step_id == step.step_id]
+def _step_completed(
+    cid: str, step: PlanStep, evidence: Sequence[Evidence], effects: Sequence[Effect]
+) -> ServerVerdict:
+    """Completed, with its proof: evidence bound to the step or, for a step completed on
+    its receipt (recovery completes a step whose effect came back before its attempt died,
+    without the attempt's evidence), that receipt."""
     if step.state is not StepState.COMPLETED:
         why = f"step {step.step_id} is {step.state}, not completed"
         return ServerVerdict(cid, CriterionResult.FAILED, why)
-    if not bound:
-        why = f"step {step.step_id} is completed without evidence bound to it"
-        return ServerVerdict(cid, CriterionResult.UNPROVEN, why)
-    summary = f"step {step.step_id} completed: {bound[-1].summary}"[:1024]
-    proof = ServerEvidence("step", f"step:{step.step_id}:{bound[-1].id}", summary)
-    return ServerVerdict(cid, CriterionResult.PASSED, summary, (proof,))
+    bound = [e for e in evidence if e.step_id == step.step_id]
+    if bound:
+        summary = f"step {step.step_id} completed: {bound[-1].summary}"[:1024]
+        proof = ServerEvidence("step", f"step:{step.step_id}:{bound[-1].id}", summary)
+        return ServerVerdict(cid, CriterionResult.PASSED, summary, (proof,))
+    receipted = [e for e in effects if e.id == step.receipt_id and e.receipt is not None]
+    if receipted:
+        effect = receipted[0]
+        receipt = effect.receipt
+        assert receipt is not None
+        summary = f"step {step.step_id} completed on its receipt: {receipt.summary}"[:1024]
+        proof = ServerEvidence("receipt", receipt.external_id or effect.id, summary, effect.id)
+        return ServerVerdict(cid, CriterionResult.PASSED, summary, (proof,))
+    why = f"step {step.step_id} is completed without evidence or a receipt bound to it"
+    return ServerVerdict(cid, CriterionResult.UNPROVEN, why)

@@ -42,3 +42,8 @@ def test_dbos_comparison_runs_and_checks_itself() -> None:
     # what the comparison exists to show: the peer replays a step whose effect happened
     # but whose checkpoint did not (at-least-once steps), so its effect doubles
     assert "DBOS @DBOS.step: 1 rounds, duplicate effects 1" in out, report
+    # and truerun's: the intent was recorded before the effect, so the step is uncertain,
+    # a person is asked, and nothing replays it
+    assert "checked: truerun non_idempotent step: 1/1 rounds killed after the effect" in out
+    assert "truerun non_idempotent step: 1 rounds, duplicate effects 0" in out, report
+    assert "waiting_for_user, step uncertain x1" in out, report

@@ -84,6 +84,7 @@ def test_actions() -> None:
         "deploy",
     )
     assert parse_action({"run": "true"}).receipt == "none"
+    assert parse_action({"run": "post", "prepare": "render > msg"}).prepare == "render > msg"
     question = parse_action({"ask": "which colour?", "options": ["red", "blue"]})
     assert question.is_question and question.options == ("red", "blue")
     assert parse_probe({}) == "" and parse_probe({"run": "test -f x"}) == "test -f x"
@@ -97,6 +98,7 @@ def test_actions() -> None:
         {"run": 3},
         {"run": "x", "receipt": "xml"},
         {"run": "x", "writes": 1},
+        {"run": "x", "prepare": ["render"]},
         {"ask": ""},
         {"ask": "q", "options": "a,b"},
         {"ask": "q", "run": "x"},

@@ -4,6 +4,7 @@ read the stored record only, and their evidence is bound to their own criterion.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 import pytest
@@ -109,6 +110,19 @@ def test_step_completed_needs_the_state_and_evidence_bound_to_the_step() -> None
     for state, evidence, expected in cases:
         (verdict,) = server_verdicts([DONE], params, [_step("build", state)], [], evidence)
         assert verdict.result is expected, (state, evidence)
+
+
+def test_a_step_completed_on_its_receipt_is_proven_by_that_receipt() -> None:
+    # recovery completes a step whose effect came back before its attempt died: no evidence
+    # rows of the attempt's, the receipt is the proof
+    done = replace(_step("post", StepState.COMPLETED), intent_id="e1", receipt_id="e1")
+    other = _effect("post", True, eid="e0")  # an earlier try's receipt is not this try's
+    params = {"done": {"step_id": "post"}}
+    (verdict,) = server_verdicts([DONE], params, [done], [other, _effect("post", True)], [])
+    assert verdict.result is CR.PASSED and verdict.evidence[0].effect_id == "e1"
+    bare = replace(done, receipt_id=None)
+    (verdict,) = server_verdicts([DONE], params, [bare], [_effect("post", True)], [])
+    assert verdict.result is CR.UNPROVEN
 
 
 @pytest.mark.parametrize("params", [None, {}, {"step_id": ""}, {"step_id": 7}, {"step_id": "gone"}])

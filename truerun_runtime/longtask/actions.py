@@ -5,9 +5,12 @@ receipt is read from its output.
 An action is one of:
 
 - ``{"run": "<shell>", "receipt": "json"|"none", "writes": "<path>", "approval": "<exact
-  action>", "target": "<what it acts on>"}``: a command (``writes``: a file-shaped step, its
-  evidence the file's sha256; ``approval``: a person approves that exact action before the
-  intent; ``target``: the intent's target, default ``writes`` or the step's title);
+  action>", "target": "<what it acts on>", "prepare": "<shell>"}``: a command (``writes``:
+  a file-shaped step, its evidence the file's sha256; ``approval``: a person approves that
+  exact action before the intent; ``target``: the intent's target, default ``writes`` or the
+  step's title; ``prepare``: a command that must touch nothing outside, run after the step
+  begins and before any approval or intent, e.g. to render what the effect will send: when
+  it fails the step is blocked, since no effect was started);
 - ``{"ask": "<question>", "options": [...]}``: a question to a person.
 
 A probe is ``{"run": "<shell>"}``: exit 0 = done, 1 = not done, anything else = unknown.
@@ -34,6 +37,7 @@ class Action:
     writes: str = ""
     approval: str = ""
     target: str = ""
+    prepare: str = ""
     ask: str = ""
     options: tuple[str, ...] = field(default_factory=tuple)
 
@@ -62,7 +66,7 @@ def parse_action(spec: dict[str, Any]) -> Action:
     receipt = spec.get("receipt", RECEIPT_NONE)
     if receipt not in (RECEIPT_JSON, RECEIPT_NONE):
         raise ActionError(f'receipt must be "{RECEIPT_JSON}" or "{RECEIPT_NONE}", not {receipt!r}')
-    strings = {name: spec.get(name, "") for name in ("writes", "approval", "target")}
+    strings = {name: spec.get(name, "") for name in ("writes", "approval", "target", "prepare")}
     for name, value in strings.items():
         if not isinstance(value, str):
             raise ActionError(f"{name} must be a string")
@@ -72,6 +76,7 @@ def parse_action(spec: dict[str, Any]) -> Action:
         writes=strings["writes"],
         approval=strings["approval"],
         target=strings["target"],
+        prepare=strings["prepare"],
     )
 
 

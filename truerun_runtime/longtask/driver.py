@@ -133,10 +133,20 @@ class StepDriver:
         side = pb.SideEffectClass.Name(step.side_effect).removeprefix("SIDE_EFFECT_CLASS_")
         log.info("step %s (%s): %s", step.step_id, side.lower(), step.title)
         async with self.attempt.step(step.step_id) as ctx:
+            if action.prepare:
+                await self._prepare(ctx, step, action.prepare)
             if step.side_effect == pb.SIDE_EFFECT_CLASS_PURE:
                 await self._pure(ctx, step, action)
             else:
                 await self._effect(ctx, step, action)
+
+    async def _prepare(self, ctx: StepContext, step: pb.LongTaskStep, prepare: str) -> None:
+        """The step's preparation, before any approval or intent: it touches nothing
+        outside, so a failure blocks the step (it may simply run again)."""
+        result = await run_shell(prepare, cwd=self.cwd, env=self.env)
+        if not result.ok:
+            await ctx.block(f"its preparation exited {result.exit_code}")
+            raise Stop(STEP_FAILED, f"step {step.step_id}: preparation exited {result.exit_code}")
 
     async def _pure(self, ctx: StepContext, step: pb.LongTaskStep, action: Action) -> None:
         result = await run_shell(action.run, cwd=self.cwd, env=self.env)
