@@ -66,6 +66,10 @@ def _plan(w: World, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
     return steps, criteria, marks
 
 
+def _extend(into: list[pb.LongTask], read: Callable[[], list[pb.LongTask]]) -> None:
+    into.extend(read())
+
+
 class Person:
     """Answers what only a person may, from the outside world's record."""
 
@@ -115,7 +119,11 @@ class Chaos(threading.Thread):
 
 
 def test_long_task_soak(make_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
-    cluster = make_cluster(seed=_seed(), long_task_owner_concurrency=AGENTS * LIMIT)
+    cluster = make_cluster(
+        seed=_seed(),
+        long_task_owner_concurrency=AGENTS * LIMIT,
+        long_task_owner_max_unfinished=TASKS,  # all of them are created up front
+    )
     print(f"long-task soak seed={cluster.seed} (replay: TRUERUN_SOAK_SEED={cluster.seed})")
     with world(cluster, tmp_path, agents=AGENTS, limit=LIMIT) as w:
         (tmp_path / "files").mkdir()
@@ -131,7 +139,7 @@ def test_long_task_soak(make_cluster: Callable[..., Cluster], tmp_path: Path) ->
         try:
             while len(final) < len(plans) and time.monotonic() < deadline:
                 listed: list[pb.LongTask] = []
-                w.call(lambda: listed.extend(w.tasks.list_all()))
+                w.call(_extend, listed, w.tasks.list_all)
                 for task in listed:
                     if state(task) in TERMINAL:
                         final[task.long_task_id] = task
@@ -180,7 +188,8 @@ def test_long_task_soak(make_cluster: Callable[..., Cluster], tmp_path: Path) ->
         print(
             f"long-task soak: {len(plans)} tasks, final {dict(states)}, kills {dict(chaos.kills)},"
             f" answers {dict(person.answers)}, effects {effects},"
-            f" duplicate non-idempotent effects {duplicates}, false completed {len(false_completed)}"
+            f" duplicate non-idempotent effects {duplicates},"
+            f" false completed {len(false_completed)}"
         )
         assert duplicates == 0
         assert not false_completed, false_completed

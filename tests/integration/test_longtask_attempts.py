@@ -227,6 +227,8 @@ async def test_an_attempt_works_through_its_steps_to_completion_and_the_export_s
     assert "send the weekly report to the team" in report
     assert "[msg-42]" in report and "accepted by the relay" in report
     assert "team@example.org" in report and "**completed**" in report
+    # written, never read back (test_longtask_report.py): exporting changed nothing
+    assert (await get(stack)).etag == task.etag
 
     # a finished task goes on under a new plan version, never reopening its terminal state
     named: dict[str, Any] = {"project_id": PROJECT, "long_task_id": "lt-1"}
