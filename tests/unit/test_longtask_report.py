@@ -11,8 +11,8 @@ from pathlib import Path
 from truerun.v1 import long_task_service_pb2 as lt
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("automations", "capacity", "coordinator", "gateway", "kernel", "longtasks")
-PRODUCT += ("reconciler", "services", "truerun_runtime")
+PRODUCT: tuple[str, ...] = ("automations", "capacity", "coordinator", "gateway", "kernel")
+PRODUCT += ("longtasks", "reconciler", "services", "truerun_runtime")
 
 
 def _imports_of_report(path: Path) -> list[str]:
