@@ -224,9 +224,15 @@ def longtask_watcher_sql(store: RunStore) -> WatcherSql:
     raise TypeError(f"no long-task queries for {type(store).__name__}")
 
 
-def long_tasks(app: Coordinator, clock: Callable[[], int] = now_ms) -> LongTaskDoor:
-    """The long-task door (docs/long-tasks.md "Store and door"), over the run door."""
-    return LongTaskDoor(app.transitions, longtask_sql(app.store), clock=clock)
+def long_tasks(
+    app: Coordinator, clock: Callable[[], int] = now_ms, metrics: Metrics | None = None
+) -> LongTaskDoor:
+    """The long-task door (docs/long-tasks.md "Store and door"), over the run door; its
+    committed changes counted in ``metrics`` (the release metrics)."""
+    door = LongTaskDoor(app.transitions, longtask_sql(app.store), clock=clock)
+    if metrics is not None:
+        door.listen(metrics.long_task_committed)
+    return door
 
 
 def long_task_watcher(
@@ -239,7 +245,7 @@ def long_task_watcher(
     """The long-task watcher and scheduler loop (any number of replicas; docs/long-tasks.md
     "The watcher"), woken by this process's commits of long-task runs."""
     watcher = LongTaskWatcher(
-        long_tasks(app, clock=clock),
+        long_tasks(app, clock=clock, metrics=metrics),
         longtask_watcher_sql(app.store),
         name=name,
         owner_concurrency=owner_concurrency,

@@ -12,6 +12,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    Histogram,
     generate_latest,
     start_http_server,
 )
@@ -23,6 +24,8 @@ from coordinator.service.transitions import Result
 from coordinator.store.base import RunReader
 from kernel.ids import now_ms
 from kernel.tls import ServerTls
+from longtasks.service import observed
+from longtasks.service.observed import Committed
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,37 @@ class Metrics:
             ["action", "label"],
             registry=r,
         )
+        self.long_task_outcomes = Counter(
+            "long_task_outcome_total",
+            "Long tasks that reached a terminal state, by state (completed, partial, failed, "
+            "cancelled): task success is completed over all",
+            ["state"],
+            registry=r,
+        )
+        self.long_task_recoveries = Counter(
+            "long_task_recovery_total",
+            "Attempts that ended before their task settled, by how recovery went on: resumed "
+            "(by itself), asked_person, recovery_required",
+            ["outcome"],
+            registry=r,
+        )
+        self.long_task_interventions = Counter(
+            "long_task_human_intervention_total",
+            "Decisions a person answered, by kind (question, effect, verification, approval)",
+            ["kind"],
+            registry=r,
+        )
+        self.long_task_approval_repeats = Counter(
+            "long_task_approval_repeat_total",
+            "Approval requests for an action the same task asked for before (repeat count > 1)",
+            registry=r,
+        )
+        self.long_task_queue_wait = Histogram(
+            "long_task_queue_wait_seconds",
+            "How long a long task waited queued before its attempt started",
+            buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 3 * 86400, float("inf")),
+            registry=r,
+        )
         self.non_terminal_age = Gauge(
             "run_non_terminal_age_seconds",
             "Age of the oldest run in each non-terminal status",
@@ -103,6 +137,23 @@ class Metrics:
 
     def long_task_action(self, action: str, label: str) -> None:
         self.long_task_actions.labels(action, label).inc()
+
+    def long_task_committed(self, c: Committed) -> None:
+        """A long-task door listener: the release metrics of one committed change."""
+        state = observed.terminal_outcome(c)
+        if state is not None:
+            self.long_task_outcomes.labels(state).inc()
+        recovery = observed.recovery_outcome(c)
+        if recovery is not None:
+            self.long_task_recoveries.labels(recovery).inc()
+        kind = observed.answered_kind(c)
+        if kind is not None:
+            self.long_task_interventions.labels(kind).inc()
+        if observed.repeated_approval(c):
+            self.long_task_approval_repeats.inc()
+        waited = observed.queue_wait_ms(c)
+        if waited is not None:
+            self.long_task_queue_wait.observe(waited / 1000)
 
     def count_refusals(self, refused: Mapping[str, int]) -> None:
         """Expose ``refused`` (runtime messages refused as evidence of nothing, by reason;

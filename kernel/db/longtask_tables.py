@@ -273,6 +273,20 @@ long_task_events = Table(
     CheckConstraint("sequence >= 1", name="sequence_positive"),
 )
 
+# The token usage the attempts' runtimes reported (ReportUsage), one row per usage id: the
+# primary key is what makes a repeated report count once; ``long_tasks.tokens_used`` is
+# the running sum, moved in the same transaction as the row is inserted.
+long_task_usage = Table(
+    "long_task_usage",
+    metadata,
+    Column("task_id", ID, _task(), primary_key=True),
+    Column("usage_id", KEY, primary_key=True),
+    Column("attempt_id", ID, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("recorded_at_ms", BigInteger, nullable=False),
+    CheckConstraint("tokens > 0", name="tokens_positive"),
+)
+
 LONG_TASK_TABLES = (
     long_tasks,
     long_task_plan_versions,
@@ -283,4 +297,5 @@ LONG_TASK_TABLES = (
     long_task_decisions,
     long_task_attempts,
     long_task_events,
+    long_task_usage,
 )

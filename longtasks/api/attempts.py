@@ -32,6 +32,7 @@ from longtasks.service.door import LongTaskDoor
 from longtasks.service.inputs import Changed, Intent, VerdictIn
 from longtasks.service.judge import Judge
 from longtasks.service.reads import TaskReads, TaskView
+from longtasks.service.usage import MAX_TOKENS_PER_REPORT
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_VERDICTS = 100
@@ -246,6 +247,16 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
             state_reason=task.state_reason,
             lease_expire_time=timestamp(expires),
         )
+
+    @unary
+    async def ReportUsage(self, request: pb.ReportUsageRequest, context: Ctx) -> pb.TaskAck:
+        """Tokens the attempt spent, counted once per usage id (``usage.py``)."""
+        a = await self._auth.attempt(request.credential)
+        usage_id = validation.name(request.usage_id, "usage_id") or ""
+        if not 0 < request.tokens <= MAX_TOKENS_PER_REPORT:
+            raise InvalidArgument(f"tokens must be between 1 and {MAX_TOKENS_PER_REPORT}")
+        changed = await self._door.report_usage(a.task_id, a.id, usage_id, request.tokens)
+        return self._task_ack(changed, a)
 
 
 def _attempt_verdicts(view: TaskView, verdicts: Any) -> list[VerdictIn]:

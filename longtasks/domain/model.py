@@ -81,10 +81,21 @@ class Budget:
         """Why no further attempt may start (None: the budget allows one)."""
         if self.attempts_used >= self.max_attempts:
             return f"the task's budget of {self.max_attempts} attempts is used up"
-        if self.max_tokens is not None and self.tokens_used >= self.max_tokens:
-            return f"the task's budget of {self.max_tokens} tokens is used up"
+        tokens = self.tokens_exhausted()
+        if tokens is not None:
+            return tokens
         if self.deadline_ms is not None and now_ms >= self.deadline_ms:
             return "the task's lifetime is over"
+        return None
+
+    def tokens_exhausted(self) -> str | None:
+        """Why the running attempt must stop for its tokens (None: some are left). Checked
+        on every usage report; the attempt count and lifetime gate only a new attempt."""
+        if self.max_tokens is not None and self.tokens_used >= self.max_tokens:
+            return (
+                f"the task's budget of {self.max_tokens:,} tokens is used up "
+                f"({self.tokens_used:,} used)"
+            )
         return None
 
 

@@ -22,18 +22,25 @@ Who calls what:
 - the lease holder, task-level: ``request_decision``, ``request_approval``,
   ``ready_for_verification``, ``record_verification`` (asks.py), ``renew_lease``;
 - the watcher of attempts' runs, and process start: ``attempt_ended``,
-  ``held_by_the_dead`` (endings.py).
+  ``held_by_the_dead`` (endings.py);
+- the lease holder's runtime, its token usage: ``report_usage`` (usage.py; the budget used
+  up moves the task to ``partial`` and cancels the run).
+
+Listeners (``listen``, observed.py) hear every committed change after its commit: the
+release metrics.
 """
 
 from __future__ import annotations
 
 from longtasks.service.asks import Asks
 from longtasks.service.endings import Endings
+from longtasks.service.observed import Observed
 from longtasks.service.revisions import Revisions
 from longtasks.service.steps import StepActions
 from longtasks.service.tasks import TaskCommands
+from longtasks.service.usage import Usage
 
 
-class LongTaskDoor(TaskCommands, Revisions, StepActions, Asks, Endings):
+class LongTaskDoor(Observed, TaskCommands, Revisions, StepActions, Asks, Endings, Usage):
     """Every long-task write (built over the coordinator's ``Transitions`` and the
     long-task statements: ``LongTaskDoor(transitions, sql, clock=...)``)."""

@@ -26,6 +26,7 @@ from longtasks.domain.rules import Moved, Refusal, Refused, TaskCommand, decide_
 from longtasks.service.base import DoorBase, Work
 from longtasks.service.errors import task_error
 from longtasks.service.inputs import Changed, NewCriterion, NewTask
+from longtasks.service.usage import budget_words
 from longtasks.store.rows import dumps
 from longtasks.store.sql import TaskExists
 
@@ -115,7 +116,9 @@ class TaskCommands(DoorBase):
                 raise task_error(Refused(Refusal.ATTEMPT_OPEN, why), task_id)
             exhausted = work.task.budget.exhausted(work.now)
             if exhausted is not None:
-                self._move(work, C.BUDGET_EXHAUSTED, f"stopped: {exhausted}")
+                steps = await self._steps(work)
+                criteria = await self._sql.criteria(work.tx, task_id, work.task.plan_version)
+                self._move(work, C.BUDGET_EXHAUSTED, budget_words(exhausted, steps, criteria))
                 return
             if admit is not None:
                 await admit(work.tx, work.task)

@@ -32,6 +32,7 @@ from longtasks.domain.model import (
 from longtasks.domain.states import CriterionResult, TaskState
 from longtasks.store import records as rec
 from longtasks.store import rows as r
+from longtasks.store.usage_sql import UsageStatements
 
 
 class Stale(Exception):
@@ -152,7 +153,7 @@ Read = Callable[..., Awaitable[list[Any]]]
 Tx = RunTxReader
 
 
-class LongTaskSql:
+class LongTaskSql(UsageStatements):
     """The long-task reads and writes on one backend. ``read`` runs a read outside any
     transaction (the pool, or SQLite's reader connection); every write takes the
     transaction the door opened."""

@@ -78,7 +78,7 @@ async def run_coordinator(settings: Settings) -> None:
             tokens=ApiTokens.parse(settings.api_tokens),
             tls=tls,
             schedules=schedules(app, settings.webhook_key),
-            long_tasks=long_tasks(app),
+            long_tasks=long_tasks(app, metrics=metrics),
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
         )
         loops = [

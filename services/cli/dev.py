@@ -84,7 +84,7 @@ async def run_dev(settings: Settings) -> None:
             tokens=tokens,
             tls=tls,
             schedules=schedules(app, _webhook_key(settings)),
-            long_tasks=long_tasks(app),
+            long_tasks=long_tasks(app, metrics=metrics),
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
         )
         lease_scan = LeaseReconciler(

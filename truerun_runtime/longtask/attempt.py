@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -195,6 +196,24 @@ class LongTaskAttempt:
         """Moves the lease's expiry on (no state change); the background renewal calls it."""
         ack = await self.call(
             self.stub().RenewLease, pb.RenewLeaseRequest(credential=self.credential), retry=True
+        )
+        self._lease_told(ack)
+        return ack
+
+    async def report_usage(self, tokens: int, usage_id: str | None = None) -> pb.TaskAck:
+        """Tells truerun the tokens spent since the last report (a delta, > 0), for the
+        task's budget. ``usage_id`` (None: a new one) makes the report count once, so it is
+        resent on a transport failure. The budget used up ends the task as ``partial`` and
+        cancels this attempt's run: the answer's state says so (stop working then); a later
+        call gets ``LeaseNotHeld``."""
+        ack = await self.call(
+            self.stub().ReportUsage,
+            pb.ReportUsageRequest(
+                credential=self.credential,
+                tokens=tokens,
+                usage_id=usage_id or f"usage-{uuid.uuid4().hex}",
+            ),
+            retry=True,
         )
         self._lease_told(ack)
         return ack

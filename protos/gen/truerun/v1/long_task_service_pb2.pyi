@@ -1821,6 +1821,38 @@ class RenewLeaseRequest(_message.Message):
 Global___RenewLeaseRequest: _TypeAlias = RenewLeaseRequest  # noqa: Y015
 
 @_typing.final
+class ReportUsageRequest(_message.Message):
+    """ReportUsage."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    USAGE_ID_FIELD_NUMBER: _builtins.int
+    tokens: _builtins.int
+    """Tokens spent since the last report (a delta, > 0)."""
+    usage_id: _builtins.str
+    """The report's own id, chosen by the runtime: a repeated id is counted once."""
+    @_builtins.property
+    def credential(self) -> Global___AttemptCredential:
+        """Who is calling."""
+
+    def __init__(
+        self,
+        *,
+        credential: Global___AttemptCredential | None = ...,
+        tokens: _builtins.int = ...,
+        usage_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "tokens", b"tokens", "usage_id", b"usage_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportUsageRequest: _TypeAlias = ReportUsageRequest  # noqa: Y015
+
+@_typing.final
 class GetBriefingRequest(_message.Message):
     """GetBriefing."""
 

@@ -771,6 +771,11 @@ class LongTaskAttemptServiceStub:
                 request_serializer=truerun_dot_v1_dot_long__task__service__pb2.RenewLeaseRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
                 _registered_method=True)
+        self.ReportUsage = channel.unary_unary(
+                '/truerun.v1.LongTaskAttemptService/ReportUsage',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ReportUsageRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
+                _registered_method=True)
 
 
 class LongTaskAttemptServiceServicer:
@@ -890,6 +895,14 @@ class LongTaskAttemptServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportUsage(self, request, context):
+        """Adds tokens the attempt spent to the task's budget (counted once per
+        usage_id); the budget used up moves the task to partial and cancels the run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -971,6 +984,11 @@ def add_LongTaskAttemptServiceServicer_to_server(servicer, server):
             'RenewLease': grpc.unary_unary_rpc_method_handler(
                     servicer.RenewLease,
                     request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.RenewLeaseRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.SerializeToString,
+            ),
+            'ReportUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportUsage,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ReportUsageRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.SerializeToString,
             ),
     }
@@ -1406,6 +1424,33 @@ class LongTaskAttemptService:
             target,
             '/truerun.v1.LongTaskAttemptService/RenewLease',
             truerun_dot_v1_dot_long__task__service__pb2.RenewLeaseRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskAttemptService/ReportUsage',
+            truerun_dot_v1_dot_long__task__service__pb2.ReportUsageRequest.SerializeToString,
             truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
             options,
             channel_credentials,

@@ -306,6 +306,10 @@ class LongTaskAttemptServiceStub:
     """The verifier's verdicts; truerun decides completed, partial or a question."""
     RenewLease: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.RenewLeaseRequest, _long_task_service_pb2.TaskAck]
     """Moves the lease's expiry on (no state change)."""
+    ReportUsage: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ReportUsageRequest, _long_task_service_pb2.TaskAck]
+    """Adds tokens the attempt spent to the task's budget (counted once per
+    usage_id); the budget used up moves the task to partial and cancels the run.
+    """
 
 @_typing.type_check_only
 class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
@@ -346,6 +350,10 @@ class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
     """The verifier's verdicts; truerun decides completed, partial or a question."""
     RenewLease: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.RenewLeaseRequest, _long_task_service_pb2.TaskAck]  # type: ignore[assignment]
     """Moves the lease's expiry on (no state change)."""
+    ReportUsage: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ReportUsageRequest, _long_task_service_pb2.TaskAck]  # type: ignore[assignment]
+    """Adds tokens the attempt spent to the task's budget (counted once per
+    usage_id); the budget used up moves the task to partial and cancels the run.
+    """
 
 class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
     """The attempt holding a task's lease: its briefing and its step actions."""
@@ -479,5 +487,15 @@ class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_long_task_service_pb2.TaskAck, _abc.Awaitable[_long_task_service_pb2.TaskAck]]:
         """Moves the lease's expiry on (no state change)."""
+
+    @_abc_1.abstractmethod
+    def ReportUsage(
+        self,
+        request: _long_task_service_pb2.ReportUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.TaskAck, _abc.Awaitable[_long_task_service_pb2.TaskAck]]:
+        """Adds tokens the attempt spent to the task's budget (counted once per
+        usage_id); the budget used up moves the task to partial and cancels the run.
+        """
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer: LongTaskAttemptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

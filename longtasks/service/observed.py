@@ -1,0 +1,119 @@
+"""What the door committed, handed to listeners after the commit (the release metrics,
+services/metrics.py): the task before and after, the events noted, the decision asked or
+answered. A listener is called only once the transaction has committed, never for a
+change that was refused or rolled back, and never for a call that noted no event."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from coordinator.domain.model import Actor
+from longtasks.domain.model import Decision, Event, Task
+from longtasks.domain.rules import TaskCommand
+from longtasks.domain.states import DecisionKind, DecisionState, TaskState
+from longtasks.service.base import Change, DoorBase, Work
+from longtasks.service.inputs import Changed
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """One committed change of one task."""
+
+    before: Task
+    after: Task
+    events: tuple[Event, ...]
+    decision: Decision | None
+    at_ms: int
+
+
+Listener = Callable[[Committed], None]
+
+
+class Observed(DoorBase):
+    """The door's ``_act`` with its committed changes told to the listeners."""
+
+    _listeners: tuple[Listener, ...] = ()
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener`` after every committed change (it must not raise or block)."""
+        self._listeners = (*self._listeners, listener)
+
+    async def _act(
+        self,
+        task_id: str,
+        actor: Actor,
+        change: Change,
+        *,
+        expected_version: int | None = None,
+        holder: str | None = None,
+    ) -> Changed:
+        seen: list[Work] = []
+
+        async def watched(work: Work) -> None:
+            seen.append(work)
+            await change(work)
+
+        changed = await super()._act(
+            task_id, actor, watched, expected_version=expected_version, holder=holder
+        )
+        if seen and seen[-1].events and self._listeners:
+            work = seen[-1]
+            committed = Committed(
+                work.before, changed.task, tuple(work.events), changed.decision, work.now
+            )
+            for listener in self._listeners:
+                listener(committed)
+        return changed
+
+
+#: How an attempt's end was settled by recovery (``long_task_recovery_total{outcome}``).
+RECOVERY_OUTCOMES = {
+    TaskCommand.ATTEMPT_ENDED_RESUMABLE.value: "resumed",
+    TaskCommand.ATTEMPT_ENDED_ASK_USER.value: "asked_person",
+    TaskCommand.ATTEMPT_ENDED_NEEDS_REVIEW.value: "recovery_required",
+}
+
+
+def terminal_outcome(c: Committed) -> str | None:
+    """The terminal state the change reached (None: it reached none)."""
+    if c.after.state.terminal and not c.before.state.terminal:
+        return c.after.state.value
+    return None
+
+
+def recovery_outcome(c: Committed) -> str | None:
+    """How recovery settled an ended attempt: resumed by itself, a person asked, or a check
+    required (None: no attempt ended into recovery here)."""
+    for event in c.events:
+        if event.type in RECOVERY_OUTCOMES:
+            return RECOVERY_OUTCOMES[event.type]
+    return None
+
+
+def answered_kind(c: Committed) -> str | None:
+    """The kind of the decision a person answered in this change (None: none was)."""
+    d = c.decision
+    if d is not None and d.state is DecisionState.ANSWERED and d.answered_at_ms == c.at_ms:
+        return d.kind.value
+    return None
+
+
+def repeated_approval(c: Committed) -> bool:
+    """An approval asked in this change for an action this task asked for before."""
+    d = c.decision
+    return (
+        d is not None
+        and d.kind is DecisionKind.APPROVAL
+        and d.state is DecisionState.OPEN
+        and d.created_at_ms == c.at_ms
+        and d.repeat_count > 1
+    )
+
+
+def queue_wait_ms(c: Committed) -> int | None:
+    """How long the task waited queued before this change started its attempt: from its
+    last change (the one that queued it, or a plan revision while it waited) to now."""
+    if c.before.state is TaskState.QUEUED and c.after.state is TaskState.RUNNING:
+        return max(0, c.at_ms - c.before.updated_at_ms)
+    return None
