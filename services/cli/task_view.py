@@ -183,13 +183,32 @@ def attempt_line(a: pb.LongTaskAttempt) -> str:
     )
 
 
+#: From this share of its token budget on, `task show` warns before the budget runs out.
+TOKEN_WARNING = 0.8
+
+
 def budget_text(b: pb.LongTaskBudget) -> str:
     parts = [f"attempts {b.attempts_used}/{b.max_attempts or 'default'}"]
     if b.max_tokens:
-        parts.append(f"tokens {b.tokens_used}/{b.max_tokens}")
+        parts.append(f"tokens {b.tokens_used:,} of {b.max_tokens:,}")
+    elif b.tokens_used:
+        parts.append(f"tokens {b.tokens_used:,} (no cap)")
     if b.HasField("deadline"):
         parts.append(f"until {local(b.deadline, exact=False)}")
     return "   ".join(parts)
+
+
+def budget_warning(b: pb.LongTaskBudget) -> str | None:
+    """A line before the token budget runs out (seed: usage visible before exhaustion)."""
+    if not b.max_tokens or b.tokens_used < TOKEN_WARNING * b.max_tokens:
+        return None
+    share = min(b.tokens_used * 100 // b.max_tokens, 100)
+    if b.tokens_used >= b.max_tokens:
+        return f"warning    the token budget is used up ({share}%)"
+    return (
+        f"warning    {share}% of the token budget is used: the task stops as partial "
+        "when it runs out"
+    )
 
 
 def describe(task: pb.LongTask) -> str:
@@ -202,6 +221,9 @@ def describe(task: pb.LongTask) -> str:
         f"plan       v{task.plan_version}   etag {task.etag}",
         f"budget     {budget_text(task.budget)}",
     ]
+    warning = budget_warning(task.budget)
+    if warning is not None:
+        lines.append(warning)
     if task.constraints:
         lines.append("constraints")
         lines.extend(f"  - {c}" for c in task.constraints)
