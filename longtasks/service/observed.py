@@ -5,6 +5,7 @@ change that was refused or rolled back, and never for a call that noted no event
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +15,8 @@ from longtasks.domain.rules import TaskCommand
 from longtasks.domain.states import DecisionKind, DecisionState, TaskState
 from longtasks.service.base import Change, DoorBase, Work
 from longtasks.service.inputs import Changed
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +39,8 @@ class Observed(DoorBase):
     _listeners: tuple[Listener, ...] = ()
 
     def listen(self, listener: Listener) -> None:
-        """Call ``listener`` after every committed change (it must not raise or block)."""
+        """Call ``listener`` after every committed change (it must not block; what it raises
+        is logged, the caller still gets its answer)."""
         self._listeners = (*self._listeners, listener)
 
     async def _act(
@@ -63,7 +67,10 @@ class Observed(DoorBase):
                 work.before, changed.task, tuple(work.events), changed.decision, work.now
             )
             for listener in self._listeners:
-                listener(committed)
+                try:
+                    listener(committed)
+                except Exception:  # the change is committed: a listener never undoes it
+                    log.exception("a long-task listener failed on task %s", task_id)
         return changed
 
 

@@ -117,3 +117,18 @@ async def test_terminal_outcomes_are_counted_once_and_a_refusal_counts_nothing(
         "long_task_queue_wait_seconds",
     ):
         assert f"# TYPE {name.removesuffix('_total')}" in scraped
+
+
+async def test_a_failing_listener_never_undoes_a_committed_change(
+    h: Harness, metrics: Metrics
+) -> None:
+    def broken(_: object) -> None:
+        raise RuntimeError("a listener bug")
+
+    h.door.listen(broken)
+    created = await h.door.create(new_task(), ANA)
+    cancelled = await h.door.cancel("lt-1", created.task.state_version, ANA, "not needed")
+    assert cancelled.task.state.value == "cancelled"
+    stored = await h.sql.get_task("lt-1")
+    assert stored is not None and stored.state.value == "cancelled"
+    assert value(metrics, "long_task_outcome_total", state="cancelled") == 1

@@ -61,4 +61,5 @@ def attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
         "ReadyForVerification": lt.ReadyForVerificationRequest(credential=credential),
         "RecordVerification": lt.RecordVerificationRequest(credential=credential),
         "RenewLease": lt.RenewLeaseRequest(credential=credential),
+        "ReportUsage": lt.ReportUsageRequest(credential=credential, tokens=1, usage_id="u"),
     }
