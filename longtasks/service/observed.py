@@ -17,6 +17,8 @@ from longtasks.service.base import Change, DoorBase, Work
 from longtasks.service.inputs import Changed
 
 log = logging.getLogger(__name__)
+#: How many of a task's latest events are read to find when it entered the queue.
+_QUEUED_LOOKBACK = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,7 @@ class Committed:
     events: tuple[Event, ...]
     decision: Decision | None
     at_ms: int
+    queued_at_ms: int | None = None  # an attempt's start: when the task entered the queue
 
 
 Listener = Callable[[Committed], None]
@@ -42,6 +45,23 @@ class Observed(DoorBase):
         """Call ``listener`` after every committed change (it must not block; what it raises
         is logged, the caller still gets its answer)."""
         self._listeners = (*self._listeners, listener)
+
+    async def _queued_at(self, before: Task, after: Task) -> int | None:
+        """When a task whose attempt just started entered the queue: the last event of its
+        log moving it into ``queued`` from elsewhere (a plan revision while it waited stays
+        in ``queued`` and does not count). Read after the commit: the log is append-only."""
+        if before.state is not TaskState.QUEUED or after.state is not TaskState.RUNNING:
+            return None
+        first = max(0, before.event_sequence - _QUEUED_LOOKBACK)
+        try:
+            events = await self._sql.events(before.id, after=first, limit=_QUEUED_LOOKBACK)
+        except Exception:  # the start is committed: a failed read costs the metric only
+            log.exception("reading task %s's queue entry failed", before.id)
+            return before.updated_at_ms
+        for event in reversed(events):
+            if event.to_state == TaskState.QUEUED and event.from_state != TaskState.QUEUED:
+                return event.created_at_ms
+        return before.updated_at_ms  # queued longer ago than the events read: a lower bound
 
     async def _act(
         self,
@@ -64,7 +84,12 @@ class Observed(DoorBase):
         if seen and seen[-1].events and self._listeners:
             work = seen[-1]
             committed = Committed(
-                work.before, changed.task, tuple(work.events), changed.decision, work.now
+                work.before,
+                changed.task,
+                tuple(work.events),
+                changed.decision,
+                work.now,
+                await self._queued_at(work.before, changed.task),
             )
             for listener in self._listeners:
                 try:
@@ -119,8 +144,7 @@ def repeated_approval(c: Committed) -> bool:
 
 
 def queue_wait_ms(c: Committed) -> int | None:
-    """How long the task waited queued before this change started its attempt: from its
-    last change (the one that queued it, or a plan revision while it waited) to now."""
-    if c.before.state is TaskState.QUEUED and c.after.state is TaskState.RUNNING:
-        return max(0, c.at_ms - c.before.updated_at_ms)
-    return None
+    """How long the task waited queued before this change started its attempt."""
+    if c.queued_at_ms is None:
+        return None
+    return max(0, c.at_ms - c.queued_at_ms)

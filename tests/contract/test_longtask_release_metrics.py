@@ -47,6 +47,19 @@ async def test_queue_wait_is_observed_when_the_attempt_starts(h: Harness, metric
     assert value(metrics, "long_task_queue_wait_seconds_bucket", le="300.0") == 1
 
 
+async def test_queue_wait_counts_from_entering_the_queue_not_from_a_revision_while_queued(
+    h: Harness, metrics: Metrics
+) -> None:
+    created = await h.door.create(new_task(), ANA)
+    queued = await h.door.enqueue("lt-1", created.task.state_version, ANA)
+    h.clock.now += 600_000
+    revised = await h.door.revise_plan("lt-1", queued.task.state_version, ANA, "one more note")
+    assert revised.task.state.value == "queued"
+    h.clock.now += 60_000
+    await h.door.start_attempt("lt-1", SCHEDULER, revised.task.state_version)
+    assert value(metrics, "long_task_queue_wait_seconds_sum") == 660.0
+
+
 async def test_recovery_outcomes_and_the_answers_of_people(h: Harness, metrics: Metrics) -> None:
     first = (await running(h)).made
     assert first is not None
