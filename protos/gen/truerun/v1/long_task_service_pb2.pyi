@@ -254,7 +254,7 @@ class LongTaskBudget(_message.Message):
     max_tokens: _builtins.int
     """Tokens the task may spend; 0 = no cap."""
     tokens_used: _builtins.int
-    """Tokens spent so far."""
+    """Tokens spent so far, as the attempts reported them (ReportUsage)."""
     max_corrections: _builtins.int
     """Verify-correct-verify rounds per plan version (default 2)."""
     @_builtins.property
