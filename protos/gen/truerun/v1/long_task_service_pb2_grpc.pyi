@@ -306,6 +306,10 @@ class LongTaskAttemptServiceStub:
     """The verifier's verdicts; truerun decides completed, partial or a question."""
     RenewLease: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.RenewLeaseRequest, _long_task_service_pb2.TaskAck]
     """Moves the lease's expiry on (no state change)."""
+    ReadEvidence: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ReadEvidenceRequest, _long_task_service_pb2.EvidenceContent]
+    """Reads one evidence reference of the attempt's own task (read-only; bounded
+    per read and per attempt; the content is untrusted).
+    """
 
 @_typing.type_check_only
 class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
@@ -346,6 +350,10 @@ class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
     """The verifier's verdicts; truerun decides completed, partial or a question."""
     RenewLease: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.RenewLeaseRequest, _long_task_service_pb2.TaskAck]  # type: ignore[assignment]
     """Moves the lease's expiry on (no state change)."""
+    ReadEvidence: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ReadEvidenceRequest, _long_task_service_pb2.EvidenceContent]  # type: ignore[assignment]
+    """Reads one evidence reference of the attempt's own task (read-only; bounded
+    per read and per attempt; the content is untrusted).
+    """
 
 class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
     """The attempt holding a task's lease: its briefing and its step actions."""
@@ -479,5 +487,15 @@ class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_long_task_service_pb2.TaskAck, _abc.Awaitable[_long_task_service_pb2.TaskAck]]:
         """Moves the lease's expiry on (no state change)."""
+
+    @_abc_1.abstractmethod
+    def ReadEvidence(
+        self,
+        request: _long_task_service_pb2.ReadEvidenceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.EvidenceContent, _abc.Awaitable[_long_task_service_pb2.EvidenceContent]]:
+        """Reads one evidence reference of the attempt's own task (read-only; bounded
+        per read and per attempt; the content is untrusted).
+        """
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer: LongTaskAttemptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
