@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 
 import pytest
 from truerun.v1 import long_task_service_pb2 as lt
@@ -16,7 +17,7 @@ from truerun.v1 import long_task_service_pb2 as lt
 from longtasks.service.upkeep import TRIMMED
 from reconciler.output_retention import DAY_MS
 from services.bootstrap import long_task_retention
-from tests.support.longtask_api import PROJECT, create, get, running, step_of
+from tests.support.longtask_api import PROJECT, create, get, running, step_of, struct
 from tests.support.longtask_evidence import (
     complete,
     end_run,
@@ -36,7 +37,7 @@ async def stack(migrated_database_url: str) -> AsyncIterator[LongTaskStack]:
         yield live
 
 
-def _at(days: float) -> int:
+def _at(days: int) -> int:
     return int(time.time() * 1000 + days * DAY_MS)
 
 
@@ -54,7 +55,7 @@ async def test_a_failed_attempts_evidence_stays_readable_and_trimming_waits_for_
     try:
         text, seq = await print_output(first, 50)
         receipt_like = lt.EvidenceRef(
-            kind="file", reference="report.md", summary="12 KB", render={"size": 12_000}
+            kind="file", reference="report.md", summary="12 KB", render=struct(size=12_000)
         )
         done = await complete(stack, first, "s1", [output_ref(first), receipt_like])
         output_id = done.step.evidence[0].evidence_id
@@ -65,7 +66,7 @@ async def test_a_failed_attempts_evidence_stays_readable_and_trimming_waits_for_
     try:
         # a year later, the task still live: nothing is trimmed, the evidence reads
         for days in (1, 365):
-            retention = long_task_retention(stack.app, DAYS, clock=lambda d=days: _at(d))
+            retention = long_task_retention(stack.app, DAYS, clock=partial(_at, days))
             assert await retention.run_once() == 0
         got = await read(stack, second, output_id)
         assert got.content == text.encode() and got.unavailable_reason == ""
