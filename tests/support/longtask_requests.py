@@ -61,4 +61,5 @@ def attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
         "ReadyForVerification": lt.ReadyForVerificationRequest(credential=credential),
         "RecordVerification": lt.RecordVerificationRequest(credential=credential),
         "RenewLease": lt.RenewLeaseRequest(credential=credential),
+        "ReadEvidence": lt.ReadEvidenceRequest(credential=credential, evidence_id="e"),
     }
