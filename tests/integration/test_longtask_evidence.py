@@ -29,6 +29,7 @@ from tests.support.longtask_evidence import (
 )
 from tests.support.longtask_stack import LongTaskStack, longtask_stack, start_attempt
 from tests.support.longtasks import read as sql_read
+from truerun_runtime.longtask import LongTaskAttempt, LongTaskError
 
 NOT_FOUND = (grpc.StatusCode.NOT_FOUND, "LONG_TASK_NOT_FOUND")
 
@@ -209,3 +210,24 @@ async def test_a_target_deleted_under_a_live_task_is_unavailable_and_flagged_at_
         assert begun.step.state == lt.STEP_STATE_RUNNING
     finally:
         await second.runtime.close()
+
+
+async def test_the_sdk_reads_evidence_and_a_foreign_id_is_not_found(stack: LongTaskStack) -> None:
+    live = await running(stack)
+    try:
+        text, _ = await print_output(live, 10)
+        done = await complete(stack, live, "s1", [output_ref(live)])
+        evidence_id = done.step.evidence[0].evidence_id
+        start = live.start
+        async with LongTaskAttempt(
+            stack.address, start.run_id, start.attempt_id, start.callback_token
+        ) as attempt:
+            got = await attempt.read_evidence(evidence_id, max_bytes=20)
+            assert got.content == text.encode()[:20] and got.untrusted and got.truncated
+            rest = await attempt.read_evidence(evidence_id, offset=got.next_offset)
+            assert got.content + rest.content == text.encode() and not rest.truncated
+            with pytest.raises(LongTaskError) as error:
+                await attempt.read_evidence("01a23000-0000-7000-8000-0000000000ff")
+            assert error.value.reason == "LONG_TASK_NOT_FOUND"
+    finally:
+        await live.runtime.close()
