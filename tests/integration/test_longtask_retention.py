@@ -7,16 +7,23 @@ escapes every stored string."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import AsyncIterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 from truerun.v1 import long_task_service_pb2 as lt
 
+from longtasks.domain.states import StepState
+from longtasks.service.evidence_sources import GONE
+from longtasks.service.inputs import NewEvidence
 from longtasks.service.upkeep import TRIMMED
 from reconciler.output_retention import DAY_MS
-from services.bootstrap import long_task_retention
+from services.bootstrap import long_task_retention, open_store
+from tests.integration.test_longtask_reconciler import DEADLINE_S, reconciler, until
+from tests.support.clock import Clock
 from tests.support.longtask_api import PROJECT, create, get, running, step_of, struct
 from tests.support.longtask_evidence import (
     complete,
@@ -27,6 +34,9 @@ from tests.support.longtask_evidence import (
     read,
 )
 from tests.support.longtask_stack import LongTaskStack, longtask_stack
+from tests.support.longtasks import harness, step_version
+from tests.support.longtasks import read as read_rows
+from tests.support.longtasks import running as running_task
 
 DAYS = 90
 
@@ -122,3 +132,51 @@ async def test_the_html_export_escapes_every_stored_string(stack: LongTaskStack)
         lt.ExportLongTaskRequest(project_id=PROJECT, long_task_id="lt-1")
     )
     assert markdown.html == "" and markdown.markdown.startswith("# Long task lt-1")
+
+
+async def test_a_real_reconciler_marks_a_broken_reference_when_it_starts(
+    migrated_database_url: str, tmp_path: Path
+) -> None:
+    """`truerun reconciler` as a process: a receipt reference whose receipt is not there is
+    marked once at start (column + event); the file reference it cannot check, and the
+    step, stay as they are."""
+    store = await open_store(migrated_database_url)
+    h = harness(store, Clock())
+    started = await running_task(h)
+    assert started.made is not None
+    version = await step_version(h, "lt-1", "s1")
+    begun = await h.door.begin_step("lt-1", started.made, "s1", version)
+    assert begun.step is not None
+    proofs = [
+        NewEvidence("receipt", "msg-gone", "the relay took it"),
+        NewEvidence("file", "r.md", "12 KB"),
+    ]
+    await h.door.complete_step("lt-1", started.made, "s1", begun.step.version, proofs)
+    out = tmp_path / "reconciler.out"
+    proc = reconciler(migrated_database_url, out)
+    try:
+
+        async def marked() -> bool:
+            rows = await read_rows(
+                store, "SELECT id FROM long_task_evidence WHERE unavailable_reason IS NOT NULL"
+            )
+            return bool(rows)
+
+        await until("the broken reference marked", marked)
+        rows = await read_rows(
+            store, "SELECT kind, unavailable_reason FROM long_task_evidence ORDER BY kind"
+        )
+        assert [r["kind"] for r in rows] == ["file", "receipt"]
+        assert rows[0]["unavailable_reason"] is None
+        assert rows[1]["unavailable_reason"].startswith(GONE)
+        events = [e.type for e in await h.sql.events("lt-1")]
+        assert events.count("evidence_unavailable") == 1
+        task = await h.sql.get_task("lt-1")
+        assert task is not None
+        [s1] = [s for s in await h.sql.steps(None, "lt-1", task.plan_version) if s.step_id == "s1"]
+        assert s1.state is StepState.COMPLETED
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=DEADLINE_S)
+        await store.close()
+    assert code == 0, out.read_text()
