@@ -70,14 +70,17 @@ class Upkeep(DoorBase):
         return bool(marked and marked[0])
 
     async def trim(self, task_id: str, retention_days: int) -> bool:
-        """Trim one finished task (False: not finished, or trimmed already)."""
+        """Trim one finished task (False: not finished, or trimmed since it last
+        finished; a task continued after a trim and finished again is trimmed again)."""
         trimmed: list[bool] = []
 
         async def change(work: Work) -> None:
             if not work.task.state.terminal:
                 return
-            if await self._upkeep.trimmed_at(work.tx, task_id) is not None:
-                return
+            trimmed_at = await self._upkeep.trimmed_at(work.tx, task_id)
+            finished = work.task.finished_at_ms or 0
+            if trimmed_at is not None and trimmed_at >= finished:
+                return  # trimmed since it last finished
             counts = await self._upkeep.trim(work.tx, task_id, work.now, TRIMMED)
             trimmed.append(True)
             events, evidence, effects, decisions = counts

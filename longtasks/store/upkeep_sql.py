@@ -34,10 +34,12 @@ _MARK = (
     "UPDATE long_task_evidence SET unavailable_reason = ? "
     "WHERE id = ? AND task_id = ? AND unavailable_reason IS NULL RETURNING id"
 )
+#: Not trimmed since it last finished (a continued task that finished again is trimmed again).
+_UNTRIMMED = "(trimmed_at_ms IS NULL OR trimmed_at_ms < finished_at_ms)"
 #: Finished tasks past the cutoff that retention has not trimmed yet, oldest first.
 _TO_TRIM = (
     f"SELECT id FROM long_tasks WHERE state IN {_IN_FINISHED} AND finished_at_ms < ? "
-    "AND trimmed_at_ms IS NULL ORDER BY finished_at_ms, id LIMIT ?"
+    f"AND {_UNTRIMMED} ORDER BY finished_at_ms, id LIMIT ?"
 )
 #: The compact summary kept of a trimmed task's log: its state changes.
 _TRIM_EVENTS = (
@@ -56,8 +58,8 @@ _TRIM_DECISIONS = (
     "RETURNING id"
 )
 _TRIMMED = (
-    "UPDATE long_tasks SET trimmed_at_ms = ? WHERE id = ? AND trimmed_at_ms IS NULL "
-    "AND state IN " + _IN_FINISHED + " RETURNING id"
+    f"UPDATE long_tasks SET trimmed_at_ms = ? WHERE id = ? AND {_UNTRIMMED} "
+    f"AND state IN {_IN_FINISHED} RETURNING id"
 )
 _TRIMMED_AT = "SELECT trimmed_at_ms FROM long_tasks WHERE id = ?"
 
@@ -98,8 +100,8 @@ class UpkeepSql(WatcherSql):
         return int(value) if value is not None else None
 
     async def trim(self, tx: Tx, task_id: str, now: int, why: str) -> tuple[int, int, int, int]:
-        """Trim a finished task's bulky records (once; Stale if it is not finished or was
-        trimmed): events other than state changes, evidence render payloads (the
+        """Trim a finished task's bulky records (Stale if it is not finished or was trimmed
+        since it last finished): events other than state changes, evidence render payloads (the
         references marked unavailable, their summaries kept), receipt details and decision
         materials. Criteria results, the task's state and reason stay. How many of each."""
         await self._cas(tx, _TRIMMED, now, task_id, *_FINISHED)
