@@ -201,6 +201,11 @@ async def test_a_target_deleted_under_a_live_task_is_unavailable_and_flagged_at_
             lt.ListLongTaskEventsRequest(project_id=PROJECT, long_task_id="lt-1")
         )
         assert "evidence_unavailable" in [e.type for e in events.events]
+        briefing = await stack.attempts.GetBriefing(
+            lt.GetBriefingRequest(credential=second.credential)
+        )
+        [briefed] = step_of(briefing, "s1").evidence
+        assert briefed.unavailable and briefed.summary == "the build log"
         assert (await read(stack, second, ref.evidence_id)).unavailable_reason.startswith(GONE)
         # and the attempt goes on with the next step
         s2 = step_of(task, "s2")
