@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 
+import grpc
 import pytest
 from truerun.v1 import long_task_service_pb2 as lt
 
@@ -24,7 +25,7 @@ from reconciler.output_retention import DAY_MS
 from services.bootstrap import long_task_retention, open_store
 from tests.integration.test_longtask_reconciler import DEADLINE_S, reconciler, until
 from tests.support.clock import Clock
-from tests.support.longtask_api import PROJECT, create, get, running, step_of, struct
+from tests.support.longtask_api import PROJECT, create, get, refused, running, step_of, struct
 from tests.support.longtask_evidence import (
     complete,
     end_run,
@@ -132,6 +133,12 @@ async def test_the_html_export_escapes_every_stored_string(stack: LongTaskStack)
         lt.ExportLongTaskRequest(project_id=PROJECT, long_task_id="lt-1")
     )
     assert markdown.html == "" and markdown.markdown.startswith("# Long task lt-1")
+    unknown = lt.ExportLongTaskRequest(project_id=PROJECT, long_task_id="lt-1")
+    unknown.format = 7  # type: ignore[assignment]  # a value no client should send
+    assert await refused(stack.tasks.ExportLongTask(unknown)) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    )
 
 
 async def test_a_real_reconciler_marks_a_broken_reference_when_it_starts(
