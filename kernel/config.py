@@ -119,6 +119,13 @@ class Settings:
         "how many long tasks that are not finished (completed, partial, failed, cancelled) "
         "one owner may keep; creating another is refused (0 = no cap)",
     )
+    long_task_retention_days: int = setting(
+        90,
+        "a long task finished (completed, partial, failed, cancelled) longer ago than this "
+        "is trimmed by the reconciler: its state changes, criteria results and summaries "
+        "stay, other events and evidence payloads go (0 = keep forever); an unfinished "
+        "task is never trimmed",
+    )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"
     )

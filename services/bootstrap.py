@@ -34,8 +34,13 @@ from coordinator.store.sqlite import SqliteStore
 from kernel.config import Settings
 from kernel.ids import now_ms
 from longtasks.service.door import LongTaskDoor
+from longtasks.service.evidence_reader import EvidenceReader
+from longtasks.service.evidence_sources import EvidenceSources
+from longtasks.service.retention import BrokenReferences, LongTaskRetention
+from longtasks.service.upkeep import Upkeep
 from longtasks.service.watcher import LongTaskWatcher
 from longtasks.store.sql import LongTaskSql
+from longtasks.store.upkeep_sql import UpkeepSql
 from longtasks.store.watcher_sql import WatcherSql
 from services.metrics import Metrics
 
@@ -222,6 +227,34 @@ def longtask_watcher_sql(store: RunStore) -> WatcherSql:
     if isinstance(store, SqliteStore):
         return WatcherSql(postgres=False, read=store.read)
     raise TypeError(f"no long-task queries for {type(store).__name__}")
+
+
+def longtask_upkeep_sql(store: RunStore) -> UpkeepSql:
+    if isinstance(store, PostgresStore):
+        return UpkeepSql(postgres=True, read=store.pool.fetch)
+    if isinstance(store, SqliteStore):
+        return UpkeepSql(postgres=False, read=store.read)
+    raise TypeError(f"no long-task queries for {type(store).__name__}")
+
+
+def evidence_reader(app: Coordinator) -> EvidenceReader:
+    """The attempts' evidence reader (docs/long-tasks.md "Reading evidence")."""
+    sql = longtask_upkeep_sql(app.store)
+    return EvidenceReader(Upkeep(app.transitions, sql), sql, EvidenceSources(sql, app.store))
+
+
+def long_task_retention(
+    app: Coordinator, retention_days: int, clock: Callable[[], int] = now_ms
+) -> LongTaskRetention:
+    """Retention by terminality (docs/long-tasks.md "Retention and export")."""
+    sql = longtask_upkeep_sql(app.store)
+    return LongTaskRetention(Upkeep(app.transitions, sql, clock), sql, retention_days, clock=clock)
+
+
+def broken_references(app: Coordinator) -> BrokenReferences:
+    """The start-up check of unfinished tasks' evidence references."""
+    sql = longtask_upkeep_sql(app.store)
+    return BrokenReferences(Upkeep(app.transitions, sql), sql, EvidenceSources(sql, app.store))
 
 
 def long_tasks(

@@ -37,7 +37,13 @@ from longtasks.api.attempts import LongTaskAttemptServicer
 from longtasks.api.people import LongTaskServicer
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.reads import TaskReads
-from services.bootstrap import Capacity, Coordinator, Runtimes, longtask_watcher_sql
+from services.bootstrap import (
+    Capacity,
+    Coordinator,
+    Runtimes,
+    evidence_reader,
+    longtask_watcher_sql,
+)
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +181,10 @@ async def start_serving(
         reads = TaskReads(longtask_watcher_sql(app.store))
         long_task_servicers: tuple[tuple[str, object], ...] = (
             ("LongTaskService", LongTaskServicer(long_tasks, reads, long_task_max_unfinished)),
-            ("LongTaskAttemptService", LongTaskAttemptServicer(long_tasks, reads, app.store)),
+            (
+                "LongTaskAttemptService",
+                LongTaskAttemptServicer(long_tasks, reads, app.store, evidence_reader(app)),
+            ),
         )
         for name, long_task_servicer in long_task_servicers:
             descriptor = long_task_service_pb2.DESCRIPTOR.services_by_name[name]

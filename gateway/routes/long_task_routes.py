@@ -21,6 +21,12 @@ from gateway.routes.spec import (
 LONG_TASKS = "/v1/projects/{project}/longTasks"
 ONE_LONG_TASK = f"{LONG_TASKS}/{{long_task}}"
 LONG_TASK = param("long_task", "path", "the long task id")
+EXPORT_FORMAT = param(
+    "format",
+    "query",
+    "markdown (the default) or html (every stored string escaped)",
+    {"type": "string", "enum": ["markdown", "html"]},
+)
 LONG_TASK_PAGE_SIZE = param(
     "page_size",
     "query",
@@ -205,13 +211,17 @@ LONG_TASK_ROUTES: tuple[Entry, ...] = (
         long_tasks.export_long_task,
         _one(
             "export_long_task",
-            "export a long task as Markdown",
+            "export a long task as Markdown or HTML",
             "A report for people (goal, state, criteria and evidence, steps with their "
             "receipts, decisions, plan versions). An export: never read back as state.",
             {
                 "description": "the report",
-                "content": {"text/markdown": {"schema": {"type": "string"}}},
+                "content": {
+                    "text/markdown": {"schema": {"type": "string"}},
+                    "text/html": {"schema": {"type": "string"}},
+                },
             },
+            extra=(EXPORT_FORMAT,),
         ),
     ),
 )

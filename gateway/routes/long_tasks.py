@@ -28,6 +28,8 @@ _PATH_FIELDS = ("project_id", "long_task_id")
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0", ""}
 MARKDOWN = "text/markdown; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+_FORMATS = {"markdown": pb.EXPORT_FORMAT_MARKDOWN, "html": pb.EXPORT_FORMAT_HTML}
 
 #: ``POST .../longTasks/{long_task}:<verb>`` -> the RPC and its request message. The body is
 #: the request without the path's fields; etag is always required.
@@ -137,12 +139,18 @@ async def list_long_task_events(request: Request) -> Response:
 
 @endpoint
 async def export_long_task(request: Request) -> Response:
-    """The Markdown report, as the services wrote it: for reading, never read back."""
+    """The report, as the services wrote it (``?format=markdown``, the default, or
+    ``html``): for reading, never read back."""
     project, task_id = _named(request, principal(request))
+    wanted = request.query_params.get("format", "markdown") or "markdown"
+    if wanted not in _FORMATS:
+        raise Problem(400, "INVALID_ARGUMENT", "format must be markdown or html")
     answer = await context(request).long_tasks.ExportLongTask(
-        pb.ExportLongTaskRequest(project_id=project, long_task_id=task_id),
+        pb.ExportLongTaskRequest(project_id=project, long_task_id=task_id, format=_FORMATS[wanted]),
         timeout=CALL_TIMEOUT_S,
     )
+    if wanted == "html":
+        return Response(answer.html, media_type=HTML)
     return Response(answer.markdown, media_type=MARKDOWN)
 
 

@@ -79,6 +79,8 @@ long_tasks = Table(
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
     Column("finished_at_ms", BigInteger, nullable=True),
+    # when retention trimmed the finished task's bulky records (0015; None: untrimmed)
+    Column("trimmed_at_ms", BigInteger, nullable=True),
     CheckConstraint("state_version >= 1", name="state_version_positive"),
     CheckConstraint("plan_version >= 1", name="plan_version_positive"),
     Index("ix_long_tasks_owner_state", "owner_id", "state"),
@@ -199,6 +201,8 @@ long_task_evidence = Table(
     Column("effect_id", ID, nullable=True),  # the side effect whose receipt it cites
     Column("attempt_id", ID, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
+    # the target is gone (the start-up check or retention said so, 0015); the summary stays
+    Column("unavailable_reason", String(512), nullable=True),
     CheckConstraint(
         "(step_id IS NULL AND criterion_id IS NOT NULL)"
         " OR (step_id IS NOT NULL AND criterion_id IS NULL)",
@@ -247,6 +251,8 @@ long_task_attempts = Table(
     Column("ended_at_ms", BigInteger, nullable=True),
     Column("outcome", String(32), nullable=True),
     Column("reason", String(1024), nullable=False, server_default=text("''")),
+    # what the evidence reader served this attempt, for its cumulative limit (0015)
+    Column("evidence_bytes_read", BigInteger, nullable=False, server_default=text("0")),
     UniqueConstraint("task_id", "attempt_no", name="uq_long_task_attempts_task_attempt_no"),
     UniqueConstraint("run_id", name="uq_long_task_attempts_run_id"),
     CheckConstraint("attempt_no >= 1", name="attempt_no_positive"),

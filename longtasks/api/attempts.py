@@ -29,6 +29,7 @@ from longtasks.domain.completion import Source
 from longtasks.domain.model import Attempt
 from longtasks.domain.states import CriterionResult, ProbeResult
 from longtasks.service.door import LongTaskDoor
+from longtasks.service.evidence_reader import EvidenceReader
 from longtasks.service.inputs import Changed, Intent, VerdictIn
 from longtasks.service.judge import Judge
 from longtasks.service.reads import TaskReads, TaskView
@@ -58,6 +59,7 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
         door: LongTaskDoor,
         reads: TaskReads,
         runs: RunReader,
+        evidence: EvidenceReader,
         judge: Judge | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -65,6 +67,7 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
         self._reads = reads
         self._auth = AttemptAuth(runs, reads, clock)
         self._judge = judge
+        self._evidence = evidence
 
     async def _step_ack(self, changed: Changed) -> pb.StepAck:
         view = await self._reads.view(changed.task.id)
@@ -257,6 +260,26 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
             raise InvalidArgument(f"tokens must be between 1 and {MAX_TOKENS_PER_REPORT}")
         changed = await self._door.report_usage(a.task_id, a.id, usage_id, request.tokens)
         return self._task_ack(changed, a)
+
+    async def ReadEvidence(
+        self, request: pb.ReadEvidenceRequest, context: Ctx
+    ) -> pb.EvidenceContent:
+        a = await self._auth.attempt(request.credential)
+        evidence_id = validation.name(request.evidence_id, "evidence_id") or ""
+        got = await self._evidence.read(a, evidence_id, request.offset, request.max_bytes)
+        return pb.EvidenceContent(
+            evidence_id=got.evidence.id,
+            kind=got.evidence.kind,
+            summary=got.evidence.summary,
+            content=got.content,
+            truncated=got.truncated,
+            truncated_by=got.truncated_by,
+            total_bytes=got.total_bytes,
+            untrusted=got.untrusted,
+            unavailable_reason=got.unavailable_reason,
+            next_offset=got.next_offset,
+            attempt_bytes_left=got.attempt_bytes_left,
+        )
 
 
 def _attempt_verdicts(view: TaskView, verdicts: Any) -> list[VerdictIn]:

@@ -68,6 +68,8 @@ def evidence_to_proto(evidence: Evidence) -> pb.EvidenceRef:
         effect_id=evidence.effect_id or "",
         step_id=evidence.step_id or "",
         criterion_id=evidence.criterion_id or "",
+        unavailable=bool(evidence.unavailable_reason),
+        unavailable_reason=evidence.unavailable_reason or "",
     )
 
 

@@ -33,6 +33,7 @@ from longtasks.service.door import LongTaskDoor
 from longtasks.service.inputs import NewCriterion
 from longtasks.service.reads import TaskReads
 from longtasks.service.report import render
+from longtasks.service.report_html import render_html
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE = 200
@@ -252,4 +253,9 @@ class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
         self, request: pb.ExportLongTaskRequest, context: Ctx
     ) -> pb.ExportLongTaskResponse:
         task = await self._seen(request.project_id, request.long_task_id)
-        return pb.ExportLongTaskResponse(markdown=render(await self._reads.view(task.id)))
+        if request.format not in pb.ExportFormat.values():
+            raise InvalidArgument("format must be markdown or html", field="format")
+        view = await self._reads.view(task.id)
+        if request.format == pb.EXPORT_FORMAT_HTML:
+            return pb.ExportLongTaskResponse(html=render_html(view))
+        return pb.ExportLongTaskResponse(markdown=render(view))

@@ -259,6 +259,8 @@ class Evidence:
     effect_id: str | None = None
     attempt_id: str | None = None
     created_at_ms: int = 0
+    #: the target is gone (expired or cleaned): the summary still renders, reads say so
+    unavailable_reason: str | None = None
 
     def ref(self) -> EvidenceRef:
         """The reference the completion rules read: it proves only its own criterion."""

@@ -40,9 +40,10 @@ def _effect(effect: Effect) -> list[str]:
 
 
 def _evidence(evidence: Evidence) -> str:
+    gone = f" ({_cell(evidence.unavailable_reason)})" if evidence.unavailable_reason else ""
     return (
         f"  - evidence ({_cell(evidence.kind)}) `{_cell(evidence.reference)}`: "
-        f"{_cell(evidence.summary)}"
+        f"{_cell(evidence.summary)}{gone}"
     )
 
 

@@ -21,7 +21,7 @@ EFFECT = (
 RECEIPT = EFFECT[-6:]
 EVIDENCE = (
     *("id", "task_id", "step_id", "criterion_id", "kind", "reference", "summary"),
-    *("render", "effect_id", "attempt_id", "created_at_ms"),
+    *("render", "effect_id", "attempt_id", "created_at_ms", "unavailable_reason"),
 )
 DECISION = (
     *("id", "task_id", "kind", "state", "question", "options", "material", "subject"),
@@ -102,6 +102,7 @@ def evidence_values(e: Evidence) -> dict[str, Any]:
         "effect_id": e.effect_id,
         "attempt_id": e.attempt_id,
         "created_at_ms": e.created_at_ms,
+        "unavailable_reason": e.unavailable_reason,
     }
 
 
@@ -118,6 +119,7 @@ def evidence_from_row(row: Any) -> Evidence:
         effect_id=row["effect_id"],
         attempt_id=row["attempt_id"],
         created_at_ms=int(row["created_at_ms"]),
+        unavailable_reason=row["unavailable_reason"],
     )
 
 

@@ -27,8 +27,10 @@ from kernel.tls import (
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
+    broken_references,
     capacity,
     coordinator,
+    long_task_retention,
     long_task_watcher,
     long_tasks,
     open_observations,
@@ -110,6 +112,12 @@ async def run_dev(settings: Settings) -> None:
             ),
             asyncio.create_task(
                 OutputRetention(app.transitions, settings.output_retention_days).serve()
+            ),
+            # Long tasks: broken evidence references marked once at start; retention by
+            # terminality (docs/long-tasks.md "Retention and export").
+            asyncio.create_task(broken_references(app).run_once()),
+            asyncio.create_task(
+                long_task_retention(app, settings.long_task_retention_days).serve()
             ),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)

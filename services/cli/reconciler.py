@@ -20,7 +20,9 @@ from kernel.tls import server_tls
 from reconciler.leases import LeaseReconciler
 from reconciler.output_retention import OutputRetention
 from services.bootstrap import (
+    broken_references,
     coordinator,
+    long_task_retention,
     long_task_watcher,
     open_store,
     schedule_event_retention,
@@ -69,6 +71,12 @@ async def run_reconciler(settings: Settings) -> None:
             ),
             asyncio.create_task(
                 OutputRetention(app.transitions, settings.output_retention_days).serve()
+            ),
+            # Long tasks: broken evidence references marked once at start; retention by
+            # terminality (docs/long-tasks.md "Retention and export").
+            asyncio.create_task(broken_references(app).run_once()),
+            asyncio.create_task(
+                long_task_retention(app, settings.long_task_retention_days).serve()
             ),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)

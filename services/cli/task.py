@@ -99,7 +99,8 @@ def add_parsers(
         "--file", "-f", default="", help="new steps/criteria (default: the unfinished steps)"
     )
     command("events", "the task's log, oldest first")
-    command("export", "the task as a Markdown report (never read back)")
+    export = command("export", "the task as a Markdown report (never read back)")
+    export.add_argument("--html", action="store_true", help="an HTML page instead (> report.html)")
 
 
 def run(client: Client, args: argparse.Namespace) -> int:
@@ -226,9 +227,13 @@ def _events(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
 
 
 def _export(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
-    ask = pb.ExportLongTaskRequest(project_id=_project(args), long_task_id=args.long_task_id)
+    ask = pb.ExportLongTaskRequest(
+        project_id=_project(args),
+        long_task_id=args.long_task_id,
+        format=pb.EXPORT_FORMAT_HTML if args.html else pb.EXPORT_FORMAT_MARKDOWN,
+    )
     report = stub.ExportLongTask(ask, timeout=client.timeout)
-    return report, report.markdown.rstrip("\n")
+    return report, (report.html if args.html else report.markdown).rstrip("\n")
 
 
 _COMMANDS: dict[str, Callable[[Stub, Client, argparse.Namespace], Shown]] = {

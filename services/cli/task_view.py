@@ -98,6 +98,7 @@ def _evidence_lines(evidence: Sequence[pb.EvidenceRef], indent: str) -> list[str
     return [
         f"{indent}evidence {e.kind} {e.reference}: {e.summary}"
         + (f"  (receipt {e.effect_id})" if e.effect_id else "")
+        + (f"  [{e.unavailable_reason}]" if e.unavailable else "")
         for e in evidence
     ]
 

@@ -237,6 +237,12 @@ async def test_a_long_task_over_rest_from_create_to_export(
     assert exported.status_code == 200
     assert exported.headers["content-type"].startswith("text/markdown")
     assert "Publish the weekly report" in exported.text and exported.text.startswith("#")
+    page = await http.get(f"{REPORT}/export?format=html", headers=AUTH)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.text.startswith("<!DOCTYPE html>") and "Publish the weekly report" in page.text
+    assert_problem(
+        await http.get(f"{REPORT}/export?format=pdf", headers=AUTH), 400, "INVALID_ARGUMENT"
+    )
     assert_problem(
         await http.get(f"{REPORT}/export", headers=bearer(Q_TOKEN)), 404, "LONG_TASK_NOT_FOUND"
     )

@@ -142,7 +142,9 @@ async def test_another_projects_caller_finds_nothing_and_changes_nothing(
     for call in (
         lambda: stack.bobs.GetLongTask(lt.GetLongTaskRequest(**named)),
         lambda: stack.bobs.StartLongTask(lt.StartLongTaskRequest(**named, etag=planned.etag)),
-        lambda: stack.bobs.ExportLongTask(lt.ExportLongTaskRequest(**named)),
+        lambda: stack.bobs.ExportLongTask(
+            lt.ExportLongTaskRequest(project_id=PROJECT, long_task_id="lt-1")
+        ),
         # the task's id under a project the caller does see is no task either
         lambda: stack.tasks.GetLongTask(
             lt.GetLongTaskRequest(project_id="elsewhere", long_task_id="lt-1")

@@ -153,6 +153,8 @@ async def test_a_person_answers_an_approval_and_reads_the_evidence(
 
     report = await _cli(stack, "task", "export", TASK, "--project", "proj")
     assert report.startswith(f"# Long task {TASK}") and "msg-42" in report, report
+    page = await _cli(stack, "task", "export", TASK, "--project", "proj", "--html")
+    assert page.startswith("<!DOCTYPE html>") and "msg-42" in page, page
 
     # Go on with new steps from a file: a new plan version, queued for a new attempt.
     more = tmp_path / "more.yaml"

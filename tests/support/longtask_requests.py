@@ -62,4 +62,5 @@ def attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
         "RecordVerification": lt.RecordVerificationRequest(credential=credential),
         "RenewLease": lt.RenewLeaseRequest(credential=credential),
         "ReportUsage": lt.ReportUsageRequest(credential=credential, tokens=1, usage_id="u"),
+        "ReadEvidence": lt.ReadEvidenceRequest(credential=credential, evidence_id="e"),
     }

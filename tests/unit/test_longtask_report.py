@@ -15,13 +15,16 @@ PRODUCT: tuple[str, ...] = ("automations", "capacity", "coordinator", "gateway",
 PRODUCT += ("longtasks", "reconciler", "services", "truerun_runtime")
 
 
+RENDERERS = ("longtasks.service.report", "longtasks.service.report_html")
+
+
 def _imports_of_report(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "longtasks.service.report":
+        if isinstance(node, ast.ImportFrom) and node.module in RENDERERS:
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name == "longtasks.service.report"]
+            found += [a.name for a in node.names if a.name in RENDERERS]
     return found
 
 
@@ -32,23 +35,25 @@ def test_only_the_export_rpc_renders_a_report_and_nothing_reads_one() -> None:
         for p in sorted((ROOT / package).rglob("*.py"))
         if _imports_of_report(p)
     }
-    assert users == {"longtasks/api/people.py": ["render"]}
-    # and the renderer itself only writes: it calls no parser
-    tree = ast.parse((ROOT / "longtasks/service/report.py").read_text())
-    called = {
-        c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
-        for c in ast.walk(tree)
-        if isinstance(c, ast.Call)
-    }
-    assert not called & {"loads", "load", "parse", "read_text", "open", "display_json"}
+    assert users == {"longtasks/api/people.py": ["render", "render_html"]}
+    # and the renderers themselves only write: they call no parser
+    for renderer in ("report.py", "report_html.py"):
+        tree = ast.parse((ROOT / "longtasks/service" / renderer).read_text())
+        called = {
+            c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+            for c in ast.walk(tree)
+            if isinstance(c, ast.Call)
+        }
+        assert not called & {"loads", "load", "parse", "read_text", "open", "display_json"}
+        assert not called & {"unescape", "HTMLParser", "feed"}
 
 
 def test_no_request_takes_a_report_in() -> None:
     # the only message carrying Markdown is the export's answer
-    carriers = [
+    carriers = {
         name
         for name, message in lt.DESCRIPTOR.message_types_by_name.items()
         for field in message.fields
-        if "markdown" in field.name or "report" in field.name
-    ]
-    assert carriers == ["ExportLongTaskResponse"]
+        if "markdown" in field.name or "report" in field.name or field.name == "html"
+    }
+    assert carriers == {"ExportLongTaskResponse"}

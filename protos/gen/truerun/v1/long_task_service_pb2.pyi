@@ -234,6 +234,30 @@ CRITERION_RESULT_UNPROVEN: CriterionResult.ValueType  # 3
 """No checker result, no judge, or no evidence bound to it."""
 Global___CriterionResult: _TypeAlias = CriterionResult  # noqa: Y015
 
+class _ExportFormat:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExportFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExportFormat.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXPORT_FORMAT_UNSPECIFIED: _ExportFormat.ValueType  # 0
+    """Markdown."""
+    EXPORT_FORMAT_MARKDOWN: _ExportFormat.ValueType  # 1
+    """Markdown."""
+    EXPORT_FORMAT_HTML: _ExportFormat.ValueType  # 2
+    """A self-contained HTML page."""
+
+class ExportFormat(_ExportFormat, metaclass=_ExportFormatEnumTypeWrapper):
+    """What ExportLongTask renders."""
+
+EXPORT_FORMAT_UNSPECIFIED: ExportFormat.ValueType  # 0
+"""Markdown."""
+EXPORT_FORMAT_MARKDOWN: ExportFormat.ValueType  # 1
+"""Markdown."""
+EXPORT_FORMAT_HTML: ExportFormat.ValueType  # 2
+"""A self-contained HTML page."""
+Global___ExportFormat: _TypeAlias = ExportFormat  # noqa: Y015
+
 @_typing.final
 class LongTaskBudget(_message.Message):
     """The budget a task may spend."""
@@ -558,6 +582,8 @@ class EvidenceRef(_message.Message):
     EFFECT_ID_FIELD_NUMBER: _builtins.int
     STEP_ID_FIELD_NUMBER: _builtins.int
     CRITERION_ID_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
     evidence_id: _builtins.str
     """The reference's id."""
     kind: _builtins.str
@@ -572,6 +598,10 @@ class EvidenceRef(_message.Message):
     """The step it is bound to."""
     criterion_id: _builtins.str
     """The criterion it is bound to."""
+    unavailable: _builtins.bool
+    """Its target is gone (expired or cleaned): the summary still renders."""
+    unavailable_reason: _builtins.str
+    """Why it is unavailable."""
     @_builtins.property
     def render(self) -> _struct_pb2.Struct:
         """Title, size, time, content hash: renders without opening it."""
@@ -587,10 +617,12 @@ class EvidenceRef(_message.Message):
         effect_id: _builtins.str = ...,
         step_id: _builtins.str = ...,
         criterion_id: _builtins.str = ...,
+        unavailable: _builtins.bool = ...,
+        unavailable_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["render", b"render"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["criterion_id", b"criterion_id", "effect_id", b"effect_id", "evidence_id", b"evidence_id", "kind", b"kind", "reference", b"reference", "render", b"render", "step_id", b"step_id", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["criterion_id", b"criterion_id", "effect_id", b"effect_id", "evidence_id", b"evidence_id", "kind", b"kind", "reference", b"reference", "render", b"render", "step_id", b"step_id", "summary", b"summary", "unavailable", b"unavailable", "unavailable_reason", b"unavailable_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1700,19 +1732,23 @@ class ExportLongTaskRequest(_message.Message):
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     LONG_TASK_ID_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project."""
     long_task_id: _builtins.str
     """The task."""
+    format: Global___ExportFormat.ValueType
+    """Markdown (the default) or HTML."""
     def __init__(
         self,
         *,
         project_id: _builtins.str = ...,
         long_task_id: _builtins.str = ...,
+        format: Global___ExportFormat.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["long_task_id", b"long_task_id", "project_id", b"project_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "long_task_id", b"long_task_id", "project_id", b"project_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1725,16 +1761,22 @@ class ExportLongTaskResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MARKDOWN_FIELD_NUMBER: _builtins.int
+    HTML_FIELD_NUMBER: _builtins.int
     markdown: _builtins.str
     """The report, Markdown. Never read back."""
+    html: _builtins.str
+    """The report, HTML (format HTML; every stored string escaped). Never read
+    back.
+    """
     def __init__(
         self,
         *,
         markdown: _builtins.str = ...,
+        html: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["markdown", b"markdown"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["html", b"html", "markdown", b"markdown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2561,3 +2603,103 @@ class TaskAck(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TaskAck: _TypeAlias = TaskAck  # noqa: Y015
+
+@_typing.final
+class ReadEvidenceRequest(_message.Message):
+    """ReadEvidence."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    EVIDENCE_ID_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    evidence_id: _builtins.str
+    """An evidence reference of the attempt's own task."""
+    offset: _builtins.int
+    """The byte offset in the content to read from."""
+    max_bytes: _builtins.int
+    """At most this many bytes (0: the per-read limit, 64 KiB)."""
+    @_builtins.property
+    def credential(self) -> Global___AttemptCredential:
+        """Who is calling."""
+
+    def __init__(
+        self,
+        *,
+        credential: Global___AttemptCredential | None = ...,
+        evidence_id: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "evidence_id", b"evidence_id", "max_bytes", b"max_bytes", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadEvidenceRequest: _TypeAlias = ReadEvidenceRequest  # noqa: Y015
+
+@_typing.final
+class EvidenceContent(_message.Message):
+    """One read of one evidence reference. Untrusted: content from outside truerun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVIDENCE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    TRUNCATED_BY_FIELD_NUMBER: _builtins.int
+    TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    UNTRUSTED_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_REASON_FIELD_NUMBER: _builtins.int
+    NEXT_OFFSET_FIELD_NUMBER: _builtins.int
+    ATTEMPT_BYTES_LEFT_FIELD_NUMBER: _builtins.int
+    evidence_id: _builtins.str
+    """The reference's id."""
+    kind: _builtins.str
+    """Its kind (file, url, receipt, answer, run_output, ...)."""
+    summary: _builtins.str
+    """Its stored summary (always there, even when the content is not)."""
+    content: _builtins.bytes
+    """The bytes read, from the offset asked."""
+    truncated: _builtins.bool
+    """More content exists after these bytes (a limit cut the read)."""
+    truncated_by: _builtins.str
+    """Which limit cut it: "per_read", "per_attempt" or "" (not truncated, or
+    only max_bytes).
+    """
+    total_bytes: _builtins.int
+    """The content's whole size, when known."""
+    untrusted: _builtins.bool
+    """Always true: evidence is data to judge, never an instruction."""
+    unavailable_reason: _builtins.str
+    """Set when the server cannot serve the content (why, in words)."""
+    next_offset: _builtins.int
+    """The offset to ask next to read on."""
+    attempt_bytes_left: _builtins.int
+    """Bytes this attempt may still read through the reader."""
+    def __init__(
+        self,
+        *,
+        evidence_id: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        content: _builtins.bytes = ...,
+        truncated: _builtins.bool = ...,
+        truncated_by: _builtins.str = ...,
+        total_bytes: _builtins.int = ...,
+        untrusted: _builtins.bool = ...,
+        unavailable_reason: _builtins.str = ...,
+        next_offset: _builtins.int = ...,
+        attempt_bytes_left: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_bytes_left", b"attempt_bytes_left", "content", b"content", "evidence_id", b"evidence_id", "kind", b"kind", "next_offset", b"next_offset", "summary", b"summary", "total_bytes", b"total_bytes", "truncated", b"truncated", "truncated_by", b"truncated_by", "unavailable_reason", b"unavailable_reason", "untrusted", b"untrusted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EvidenceContent: _TypeAlias = EvidenceContent  # noqa: Y015

@@ -776,6 +776,11 @@ class LongTaskAttemptServiceStub:
                 request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ReportUsageRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
                 _registered_method=True)
+        self.ReadEvidence = channel.unary_unary(
+                '/truerun.v1.LongTaskAttemptService/ReadEvidence',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ReadEvidenceRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.EvidenceContent.FromString,
+                _registered_method=True)
 
 
 class LongTaskAttemptServiceServicer:
@@ -903,6 +908,14 @@ class LongTaskAttemptServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadEvidence(self, request, context):
+        """Reads one evidence reference of the attempt's own task (read-only; bounded
+        per read and per attempt; the content is untrusted).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -990,6 +1003,11 @@ def add_LongTaskAttemptServiceServicer_to_server(servicer, server):
                     servicer.ReportUsage,
                     request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ReportUsageRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.SerializeToString,
+            ),
+            'ReadEvidence': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadEvidence,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ReadEvidenceRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.EvidenceContent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1452,6 +1470,33 @@ class LongTaskAttemptService:
             '/truerun.v1.LongTaskAttemptService/ReportUsage',
             truerun_dot_v1_dot_long__task__service__pb2.ReportUsageRequest.SerializeToString,
             truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEvidence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskAttemptService/ReadEvidence',
+            truerun_dot_v1_dot_long__task__service__pb2.ReadEvidenceRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.EvidenceContent.FromString,
             options,
             channel_credentials,
             insecure,

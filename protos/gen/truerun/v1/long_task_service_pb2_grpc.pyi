@@ -310,6 +310,10 @@ class LongTaskAttemptServiceStub:
     """Adds tokens the attempt spent to the task's budget (counted once per
     usage_id); the budget used up moves the task to partial and cancels the run.
     """
+    ReadEvidence: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ReadEvidenceRequest, _long_task_service_pb2.EvidenceContent]
+    """Reads one evidence reference of the attempt's own task (read-only; bounded
+    per read and per attempt; the content is untrusted).
+    """
 
 @_typing.type_check_only
 class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
@@ -353,6 +357,10 @@ class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
     ReportUsage: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ReportUsageRequest, _long_task_service_pb2.TaskAck]  # type: ignore[assignment]
     """Adds tokens the attempt spent to the task's budget (counted once per
     usage_id); the budget used up moves the task to partial and cancels the run.
+    """
+    ReadEvidence: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ReadEvidenceRequest, _long_task_service_pb2.EvidenceContent]  # type: ignore[assignment]
+    """Reads one evidence reference of the attempt's own task (read-only; bounded
+    per read and per attempt; the content is untrusted).
     """
 
 class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -496,6 +504,16 @@ class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_long_task_service_pb2.TaskAck, _abc.Awaitable[_long_task_service_pb2.TaskAck]]:
         """Adds tokens the attempt spent to the task's budget (counted once per
         usage_id); the budget used up moves the task to partial and cancels the run.
+        """
+
+    @_abc_1.abstractmethod
+    def ReadEvidence(
+        self,
+        request: _long_task_service_pb2.ReadEvidenceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.EvidenceContent, _abc.Awaitable[_long_task_service_pb2.EvidenceContent]]:
+        """Reads one evidence reference of the attempt's own task (read-only; bounded
+        per read and per attempt; the content is untrusted).
         """
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer: LongTaskAttemptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
