@@ -64,6 +64,7 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
             "long_task_decisions",
             "long_task_attempts",
             "long_task_events",
+            "long_task_actions",
         ),
         ("longtasks/store/",),
     ),

@@ -32,6 +32,7 @@ from longtasks.domain.model import (
 from longtasks.domain.states import CriterionResult, TaskState
 from longtasks.store import records as rec
 from longtasks.store import rows as r
+from longtasks.store.action_sql import ActionStatements
 
 
 class Stale(Exception):
@@ -56,7 +57,7 @@ def _set(columns: Sequence[str]) -> str:
 
 _TASK = f"SELECT {_cols(r.TASK)} FROM long_tasks WHERE id = ?"
 _INSERT_TASK = (
-    _insert("long_tasks", (*r.TASK, *r.TASK_DISPLAY)) + " ON CONFLICT DO NOTHING RETURNING id"
+    _insert("long_tasks", (*r.TASK, *r.TASK_DISPLAY)) + " ON CONFLICT (id) DO NOTHING RETURNING id"
 )
 _UPDATE_TASK = (
     f"UPDATE long_tasks SET {_set(r.TASK_MUTABLE)} WHERE id = ? AND state_version = ? RETURNING id"
@@ -152,7 +153,7 @@ Read = Callable[..., Awaitable[list[Any]]]
 Tx = RunTxReader
 
 
-class LongTaskSql:
+class LongTaskSql(ActionStatements):
     """The long-task reads and writes on one backend. ``read`` runs a read outside any
     transaction (the pool, or SQLite's reader connection); every write takes the
     transaction the door opened."""

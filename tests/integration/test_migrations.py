@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0012_long_task_step_action"
+HEAD = "0014_long_task_handles_actions"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")
