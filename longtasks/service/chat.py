@@ -81,7 +81,13 @@ class ChatCommands:
     async def _short(
         self, project_id: str, owner_id: str, reply: str, action_id: str, actor: Actor
     ) -> Replied:
-        """A natural short answer: only to the owner's one open decision, never a guess."""
+        """A natural short answer: only to the owner's one open decision, never a guess. A
+        redelivered message (its id kept already) is answered as done, not acted on again."""
+        kept = await self._sql.action_of_owner(project_id, owner_id, action_id)
+        if action_id and kept is not None:
+            handle, record = kept
+            task = await self._sql.get_task(record.task_id)
+            return _done(task, format_handle(handle), Acted(Outcome.ALREADY_DONE, record))
         waiting = await self._sql.open_decisions_of(project_id, owner_id)
         if not waiting:
             return Replied(f"Nothing of yours is waiting for an answer.\n{USAGE}")
@@ -130,7 +136,7 @@ class ChatCommands:
         return "\n".join(lines)
 
 
-def _done(task: Task, tag: str, acted: Acted) -> Replied:
+def _done(task: Task | None, tag: str, acted: Acted) -> Replied:
     record = acted.record
     if acted.outcome is Outcome.ALREADY_DONE:
         text = f"{tag}: {record.action} was done already (version {record.task_version})."

@@ -43,6 +43,13 @@ _INSERT_ACTION = (
     f"VALUES ({', '.join('?' for _ in ACTION)}) ON CONFLICT DO NOTHING RETURNING action_id"
 )
 _ACTION = f"SELECT {', '.join(ACTION)} FROM long_task_actions WHERE task_id = ? AND action_id = ?"
+#: An action id kept on any of an owner's tasks in a project (a redelivered chat message).
+_ACTION_OF_OWNER = (
+    f"SELECT {', '.join('a.' + c for c in ACTION)}, t.handle AS task_handle "
+    "FROM long_task_actions a JOIN long_tasks t ON t.id = a.task_id "
+    "WHERE t.project_id = ? AND t.owner_id = ? AND a.action_id = ? "
+    "ORDER BY a.created_at_ms LIMIT 1"
+)
 
 
 class ActionTaken(Exception):
@@ -82,6 +89,14 @@ class ActionStatements:
         values = _action_values(record)
         if not await tx.fetch(self._q(_INSERT_ACTION), *(values[c] for c in ACTION)):
             raise ActionTaken(record.action_id)
+
+    async def action_of_owner(
+        self, project_id: str, owner_id: str, action_id: str
+    ) -> tuple[int, ActionRecord] | None:
+        """The action kept with ``action_id`` on one of the owner's tasks in the project,
+        with that task's handle."""
+        rows = await self._fetch(None, _ACTION_OF_OWNER, project_id, owner_id, action_id)
+        return (int(rows[0]["task_handle"]), _action_from_row(rows[0])) if rows else None
 
     async def action(self, task_id: str, action_id: str) -> ActionRecord | None:
         rows = await self._fetch(None, _ACTION, task_id, action_id)
