@@ -55,6 +55,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("long_task_actions")
     with op.batch_alter_table("long_tasks") as batch:
-        batch.drop_constraint("ck_long_tasks_handle_positive", type_="check")
-        batch.drop_constraint("uq_long_tasks_owner_handle", type_="unique")
+        batch.drop_constraint(op.f("ck_long_tasks_handle_positive"), type_="check")
+        batch.drop_constraint(op.f("uq_long_tasks_owner_handle"), type_="unique")
         batch.drop_column("handle")
