@@ -247,4 +247,5 @@ def created_text(task: pb.LongTask) -> str:
 
 
 def moved_text(task: pb.LongTask, verb: str) -> str:
-    return f"{task.long_task_id}  {verb}; now {state_words(task)}"
+    handle = f" ({task.handle})" if task.handle else ""
+    return f"{task.long_task_id}{handle}  {verb}; now {state_words(task)}"

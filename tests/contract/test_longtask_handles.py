@@ -32,7 +32,7 @@ async def test_the_database_refuses_one_handle_twice_for_an_owner(h: Harness) ->
     other = await h.door.create(new_task("lt-3", owner_id="bea"), ANA)
     assert other.task.handle == 1  # another owner's numbering
     before = await snapshot(h.store)
-    with pytest.raises(Exception, match="(?i)unique"):
+    with pytest.raises(Exception, match=r"(?i)unique"):
         await execute(h.store, "UPDATE long_tasks SET handle = 1 WHERE id = 'lt-2'")
     assert await snapshot(h.store) == before
 
