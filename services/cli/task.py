@@ -110,9 +110,7 @@ def add_parsers(
     act.add_argument("--etag", default="", help="the version it was chosen at (default: now)")
     act.add_argument("--decision", default="", help="the decision (default: the one open)")
     act.add_argument("--note", default="", help="kept with the change")
-    act.add_argument(
-        "--action-id", default="", help="one id per action: repeat it to retry safely"
-    )
+    act.add_argument("--action-id", default="", help="one id per action: repeat it to retry safely")
     command("events", "the task's log, oldest first")
     command("export", "the task as a Markdown report (never read back)")
 

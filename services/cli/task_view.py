@@ -197,8 +197,7 @@ def describe(task: pb.LongTask) -> str:
     """Everything `task show` prints about one task."""
     lines = [
         f"task       {task.long_task_id} ({task.handle or '-'})   project {task.project_id}"
-        f"   owner {task.owner_id}"
-        + (f"   agent {task.agent_id}" if task.agent_id else ""),
+        f"   owner {task.owner_id}" + (f"   agent {task.agent_id}" if task.agent_id else ""),
         f"goal       {task.goal}",
         f"state      {state_words(task)}   (stored: {stored_state(task)})",
         f"plan       v{task.plan_version}   etag {task.etag}",
