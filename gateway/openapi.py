@@ -325,6 +325,8 @@ def _long_task_schemas() -> dict[str, Schema]:
             "ListLongTasksResponse",
             "ListLongTaskEventsResponse",
             "LongTaskEvent",
+            "ActResponse",
+            "TextCommandResponse",
         )
     }
     parts = {"LongTaskBudget": "LongTaskBudgetBody"}
@@ -361,6 +363,13 @@ def _long_task_schemas() -> dict[str, Schema]:
         schemas[body] = message_schema(
             messages[request], request=True, omit=path, required=required
         )
+    project = frozenset({"project_id"})
+    schemas["ActBody"] = message_schema(
+        messages["ActRequest"], request=True, omit=project, required=("task", "action", "action_id")
+    )
+    schemas["TextCommandBody"] = message_schema(
+        messages["TextCommandRequest"], request=True, omit=project, required=("owner_id", "text")
+    )
     return schemas
 
 

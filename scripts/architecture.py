@@ -65,6 +65,7 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
             "long_task_attempts",
             "long_task_events",
             "long_task_usage",
+            "long_task_actions",
         ),
         ("longtasks/store/",),
     ),

@@ -179,6 +179,59 @@ LONG_TASK_ROUTES: tuple[Entry, ...] = (
         ),
     ),
     Entry(
+        "POST",
+        f"{LONG_TASKS}:act",
+        long_tasks.act_on_long_task,
+        (
+            Operation(
+                operation_id="act_on_long_task",
+                summary="act on a long task (the one action contract)",
+                description="pause, resume, cancel, continue, answer, approve or deny the task "
+                "named by its id or its owner's short handle (#3: owner_id's, else the "
+                "caller's own), with the etag it was chosen at (empty: as it is now) and a "
+                "one-time action_id: a repeated action_id answers outcome already_done and "
+                "acts no second time; the same action_id for another action is 400 "
+                "REQUEST_ID_REUSED. A stale etag is 409 LONG_TASK_VERSION_CONFLICT; a task of "
+                "a project the token does not see, or a handle naming none, is 404.",
+                parameters=(PROJECT,),
+                body="ActBody",
+                body_required=True,
+                responses={
+                    "200": json_response("what the action did", "ActResponse", ("ETag",)),
+                    **problems("400", "401", "404", "409", "413", "503"),
+                },
+            ),
+        ),
+    ),
+    Entry(
+        "POST",
+        f"{LONG_TASKS}:text",
+        long_tasks.text_command,
+        (
+            Operation(
+                operation_id="long_task_text_command",
+                summary="a chat message about long tasks",
+                description="For chat surfaces without buttons: /longtask <action> <#handle> "
+                "[version], /longtask answer <#handle> [v<version>] <answer>, /longtask list, "
+                "or a short answer (yes, grant, done, ...) taken only when exactly one "
+                "decision of owner_id is open; with several open the reply lists them and "
+                "nothing is done. A refused action is a reply with its stable reason in "
+                "refusal; nothing changes.",
+                parameters=(PROJECT,),
+                body="TextCommandBody",
+                body_required=True,
+                responses={
+                    "200": json_response("the reply", "TextCommandResponse"),
+                    "403": {
+                        "description": "the token may not act in this project",
+                        "content": _PROBLEM_CONTENT,
+                    },
+                    **problems("400", "401", "413", "503"),
+                },
+            ),
+        ),
+    ),
+    Entry(
         "GET",
         ONE_LONG_TASK,
         long_tasks.get_long_task,

@@ -1,6 +1,8 @@
 """Long tasks (LongTaskService, docs/long-tasks.md): create, list, get, the commands a person
 gives (start, pause, resume, cancel, clearRecovery, continue, revisePlan, answer,
-editCriterion), the task's log and its Markdown export.
+editCriterion), the task's log and its Markdown export; the one action contract
+(``longTasks:act``, a task named by id or short handle, exactly once per action id) and
+the text commands of chat surfaces without buttons (``longTasks:text``).
 
 Every command carries the task's etag as the caller read it, in the body: the services
 compare it, so a stale one is 409 LONG_TASK_VERSION_CONFLICT and changes nothing. A task of a
@@ -206,3 +208,40 @@ def command(verb: str) -> Handler:
 
 
 COMMAND_HANDLERS: dict[str, Handler] = {verb: command(verb) for verb in COMMANDS}
+
+
+# -- the one action contract (docs/long-tasks.md "One action contract and short handles")
+
+
+async def _project_body(request: Request) -> tuple[str, dict[str, Any]]:
+    document = await body_of(request)
+    if "project_id" in document:
+        raise Problem(400, "INVALID_ARGUMENT", "project_id is the path's, not a body field")
+    return request.path_params["project"], document
+
+
+@endpoint
+async def act_on_long_task(request: Request) -> Response:
+    """The body is an ActRequest without project_id: the task by id or handle ("#3", the
+    owner_id's or the caller's own), the action, the etag, a one-time action_id."""
+    who = principal(request)
+    project, document = await _project_body(request)
+    asked = messages.from_dict(document, pb.ActRequest())
+    if not who.sees(project):
+        raise not_found(project, asked.task)
+    asked.project_id = project
+    answer = await context(request).long_tasks.Act(asked, timeout=CALL_TIMEOUT_S)
+    return json_response(messages.to_dict(answer), 200, {"ETag": answer.long_task.etag})
+
+
+@endpoint
+async def text_command(request: Request) -> Response:
+    """The body is a TextCommandRequest without project_id: a chat message of owner_id."""
+    who = principal(request)
+    project, document = await _project_body(request)
+    if not who.sees(project):
+        raise Problem(403, "PERMISSION_DENIED", f"this token may not act in {project}")
+    asked = messages.from_dict(document, pb.TextCommandRequest())
+    asked.project_id = project
+    answer = await context(request).long_tasks.TextCommand(asked, timeout=CALL_TIMEOUT_S)
+    return json_response(messages.to_dict(answer))

@@ -81,10 +81,16 @@ long_tasks = Table(
     Column("finished_at_ms", BigInteger, nullable=True),
     # when retention trimmed the finished task's bulky records (0015; None: untrimmed)
     Column("trimmed_at_ms", BigInteger, nullable=True),
+    # The owner's short handle (``#3``): numbered per owner from 1 in creation order, never
+    # reused, so a handle in an old message can only ever name this task (docs/long-tasks.md
+    # "One action contract and short handles").
+    Column("handle", Integer, nullable=False),
     CheckConstraint("state_version >= 1", name="state_version_positive"),
     CheckConstraint("plan_version >= 1", name="plan_version_positive"),
     Index("ix_long_tasks_owner_state", "owner_id", "state"),
     Index("ix_long_tasks_project_created", "project_id", "created_at_ms"),
+    UniqueConstraint("owner_id", "handle", name="uq_long_tasks_owner_handle"),
+    CheckConstraint("handle >= 1", name="handle_positive"),
 )
 
 # Every plan version of a task; a version that a newer one replaced keeps the task state it
@@ -293,6 +299,23 @@ long_task_usage = Table(
     CheckConstraint("tokens > 0", name="tokens_positive"),
 )
 
+# A person's action through the one action contract (``LongTaskService.Act``), kept by its
+# client-chosen one-time id in the transaction of the change it made: a repeated id finds
+# its row and acts no second time. Only actions that changed the task are kept.
+long_task_actions = Table(
+    "long_task_actions",
+    metadata,
+    Column("task_id", ID, _task(), primary_key=True),
+    Column("action_id", String(128), primary_key=True),
+    Column("action", String(16), nullable=False),  # pause | resume | cancel | continue | ...
+    Column("decision_id", ID, nullable=True),  # answer, approve, deny: the decision answered
+    Column("answer", String(256), nullable=True),
+    Column("actor_type", String(32), nullable=False),
+    Column("actor_id", String(256), nullable=False),
+    Column("task_version", BigInteger, nullable=False),  # the task's etag the action made
+    Column("created_at_ms", BigInteger, nullable=False),
+)
+
 LONG_TASK_TABLES = (
     long_tasks,
     long_task_plan_versions,
@@ -304,4 +327,5 @@ LONG_TASK_TABLES = (
     long_task_attempts,
     long_task_events,
     long_task_usage,
+    long_task_actions,
 )

@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2, struct_pb2
 from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api.convert import timestamp
+from longtasks.domain.actions import format_handle
 from longtasks.domain.display import display
 from longtasks.domain.model import (
     Attempt,
@@ -24,7 +25,8 @@ from longtasks.domain.model import (
     PlanVersion,
     Task,
 )
-from longtasks.domain.states import PlanAuthor, ProbeResult
+from longtasks.domain.states import DecisionState, PlanAuthor, ProbeResult
+from longtasks.domain.text_commands import prompt
 from longtasks.service.reads import TaskView
 from longtasks.store.rows import display_json
 
@@ -139,7 +141,8 @@ def criterion_to_proto(record: CriterionRecord, view: TaskView) -> pb.Criterion:
     )
 
 
-def decision_to_proto(decision: Decision) -> pb.Decision:
+def decision_to_proto(decision: Decision, prompt_text: str = "") -> pb.Decision:
+    """``prompt_text``: how to answer it from a chat (an open decision on a task read)."""
     options = display_json(decision.options)
     return pb.Decision(
         decision_id=decision.id,
@@ -156,6 +159,7 @@ def decision_to_proto(decision: Decision) -> pb.Decision:
         answered_by=decision.answered_by or "",
         create_time=timestamp(decision.created_at_ms),
         answer_time=_ts(decision.answered_at_ms),
+        prompt=prompt_text,
     )
 
 
@@ -252,6 +256,7 @@ def task_summary(
         create_time=timestamp(task.created_at_ms),
         update_time=timestamp(task.updated_at_ms),
         finish_time=_ts(task.finished_at_ms),
+        handle=format_handle(task.handle),
     )
 
 
@@ -260,7 +265,13 @@ def task_to_proto(view: TaskView) -> pb.LongTask:
     message = task_summary(view.task, view.constraints, view.sources, view.queue_position)
     message.steps.extend(step_to_proto(s, view) for s in view.steps)
     message.criteria.extend(criterion_to_proto(c, view) for c in view.criteria)
-    message.decisions.extend(decision_to_proto(d) for d in view.decisions)
+    task = view.task
+    message.decisions.extend(
+        decision_to_proto(
+            d, prompt(task.handle, d, task.state_version) if d.state is DecisionState.OPEN else ""
+        )
+        for d in view.decisions
+    )
     message.plan_versions.extend(plan_to_proto(p) for p in view.plans)
     message.attempts.extend(attempt_to_proto(a) for a in view.attempts)
     return message

@@ -26,9 +26,12 @@ from kernel.errors import (
 )
 from longtasks.api import drafts
 from longtasks.api.convert import event_to_proto, task_summary, task_to_proto
+from longtasks.domain.actions import Action
 from longtasks.domain.model import Task
 from longtasks.domain.queue import unfinished_cap_refusal
 from longtasks.domain.states import PlanAuthor
+from longtasks.service.actions import ActRequest, TaskActions
+from longtasks.service.chat import ChatCommands
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.inputs import NewCriterion
 from longtasks.service.reads import TaskReads
@@ -73,6 +76,8 @@ class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
         self._door = door
         self._reads = reads
         self._max_unfinished = max_unfinished
+        self._actions = TaskActions(door, reads.sql)
+        self._chat = ChatCommands(self._actions, reads.sql)
 
     async def _seen(self, project_id: str, task_id: str) -> Task:
         """The task, if the caller sees its project; to anyone else it does not exist."""
@@ -259,3 +264,60 @@ class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
         if request.format == pb.EXPORT_FORMAT_HTML:
             return pb.ExportLongTaskResponse(html=render_html(view))
         return pb.ExportLongTaskResponse(markdown=render(view))
+
+    # -- the one action contract (docs/long-tasks.md "One action contract and short handles")
+
+    def _owner(self, owner_id: str) -> str:
+        """Whose handles a request uses: the owner it names, else the caller's own name (a
+        person's token); an app's token must name one."""
+        owner = validation.name(owner_id, "owner_id", required=False)
+        who = caller()
+        return owner or (who.name if who.named else "")
+
+    @unary
+    async def Act(self, request: pb.ActRequest, context: Ctx) -> pb.ActResponse:
+        project = validation.name(request.project_id, "project_id") or ""
+        if request.action not in {a.value for a in Action}:
+            raise InvalidArgument(f"action must be one of {', '.join(a.value for a in Action)}")
+        ref = drafts.text(request.task, "task", 140, required=True)
+        if not caller().sees(project):  # the same answer as a task of another project
+            raise LongTaskNotFound(f"long task {ref} does not exist in project {project}")
+        task = await self._actions.resolve(project, self._owner(request.owner_id), ref)
+        acted = await self._actions.act(
+            ActRequest(
+                task,
+                Action(request.action),
+                request.action_id,
+                _actor(),
+                validation.etag(request.etag),
+                validation.name(request.decision_id, "decision_id", required=False) or "",
+                drafts.text(request.answer, "answer", 256),
+                drafts.text(request.note, "note", 1024),
+            )
+        )
+        return pb.ActResponse(
+            long_task=await self._answer(task.id),
+            outcome=acted.outcome.value,
+            action_etag=str(acted.record.task_version),
+        )
+
+    @unary
+    async def TextCommand(
+        self, request: pb.TextCommandRequest, context: Ctx
+    ) -> pb.TextCommandResponse:
+        project = validation.name(request.project_id, "project_id") or ""
+        if not caller().sees(project):
+            raise PermissionDenied(f"this token may not act in project {project}")
+        owner = self._owner(request.owner_id)
+        if not owner:
+            raise InvalidArgument("owner_id is required: the person who wrote the message")
+        text = drafts.text(request.text, "text", 4096, required=True)
+        replied = await self._chat.handle(project, owner, text, request.action_id, _actor())
+        answer = pb.TextCommandResponse(
+            reply=replied.reply,
+            outcome=replied.outcome.value if replied.outcome is not None else "",
+            refusal=replied.refusal,
+        )
+        if replied.task is not None and replied.outcome is not None:
+            answer.long_task.CopyFrom(await self._answer(replied.task.id))
+        return answer

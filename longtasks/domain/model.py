@@ -124,6 +124,7 @@ class Task:
     created_at_ms: int = 0
     updated_at_ms: int = 0
     finished_at_ms: int | None = None
+    handle: int = 0  # the owner's short handle (``#3``), given at creation, never changed
 
 
 @dataclass(frozen=True, slots=True)

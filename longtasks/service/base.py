@@ -25,6 +25,7 @@ from coordinator.domain.states import ActorType
 from coordinator.service.transitions import DoorTx, Result, Transitions
 from kernel.errors import LongTaskLeaseNotHeld, LongTaskNotFound, LongTaskVersionConflict
 from kernel.ids import now_ms, uuid7
+from longtasks.domain.actions import ActionRecord
 from longtasks.domain.model import Attempt, Decision, Event, Evidence, PlanStep, Step, Task
 from longtasks.domain.rules import (
     Continued,
@@ -118,11 +119,14 @@ class DoorBase:
         *,
         expected_version: int | None = None,
         holder: str | None = None,
+        action: ActionRecord | None = None,
     ) -> Changed:
         """Run ``change`` on the locked task in one transaction. ``expected_version``: the
         caller's etag (None: a system action on whatever is current); ``holder``: the
-        attempt a step action comes from, which must hold the lease (it is renewed).
-        A change that notes no event writes nothing."""
+        attempt a step action comes from, which must hold the lease (it is renewed);
+        ``action``: a person's action of the one action contract, kept by its one-time id
+        with the version the change made (``ActionTaken`` if the id was kept already: the
+        change rolls back). A change that notes no event writes nothing."""
         now = self._clock()
         async with self._transitions.transaction([]) as tx:
             task = await self._sql.lock_task(tx, task_id)
@@ -137,6 +141,11 @@ class DoorBase:
                 await change(work)
                 if work.events:
                     await self._commit(work)
+                    if action is not None:
+                        made = replace(
+                            action, task_version=work.task.state_version, created_at_ms=now
+                        )
+                        await self._sql.insert_action(work.tx, made)
             except Stale:
                 raise _conflict(task, "changed inside its own transaction") from None
         self._transitions.published(work.results)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from coordinator.domain.model import Actor
+from longtasks.domain.actions import ActionRecord
 from longtasks.domain.model import Decision, Event, Task
 from longtasks.domain.rules import TaskCommand
 from longtasks.domain.states import DecisionKind, DecisionState, TaskState
@@ -71,6 +72,7 @@ class Observed(DoorBase):
         *,
         expected_version: int | None = None,
         holder: str | None = None,
+        action: ActionRecord | None = None,
     ) -> Changed:
         seen: list[Work] = []
 
@@ -79,7 +81,7 @@ class Observed(DoorBase):
             await change(work)
 
         changed = await super()._act(
-            task_id, actor, watched, expected_version=expected_version, holder=holder
+            task_id, actor, watched, expected_version=expected_version, holder=holder, action=action
         )
         if seen and seen[-1].events and self._listeners:
             work = seen[-1]

@@ -89,6 +89,11 @@ class TaskReads:
     def __init__(self, sql: WatcherSql) -> None:
         self._sql = sql
 
+    @property
+    def sql(self) -> WatcherSql:
+        """The statements these reads use (the action contract resolves handles with them)."""
+        return self._sql
+
     async def find(self, task_id: str) -> Task | None:
         return await self._sql.get_task(task_id)
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from coordinator.domain.model import Actor
 from kernel.errors import LongTaskNotFound
+from longtasks.domain.actions import ActionRecord
 from longtasks.domain.completion import Criterion, Source, revise_criteria
 from longtasks.domain.decisions import (
     EFFECT_MOVES,
@@ -67,6 +68,7 @@ class Revisions(DoorBase):
         reason: str,
         steps: Sequence[StepDraft] | None = None,
         criteria: Sequence[NewCriterion] | None = None,
+        action: ActionRecord | None = None,
     ) -> Changed:
         """Go on with a finished task: never reopening it. Its plan version keeps the
         terminal state as its record; a new version starts in ``queued`` (its attempt comes
@@ -77,7 +79,9 @@ class Revisions(DoorBase):
             self._move(work, C.CONTINUE, reason)
             await self._new_version(work, PlanAuthor.USER, reason, steps, criteria, closed)
 
-        return await self._act(task_id, actor, change, expected_version=expected_version)
+        return await self._act(
+            task_id, actor, change, expected_version=expected_version, action=action
+        )
 
     async def _new_version(
         self,
@@ -145,6 +149,7 @@ class Revisions(DoorBase):
         actor: Actor,
         answer: str,
         note: str = "",
+        action: ActionRecord | None = None,
     ) -> Changed:
         """Answer an open decision, once (``domain/decisions.py``): an approval lets its
         attempt go on; any other answer sends the task to ``queued`` for a new attempt, an
@@ -173,7 +178,9 @@ class Revisions(DoorBase):
             elif decision.kind is DecisionKind.VERIFICATION:
                 await self._answer_verification(work, answered)
 
-        return await self._act(task_id, actor, change, expected_version=expected_version)
+        return await self._act(
+            task_id, actor, change, expected_version=expected_version, action=action
+        )
 
     async def _decision(self, work: Work, decision_id: str) -> Decision:
         for decision in await self._sql.decisions(work.tx, work.task.id):

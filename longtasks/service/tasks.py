@@ -11,6 +11,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
 from coordinator.service.transitions import DoorTx
 from kernel.errors import InvalidArgument, LongTaskExists
+from longtasks.domain.actions import ActionRecord
 from longtasks.domain.completion import Criterion
 from longtasks.domain.model import (
     Attempt,
@@ -66,7 +67,9 @@ class TaskCommands(DoorBase):
             )
             for position, n in enumerate(new.criteria, 1)
         ]
-        async with self._transitions.transaction([]) as tx:
+        # the owner's handle lock serializes its creates, so each takes the next number
+        async with self._transitions.transaction([handle_lock(new.owner_id)]) as tx:
+            task = replace(task, handle=await self._sql.next_handle(tx, new.owner_id))
             try:
                 await self._sql.insert_task(
                     tx, task, dumps(list(new.constraints)), dumps(list(new.sources))
@@ -163,22 +166,38 @@ class TaskCommands(DoorBase):
         work.made, work.run_id = attempt_id, run_id
 
     async def pause(
-        self, task_id: str, expected_version: int, actor: Actor, note: str = ""
+        self,
+        task_id: str,
+        expected_version: int,
+        actor: Actor,
+        note: str = "",
+        action: ActionRecord | None = None,
     ) -> Changed:
         """Paused by a person: nothing open, never continues by itself. A live attempt's run
         is cancelled in the same transaction; its running step becomes uncertain once the
         run is known to have ended (``attempt_ended``)."""
-        return await self._stop(task_id, expected_version, actor, C.PAUSE, note)
+        return await self._stop(task_id, expected_version, actor, C.PAUSE, note, action)
 
     async def cancel(
-        self, task_id: str, expected_version: int, actor: Actor, note: str = ""
+        self,
+        task_id: str,
+        expected_version: int,
+        actor: Actor,
+        note: str = "",
+        action: ActionRecord | None = None,
     ) -> Changed:
         """Cancelled by a person, for good: no continuation ever starts it again. Its open
         decisions expire; a live attempt's run is cancelled in the same transaction."""
-        return await self._stop(task_id, expected_version, actor, C.CANCEL, note)
+        return await self._stop(task_id, expected_version, actor, C.CANCEL, note, action)
 
     async def _stop(
-        self, task_id: str, expected_version: int, actor: Actor, command: C, note: str
+        self,
+        task_id: str,
+        expected_version: int,
+        actor: Actor,
+        command: C,
+        note: str,
+        action: ActionRecord | None,
     ) -> Changed:
         async def change(work: Work) -> None:
             lease = work.task.lease
@@ -190,13 +209,23 @@ class TaskCommands(DoorBase):
             if command is C.CANCEL:
                 await self._expire_decisions(work, None, "the task was cancelled")
 
-        return await self._act(task_id, actor, change, expected_version=expected_version)
+        return await self._act(
+            task_id, actor, change, expected_version=expected_version, action=action
+        )
 
-    async def resume(self, task_id: str, expected_version: int, actor: Actor) -> Changed:
+    async def resume(
+        self,
+        task_id: str,
+        expected_version: int,
+        actor: Actor,
+        action: ActionRecord | None = None,
+    ) -> Changed:
         async def change(work: Work) -> None:
             self._move(work, C.RESUME, f"resumed by {actor.id}")
 
-        return await self._act(task_id, actor, change, expected_version=expected_version)
+        return await self._act(
+            task_id, actor, change, expected_version=expected_version, action=action
+        )
 
     async def clear_recovery(
         self, task_id: str, expected_version: int, actor: Actor, note: str = ""
@@ -207,6 +236,12 @@ class TaskCommands(DoorBase):
             self._move(work, C.RECOVERY_CLEARED, f"checked by {actor.id}: {note}".strip(": "))
 
         return await self._act(task_id, actor, change, expected_version=expected_version)
+
+
+def handle_lock(owner_id: str) -> str:
+    """The advisory lock serializing one owner's creates on PostgreSQL, so each takes the
+    next handle (SQLite's single writer already serializes them)."""
+    return f"long_task_handles:{owner_id}"
 
 
 def _check_criteria(criteria: tuple[NewCriterion, ...]) -> None:

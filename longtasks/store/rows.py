@@ -31,11 +31,13 @@ TASK = (
     *("lease_expires_at_ms", "attempts_used", "max_attempts", "tokens_used", "max_tokens"),
     *("deadline_ms", "verify_interruptions", "max_verify_interruptions", "corrections_used"),
     *("max_corrections", "event_sequence", "created_by", "created_at_ms", "updated_at_ms"),
-    "finished_at_ms",
+    *("finished_at_ms", "handle"),
 )
-#: What a change of the task may write (its identity and creation never change).
+#: What a change of the task may write (its identity, handle and creation never change).
 TASK_MUTABLE = tuple(
-    c for c in TASK if c not in ("id", "project_id", "owner_id", "created_by", "created_at_ms")
+    c
+    for c in TASK
+    if c not in ("id", "project_id", "owner_id", "created_by", "created_at_ms", "handle")
 )
 #: The task's display payloads, written at creation, read only through ``display_json``.
 TASK_DISPLAY = ("constraints", "sources")
@@ -104,6 +106,7 @@ def task_values(task: Task) -> dict[str, Any]:
         "created_at_ms": task.created_at_ms,
         "updated_at_ms": task.updated_at_ms,
         "finished_at_ms": task.finished_at_ms,
+        "handle": task.handle,
     }
 
 
@@ -138,6 +141,7 @@ def task_from_row(row: Any) -> Task:
         created_at_ms=int(row["created_at_ms"]),
         updated_at_ms=int(row["updated_at_ms"]),
         finished_at_ms=opt_int(row["finished_at_ms"]),
+        handle=int(row["handle"]),
     )
 
 

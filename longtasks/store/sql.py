@@ -32,6 +32,7 @@ from longtasks.domain.model import (
 from longtasks.domain.states import CriterionResult, TaskState
 from longtasks.store import records as rec
 from longtasks.store import rows as r
+from longtasks.store.action_sql import ActionStatements
 from longtasks.store.usage_sql import UsageStatements
 
 
@@ -57,7 +58,7 @@ def _set(columns: Sequence[str]) -> str:
 
 _TASK = f"SELECT {_cols(r.TASK)} FROM long_tasks WHERE id = ?"
 _INSERT_TASK = (
-    _insert("long_tasks", (*r.TASK, *r.TASK_DISPLAY)) + " ON CONFLICT DO NOTHING RETURNING id"
+    _insert("long_tasks", (*r.TASK, *r.TASK_DISPLAY)) + " ON CONFLICT (id) DO NOTHING RETURNING id"
 )
 _UPDATE_TASK = (
     f"UPDATE long_tasks SET {_set(r.TASK_MUTABLE)} WHERE id = ? AND state_version = ? RETURNING id"
@@ -153,7 +154,7 @@ Read = Callable[..., Awaitable[list[Any]]]
 Tx = RunTxReader
 
 
-class LongTaskSql(UsageStatements):
+class LongTaskSql(UsageStatements, ActionStatements):
     """The long-task reads and writes on one backend. ``read`` runs a read outside any
     transaction (the pool, or SQLite's reader connection); every write takes the
     transaction the door opened."""

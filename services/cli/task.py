@@ -1,6 +1,7 @@
 """`truerun task create | ls | show | answer | start | pause | resume | cancel | clear-recovery |
-continue | events | export`: long tasks (LongTaskService, docs/long-tasks.md) from the
-command line.
+continue | events | export | act`: long tasks (LongTaskService, docs/long-tasks.md) from the
+command line. ``act`` is the one action contract: a task by id or short handle (``#3``),
+exactly once per ``--action-id`` (default: a new one per invocation).
 
 ``create --file task.yaml`` sends a request (services/cli/task_file.py): truerun never reads
 the file back as state. Every command that changes a task reads it first and sends the etag
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -98,6 +100,17 @@ def add_parsers(
     go_on.add_argument(
         "--file", "-f", default="", help="new steps/criteria (default: the unfinished steps)"
     )
+    act = command("act", "the one action contract: a task by id or handle (#3)", named=False)
+    act.add_argument("task", help="a task id, or its owner's handle like #3")
+    act.add_argument(
+        "action", choices=("pause", "resume", "cancel", "continue", "answer", "approve", "deny")
+    )
+    act.add_argument("answer", nargs="?", default="", help="answer: the answer")
+    act.add_argument("--owner", default="", help="whose handle (default: the token's name)")
+    act.add_argument("--etag", default="", help="the version it was chosen at (default: now)")
+    act.add_argument("--decision", default="", help="the decision (default: the one open)")
+    act.add_argument("--note", default="", help="kept with the change")
+    act.add_argument("--action-id", default="", help="one id per action: repeat it to retry safely")
     command("events", "the task's log, oldest first")
     export = command("export", "the task as a Markdown report (never read back)")
     export.add_argument("--html", action="store_true", help="an HTML page instead (> report.html)")
@@ -211,6 +224,23 @@ def _continue(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
     return after, moved_text(after, f"continued as plan v{after.plan_version}")
 
 
+def _act(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    ask = pb.ActRequest(
+        project_id=_project(args),
+        task=args.task,
+        action=args.action,
+        etag=args.etag,
+        action_id=args.action_id or f"cli-{uuid.uuid4()}",
+        decision_id=args.decision,
+        answer=args.answer,
+        note=args.note,
+        owner_id=args.owner,
+    )
+    acted = stub.Act(ask, timeout=client.timeout)
+    done = "already done" if acted.outcome == "already_done" else "done"
+    return acted, moved_text(acted.long_task, f"{args.action} {done} (action {ask.action_id})")
+
+
 def _events(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
     found, after = pb.ListLongTaskEventsResponse(), 0
     while True:
@@ -245,4 +275,5 @@ _COMMANDS: dict[str, Callable[[Stub, Client, argparse.Namespace], Shown]] = {
     "continue": _continue,
     "events": _events,
     "export": _export,
+    "act": _act,
 }

@@ -62,12 +62,13 @@ def _short(text: str, width: int) -> str:
 
 def ls_text(active: Sequence[pb.LongTask], recent: Sequence[pb.LongTask]) -> str:
     """The active tasks, then the recently finished ones, as two tables."""
-    header = ["ID", "STATE", "OWNER", "PLAN", "UPDATED (local)", "GOAL"]
+    header = ["ID", "HANDLE", "STATE", "OWNER", "PLAN", "UPDATED (local)", "GOAL"]
 
     def rows(tasks: Sequence[pb.LongTask]) -> list[list[str]]:
         return [
             [
                 t.long_task_id,
+                t.handle or "-",
                 state_words(t).split(":")[0],
                 t.owner_id,
                 f"v{t.plan_version}",
@@ -215,8 +216,8 @@ def budget_warning(b: pb.LongTaskBudget) -> str | None:
 def describe(task: pb.LongTask) -> str:
     """Everything `task show` prints about one task."""
     lines = [
-        f"task       {task.long_task_id}   project {task.project_id}   owner {task.owner_id}"
-        + (f"   agent {task.agent_id}" if task.agent_id else ""),
+        f"task       {task.long_task_id} ({task.handle or '-'})   project {task.project_id}"
+        f"   owner {task.owner_id}" + (f"   agent {task.agent_id}" if task.agent_id else ""),
         f"goal       {task.goal}",
         f"state      {state_words(task)}   (stored: {stored_state(task)})",
         f"plan       v{task.plan_version}   etag {task.etag}",
@@ -268,4 +269,5 @@ def created_text(task: pb.LongTask) -> str:
 
 
 def moved_text(task: pb.LongTask, verb: str) -> str:
-    return f"{task.long_task_id}  {verb}; now {state_words(task)}"
+    handle = f" ({task.handle})" if task.handle else ""
+    return f"{task.long_task_id}{handle}  {verb}; now {state_words(task)}"

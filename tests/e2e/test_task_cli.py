@@ -85,6 +85,16 @@ def test_task_commands_against_a_real_server(live: Live, tmp_path: Path) -> None
     assert _show(live, task_id)["state"] == "LONG_TASK_STATE_PAUSED"
     assert "resumed; now queued" in _ok(live, "task", "resume", task_id)
 
+    # The one action contract by the owner's short handle, exactly once per action id.
+    assert shown["handle"] == "#1" and f"{task_id} (#1)" in _ok(live, "task", "show", task_id)
+    act = ("task", "act", "#1", "pause", "--owner", "alice", "--action-id", "cli-1")
+    assert "(#1)  pause done (action cli-1); now paused" in _ok(live, *act)
+    assert "pause already done (action cli-1)" in _ok(live, *act)
+    _refused(live, "LONG_TASK_NOT_FOUND", "task", "act", "#9", "resume", "--owner", "alice")
+    by_id = ("task", "act", task_id, "pause", "--action-id", "cli-1")  # the same task, by id
+    assert "pause already done (action cli-1)" in _ok(live, *by_id)
+    # (left paused: nothing moves it while the refusals below read and send its etag)
+
     # A decision that does not exist; a move the rules refuse: one line each, exit 2.
     _refused(live, "NOT_FOUND", "task", "answer", task_id, "d-nope", "yes")
     _refused(live, "INVALID_LONG_TASK_TRANSITION", "task", "clear-recovery", task_id)

@@ -310,6 +310,8 @@ async def test_every_long_task_route_wants_a_token(
         ("POST", f"{REPORT}:editCriterion", {**etag, "criterion_id": "tone", "waive": True}),
         ("GET", f"{REPORT}/events", None),
         ("GET", f"{REPORT}/export", None),
+        ("POST", f"{TASKS}:act", {"task": "#1", "owner_id": "alice", "action": "pause"}),
+        ("POST", f"{TASKS}:text", {"owner_id": "alice", "text": "/longtask pause #1"}),
     ]
     # No token, or an unknown one (alternately: past 20 failures a minute the client is
     # refused with 429 instead).
@@ -322,6 +324,51 @@ async def test_every_long_task_route_wants_a_token(
     for method, path, body in calls[3:]:
         if method == "POST":
             refused = await http.request(method, path, json=body, headers=bearer(Q_TOKEN))
-            assert_problem(refused, 404, "LONG_TASK_NOT_FOUND")
+            if path.endswith(":text"):  # as creating or listing there: the project is refused
+                assert_problem(refused, 403, "PERMISSION_DENIED")
+            else:
+                assert_problem(refused, 404, "LONG_TASK_NOT_FOUND")
     assert await snapshot(stack.database_url) == before
     assert (await http.get(REPORT, headers=AUTH)).json() == created
+
+
+async def test_one_action_contract_and_text_commands_over_rest(
+    http: httpx.AsyncClient, stack: GatewayStack
+) -> None:
+    """``longTasks:act`` by the owner's handle, exactly once per action id; ``longTasks:text``
+    for a chat without buttons; the handle shown on the task."""
+    created = await _created(http)
+    assert created["handle"] == "#1"
+    act = {"task": "#1", "owner_id": "alice", "action": "pause", "action_id": "card-1"}
+    started = await _command(http, "start", {"etag": created["etag"]})
+    stale = {**act, "etag": created["etag"]}
+    assert_problem(
+        await http.post(f"{TASKS}:act", json=stale, headers=AUTH), 409, "LONG_TASK_VERSION_CONFLICT"
+    )
+    paused = await http.post(f"{TASKS}:act", json={**act, "etag": started["etag"]}, headers=AUTH)
+    assert paused.status_code == 200, paused.text
+    body = paused.json()
+    assert body["outcome"] == "done" and body["long_task"]["state"] == "LONG_TASK_STATE_PAUSED"
+    assert paused.headers["etag"] == body["long_task"]["etag"] == body["action_etag"]
+    before = await snapshot(stack.database_url)
+    again = await http.post(f"{TASKS}:act", json={**act, "etag": started["etag"]}, headers=AUTH)
+    assert again.status_code == 200 and again.json()["outcome"] == "already_done"
+    assert await snapshot(stack.database_url) == before
+    assert_problem(
+        await http.post(f"{TASKS}:act", json={**act, "project_id": "proj-q"}, headers=AUTH),
+        400,
+        "INVALID_ARGUMENT",
+    )
+    text = {"owner_id": "alice", "text": "/longtask resume #1", "action_id": "msg-1"}
+    replied = await http.post(f"{TASKS}:text", json=text, headers=AUTH)
+    assert replied.status_code == 200, replied.text
+    answer = replied.json()
+    assert answer["outcome"] == "done" and answer["reply"].startswith("#1: resume done")
+    assert answer["long_task"]["state"] == "LONG_TASK_STATE_QUEUED"
+    old_card = await http.post(
+        f"{TASKS}:text",
+        json={**text, "text": f"/longtask pause #1 {created['etag']}", "action_id": "msg-2"},
+        headers=AUTH,
+    )
+    assert old_card.json()["refusal"] == "LONG_TASK_VERSION_CONFLICT"
+    assert not old_card.json().get("long_task")

@@ -34,6 +34,13 @@ def long_task_requests(project: str, task: str) -> dict[str, Message]:
         "EditCriterion": lt.EditCriterionRequest(**named, etag="1", criterion_id="c", waive=True),
         "ListLongTaskEvents": lt.ListLongTaskEventsRequest(**named),
         "ExportLongTask": lt.ExportLongTaskRequest(**named),
+        # by the owner's handle: the draft's task is the owner's first, "#1"
+        "Act": lt.ActRequest(
+            project_id=project, owner_id="o", task="#1", action="pause", action_id="a", etag="1"
+        ),
+        "TextCommand": lt.TextCommandRequest(
+            project_id=project, owner_id="o", text="/longtask pause #1", action_id="a"
+        ),
     }
 
 

@@ -200,13 +200,15 @@ def test_an_empty_task_says_so_per_section() -> None:
 
 
 def test_ls_shows_active_then_recent() -> None:
-    active = [_task(long_task_id="lt-2", state=pb.LONG_TASK_STATE_PAUSED, goal="x " * 60)]
-    recent = [_task(long_task_id="lt-1", state=pb.LONG_TASK_STATE_COMPLETED)]
+    active = [
+        _task(long_task_id="lt-2", handle="#2", state=pb.LONG_TASK_STATE_PAUSED, goal="x " * 60)
+    ]
+    recent = [_task(long_task_id="lt-1", handle="#1", state=pb.LONG_TASK_STATE_COMPLETED)]
     text = ls_text(active, recent)
     lines = text.splitlines()
-    assert lines[0] == "active" and lines[1].split()[:3] == ["ID", "STATE", "OWNER"]
-    assert lines[2].split()[:2] == ["lt-2", "paused"] and lines[2].endswith("…")
-    assert "recent" in lines and "lt-1  completed" in text
+    assert lines[0] == "active" and lines[1].split()[:4] == ["ID", "HANDLE", "STATE", "OWNER"]
+    assert lines[2].split()[:3] == ["lt-2", "#2", "paused"] and lines[2].endswith("…")
+    assert "recent" in lines and "lt-1  #1      completed" in text
     assert ls_text([], []) == "active    (none)"
 
 

@@ -5,7 +5,7 @@ evidence_bytes_read`` (the cumulative per-attempt read limit), ``long_tasks.trim
 (when retention trimmed a finished task's bulky records).
 
 Revision ID: 0015_long_task_evidence_reader
-Revises: 0013_long_task_usage
+Revises: 0014_long_task_handles_actions
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015_long_task_evidence_reader"
-down_revision: str | None = "0013_long_task_usage"
+down_revision: str | None = "0014_long_task_handles_actions"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

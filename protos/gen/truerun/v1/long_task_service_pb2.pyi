@@ -820,6 +820,7 @@ class Decision(_message.Message):
     ANSWERED_BY_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     ANSWER_TIME_FIELD_NUMBER: _builtins.int
+    PROMPT_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """The decision's id."""
     kind: _builtins.str
@@ -840,6 +841,10 @@ class Decision(_message.Message):
     """The answerer's note."""
     answered_by: _builtins.str
     """Who answered."""
+    prompt: _builtins.str
+    """While open, on a task read: the question with its task's handle and the
+    exact text command that answers it at the task's current version.
+    """
     @_builtins.property
     def options(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The answers offered (a question takes any non-empty answer)."""
@@ -873,10 +878,11 @@ class Decision(_message.Message):
         answered_by: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         answer_time: _timestamp_pb2.Timestamp | None = ...,
+        prompt: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["answer_time", b"answer_time", "create_time", b"create_time", "material", b"material"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_time", b"answer_time", "answered_by", b"answered_by", "create_time", b"create_time", "decision_id", b"decision_id", "kind", b"kind", "material", b"material", "note", b"note", "options", b"options", "question", b"question", "repeat_count", b"repeat_count", "state", b"state", "step_id", b"step_id", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "answer_time", b"answer_time", "answered_by", b"answered_by", "create_time", b"create_time", "decision_id", b"decision_id", "kind", b"kind", "material", b"material", "note", b"note", "options", b"options", "prompt", b"prompt", "question", b"question", "repeat_count", b"repeat_count", "state", b"state", "step_id", b"step_id", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1012,6 +1018,7 @@ class LongTask(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     FINISH_TIME_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """projects/{project_id}/longTasks/{long_task_id}"""
     project_id: _builtins.str
@@ -1042,6 +1049,10 @@ class LongTask(_message.Message):
     """Queued: how many of the owner's queued tasks start before it (0 = next)."""
     created_by: _builtins.str
     """Who created it."""
+    handle: _builtins.str
+    """The owner's short handle, like "#3": unique among the owner's tasks,
+    never given to another of them, so it names this task in any message.
+    """
     @_builtins.property
     def constraints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Constraints."""
@@ -1115,10 +1126,11 @@ class LongTask(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         finish_time: _timestamp_pb2.Timestamp | None = ...,
+        handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "create_time", b"create_time", "finish_time", b"finish_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2703,3 +2715,165 @@ class EvidenceContent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EvidenceContent: _TypeAlias = EvidenceContent  # noqa: Y015
+
+@_typing.final
+class ActRequest(_message.Message):
+    """Act: one action on a long task, from any surface."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    TASK_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    DECISION_ID_FIELD_NUMBER: _builtins.int
+    ANSWER_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project the task belongs to."""
+    task: _builtins.str
+    """The task: its id, or its owner's handle ("#3")."""
+    action: _builtins.str
+    """pause, resume, cancel, continue, answer, approve or deny."""
+    etag: _builtins.str
+    """The task's etag the action was chosen at; empty = as it is now."""
+    action_id: _builtins.str
+    """One id per action, chosen by the client: a repeat acts no second time."""
+    decision_id: _builtins.str
+    """answer, approve, deny: the decision; empty when exactly one is open."""
+    answer: _builtins.str
+    """answer: the answer."""
+    note: _builtins.str
+    """A note kept with the change (pause, cancel, answer; continue: the
+    reason).
+    """
+    owner_id: _builtins.str
+    """The owner a handle belongs to; empty = the caller's own name."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        task: _builtins.str = ...,
+        action: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        action_id: _builtins.str = ...,
+        decision_id: _builtins.str = ...,
+        answer: _builtins.str = ...,
+        note: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "action_id", b"action_id", "answer", b"answer", "decision_id", b"decision_id", "etag", b"etag", "note", b"note", "owner_id", b"owner_id", "project_id", b"project_id", "task", b"task"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActRequest: _TypeAlias = ActRequest  # noqa: Y015
+
+@_typing.final
+class ActResponse(_message.Message):
+    """What Act did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LONG_TASK_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    ACTION_ETAG_FIELD_NUMBER: _builtins.int
+    outcome: _builtins.str
+    """done (this request made the change) or already_done (an earlier request
+    with the same action id made it; nothing was done again).
+    """
+    action_etag: _builtins.str
+    """The task's etag right after the action made its change."""
+    @_builtins.property
+    def long_task(self) -> Global___LongTask:
+        """The task after the action."""
+
+    def __init__(
+        self,
+        *,
+        long_task: Global___LongTask | None = ...,
+        outcome: _builtins.str = ...,
+        action_etag: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["long_task", b"long_task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_etag", b"action_etag", "long_task", b"long_task", "outcome", b"outcome"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActResponse: _TypeAlias = ActResponse  # noqa: Y015
+
+@_typing.final
+class TextCommandRequest(_message.Message):
+    """TextCommand: one chat message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    ACTION_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project the owner's tasks are in."""
+    owner_id: _builtins.str
+    """The person who wrote the message (the owner whose handles it uses)."""
+    text: _builtins.str
+    """The message."""
+    action_id: _builtins.str
+    """One id per message (the chat's message id): a redelivery acts once."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+        action_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "owner_id", b"owner_id", "project_id", b"project_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TextCommandRequest: _TypeAlias = TextCommandRequest  # noqa: Y015
+
+@_typing.final
+class TextCommandResponse(_message.Message):
+    """The reply to a chat message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLY_FIELD_NUMBER: _builtins.int
+    LONG_TASK_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    REFUSAL_FIELD_NUMBER: _builtins.int
+    reply: _builtins.str
+    """What to show the person."""
+    outcome: _builtins.str
+    """done, already_done, or empty when nothing was done."""
+    refusal: _builtins.str
+    """Why nothing was done, as a stable reason (LONG_TASK_VERSION_CONFLICT,
+    AMBIGUOUS_SHORT_ANSWER, ...); empty otherwise.
+    """
+    @_builtins.property
+    def long_task(self) -> Global___LongTask:
+        """The task acted on, after the action; unset when nothing was acted on."""
+
+    def __init__(
+        self,
+        *,
+        reply: _builtins.str = ...,
+        long_task: Global___LongTask | None = ...,
+        outcome: _builtins.str = ...,
+        refusal: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["long_task", b"long_task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["long_task", b"long_task", "outcome", b"outcome", "refusal", b"refusal", "reply", b"reply"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TextCommandResponse: _TypeAlias = TextCommandResponse  # noqa: Y015

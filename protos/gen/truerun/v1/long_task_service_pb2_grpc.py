@@ -106,6 +106,16 @@ class LongTaskServiceStub:
                 request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ExportLongTaskRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ExportLongTaskResponse.FromString,
                 _registered_method=True)
+        self.Act = channel.unary_unary(
+                '/truerun.v1.LongTaskService/Act',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ActRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ActResponse.FromString,
+                _registered_method=True)
+        self.TextCommand = channel.unary_unary(
+                '/truerun.v1.LongTaskService/TextCommand',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandResponse.FromString,
+                _registered_method=True)
 
 
 class LongTaskServiceServicer:
@@ -216,6 +226,24 @@ class LongTaskServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Act(self, request, context):
+        """The one action contract every surface uses: pause, resume, cancel,
+        continue, answer, approve or deny a task named by its id or its owner's
+        short handle, with the expected version, exactly once per action id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TextCommand(self, request, context):
+        """A chat message of a surface without buttons: "/longtask <action>
+        <handle> [version]", "/longtask list", or a short answer to the owner's
+        one open decision (never a guess among several).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LongTaskServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -288,6 +316,16 @@ def add_LongTaskServiceServicer_to_server(servicer, server):
                     servicer.ExportLongTask,
                     request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ExportLongTaskRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_long__task__service__pb2.ExportLongTaskResponse.SerializeToString,
+            ),
+            'Act': grpc.unary_unary_rpc_method_handler(
+                    servicer.Act,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ActRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.ActResponse.SerializeToString,
+            ),
+            'TextCommand': grpc.unary_unary_rpc_method_handler(
+                    servicer.TextCommand,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -670,6 +708,60 @@ class LongTaskService:
             '/truerun.v1.LongTaskService/ExportLongTask',
             truerun_dot_v1_dot_long__task__service__pb2.ExportLongTaskRequest.SerializeToString,
             truerun_dot_v1_dot_long__task__service__pb2.ExportLongTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Act(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskService/Act',
+            truerun_dot_v1_dot_long__task__service__pb2.ActRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.ActResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TextCommand(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskService/TextCommand',
+            truerun_dot_v1_dot_long__task__service__pb2.TextCommandRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.TextCommandResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -89,6 +89,16 @@ class LongTaskServiceStub:
     """The task's append-only log."""
     ExportLongTask: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ExportLongTaskRequest, _long_task_service_pb2.ExportLongTaskResponse]
     """A Markdown report of the task. An export: never read back as state."""
+    Act: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ActRequest, _long_task_service_pb2.ActResponse]
+    """The one action contract every surface uses: pause, resume, cancel,
+    continue, answer, approve or deny a task named by its id or its owner's
+    short handle, with the expected version, exactly once per action id.
+    """
+    TextCommand: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.TextCommandRequest, _long_task_service_pb2.TextCommandResponse]
+    """A chat message of a surface without buttons: "/longtask <action>
+    <handle> [version]", "/longtask list", or a short answer to the owner's
+    one open decision (never a guess among several).
+    """
 
 @_typing.type_check_only
 class LongTaskServiceAsyncStub(LongTaskServiceStub):
@@ -135,6 +145,16 @@ class LongTaskServiceAsyncStub(LongTaskServiceStub):
     """The task's append-only log."""
     ExportLongTask: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ExportLongTaskRequest, _long_task_service_pb2.ExportLongTaskResponse]  # type: ignore[assignment]
     """A Markdown report of the task. An export: never read back as state."""
+    Act: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ActRequest, _long_task_service_pb2.ActResponse]  # type: ignore[assignment]
+    """The one action contract every surface uses: pause, resume, cancel,
+    continue, answer, approve or deny a task named by its id or its owner's
+    short handle, with the expected version, exactly once per action id.
+    """
+    TextCommand: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.TextCommandRequest, _long_task_service_pb2.TextCommandResponse]  # type: ignore[assignment]
+    """A chat message of a surface without buttons: "/longtask <action>
+    <handle> [version]", "/longtask list", or a short answer to the owner's
+    one open decision (never a guess among several).
+    """
 
 class LongTaskServiceServicer(metaclass=_abc_1.ABCMeta):
     """Long tasks for people: create, read, revise, answer, pause, resume, cancel,
@@ -262,6 +282,28 @@ class LongTaskServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_long_task_service_pb2.ExportLongTaskResponse, _abc.Awaitable[_long_task_service_pb2.ExportLongTaskResponse]]:
         """A Markdown report of the task. An export: never read back as state."""
+
+    @_abc_1.abstractmethod
+    def Act(
+        self,
+        request: _long_task_service_pb2.ActRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.ActResponse, _abc.Awaitable[_long_task_service_pb2.ActResponse]]:
+        """The one action contract every surface uses: pause, resume, cancel,
+        continue, answer, approve or deny a task named by its id or its owner's
+        short handle, with the expected version, exactly once per action id.
+        """
+
+    @_abc_1.abstractmethod
+    def TextCommand(
+        self,
+        request: _long_task_service_pb2.TextCommandRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.TextCommandResponse, _abc.Awaitable[_long_task_service_pb2.TextCommandResponse]]:
+        """A chat message of a surface without buttons: "/longtask <action>
+        <handle> [version]", "/longtask list", or a short answer to the owner's
+        one open decision (never a guess among several).
+        """
 
 def add_LongTaskServiceServicer_to_server(servicer: LongTaskServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
