@@ -261,6 +261,7 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
         changed = await self._door.report_usage(a.task_id, a.id, usage_id, request.tokens)
         return self._task_ack(changed, a)
 
+    @unary
     async def ReadEvidence(
         self, request: pb.ReadEvidenceRequest, context: Ctx
     ) -> pb.EvidenceContent:
