@@ -44,6 +44,9 @@ export function outputPanel(ctx, runId) {
     // Follow the end only when the reader is already there: scrolling up to read stays put.
     const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 4;
     const text = chunk.text || '';
+    // A follow that reads again past the cap is told "still truncated" with no text: the
+    // note is already shown once, an empty one would only be a second, blank note.
+    if (!text) return;
     pre.append(NOTE_KINDS.has(chunk.kind) ? h('span', { class: 'output-note' }, text) : text);
     chars += text.length;
     trim();
