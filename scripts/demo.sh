@@ -2,8 +2,10 @@
 # The embedded default end to end: start `truerun dev` on SQLite in a fresh data directory,
 # submit runs, approve one, cancel one, and print display states and events through the CLI.
 # Then start the reference runtime agent (limit D=2) and let it run real commands: succeeded,
-# failed, and one cancelled while it runs. Last, a schedule fires every 2 seconds into runs
-# the agent runs, and is paused with a note. Every process started here is stopped on exit.
+# failed, and one cancelled while it runs. Then a schedule fires every 2 seconds into runs
+# the agent runs, and is paused with a note. Last, a long task of two declared steps waits
+# for an approval, is granted it, and completes on its evidence. Every process started here
+# is stopped on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -201,5 +203,70 @@ say schedule ls --project ci
 say schedule show heartbeat --project ci
 say schedule pause heartbeat --project ci --note "demo over"
 say schedule ls --project ci
+# -- Part 4: a long task ------------------------------------------------------------------
+echo
+echo "== A long task: a goal over declared steps, an approval, completed only on evidence"
+lt="$data/long-task"
+mkdir -p "$lt"
+cat > "$lt/task.yaml" <<TASK
+id: weekly-summary
+goal: Publish this week's summary
+owner: $owner
+project: ci
+steps:
+  - id: collect
+    title: Collect this week's numbers
+    class: pure  # no outside effect: safe to run again
+    run: "date -u +%F > $lt/numbers.txt"
+    writes: $lt/numbers.txt
+  - id: publish
+    title: Publish the summary
+    class: non_idempotent  # may not repeat: its intent is recorded before it runs
+    approval: "publish $lt/published.txt"  # a person approves this exact action first
+    run: >-
+      cp $lt/numbers.txt $lt/published.txt &&
+      printf '{"external_id": "pub-1", "target": "$lt/published.txt", "summary": "published", "at_ms": %s}\n' "\$(date +%s000)"
+    receipt: json  # the command's last line is the outside world's receipt
+criteria:
+  - id: published
+    text: The summary is published
+    checker: {kind: file_exists, path: $lt/published.txt}
+  - id: receipted
+    text: The publish step has its receipt
+    checker: {kind: receipt_present, step_id: publish}
+TASK
+say task create --file "$lt/task.yaml" --start
+# Read the task back as JSON: its state, or its open decision's id.
+task_field() {
+  "$truerun" task show weekly-summary --project ci -o json | "$python" -c '
+import json, sys
+task = json.load(sys.stdin)
+if sys.argv[1] == "state":
+    print(task.get("state", "").removeprefix("LONG_TASK_STATE_").lower())
+else:
+    print(next((d["decisionId"] for d in task.get("decisions", []) if d.get("state") == "open"), ""))
+' "$1"
+}
+# Wait (bounded) until the long task is in state $1.
+wait_task() {
+  local now=""
+  for _ in $(seq 150); do
+    now="$(task_field state)"
+    [ "$now" = "$1" ] && return 0
+    sleep 0.2
+  done
+  echo "timed out: the long task is $now, expected $1"
+  cat "$agent_log"
+  exit 1
+}
+wait_task waiting_for_approval
+say task show weekly-summary --project ci
+say task answer weekly-summary "$(task_field decision)" grant --project ci --note "looks right"
+wait_task completed
+say task show weekly-summary --project ci
+echo
+echo "\$ truerun task export weekly-summary --project ci | head -12"
+"$truerun" task export weekly-summary --project ci | head -12
+
 echo
 echo "== The dashboard at $dashboard closes with this demo; \`make dev\` (truerun dev) prints a lasting link"

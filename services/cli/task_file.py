@@ -52,7 +52,7 @@ _TASK_KEYS = {"id", "goal", "owner", "project", "agent", "constraints", "sources
 _PLAN_KEYS = {"steps", "criteria"}
 _STEP_KEYS = {"id", "title", "class", "idempotency_key", "input", "probe"}
 # What the runtime runs: opaque to truerun, kept as the step's action (docs/long-tasks.md).
-_ACTION_KEYS = {"run", "receipt", "writes", "approval", "ask", "options"}
+_ACTION_KEYS = {"run", "receipt", "writes", "approval", "target", "prepare", "ask", "options"}
 _CRITERION_KEYS = {"id", "text", "checker", "optional"}
 _BUDGET_KEYS = {"max_attempts", "max_tokens", "lifetime", "max_corrections"}
 
