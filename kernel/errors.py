@@ -37,6 +37,8 @@ class ErrorReason(StrEnum):
     INVALID_LONG_TASK_TRANSITION = "INVALID_LONG_TASK_TRANSITION"
     INVALID_STEP_TRANSITION = "INVALID_STEP_TRANSITION"
     LONG_TASK_LIMIT_REACHED = "LONG_TASK_LIMIT_REACHED"
+    PROMOTION_FAILED = "PROMOTION_FAILED"
+    AUTO_PROMOTION_REFUSED = "AUTO_PROMOTION_REFUSED"
 
 
 class DomainError(Exception):
@@ -188,3 +190,17 @@ class InvalidStepTransition(DomainError):
     """The step's state or record does not allow the action; metadata ``refusal`` says why."""
 
     reason = ErrorReason.INVALID_STEP_TRANSITION
+
+
+class PromotionFailed(DomainError):
+    """A run's promotion to a long task could not be written: nothing of it was kept, and
+    the run was told to stop (a visible error, never an unmanaged run)."""
+
+    reason = ErrorReason.PROMOTION_FAILED
+
+
+class AutoPromotionRefused(DomainError):
+    """An automatic promotion the owner's unfinished-task cap does not allow (an explicit
+    CreateLongTask with ``override_unfinished_cap`` still may): nothing created."""
+
+    reason = ErrorReason.AUTO_PROMOTION_REFUSED

@@ -66,6 +66,7 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
             "long_task_events",
             "long_task_usage",
             "long_task_actions",
+            "run_preflights",
         ),
         ("longtasks/store/",),
     ),

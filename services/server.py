@@ -35,6 +35,7 @@ from kernel.config import Settings
 from kernel.tls import PLAINTEXT, ServerTls, listening
 from longtasks.api.attempts import LongTaskAttemptServicer
 from longtasks.api.people import LongTaskServicer
+from longtasks.api.promotion import RunPromotionServicer
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.reads import TaskReads
 from services.bootstrap import (
@@ -150,8 +151,8 @@ async def start_serving(
     server that serves either needs them. With ``tls`` the port serves TLS only (and mTLS
     when it names a client CA); without, plaintext. ``schedules``: ScheduleService (token
     auth) and WebhookService (signature auth) too; ``long_tasks``: LongTaskService (token
-    auth) and LongTaskAttemptService (each call's callback token); an owner may keep
-    ``long_task_max_unfinished`` unfinished long tasks (0 = no cap)."""
+    auth), LongTaskAttemptService and RunPromotionService (each call's callback token); an
+    owner may keep ``long_task_max_unfinished`` unfinished long tasks (0 = no cap)."""
     needs_tokens = capacity is not None or schedules is not None or long_tasks is not None
     if (run_service or needs_tokens) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
@@ -184,6 +185,10 @@ async def start_serving(
             (
                 "LongTaskAttemptService",
                 LongTaskAttemptServicer(long_tasks, reads, app.store, evidence_reader(app)),
+            ),
+            (
+                "RunPromotionService",
+                RunPromotionServicer(long_tasks, reads, app.store, long_task_max_unfinished),
             ),
         )
         for name, long_task_servicer in long_task_servicers:

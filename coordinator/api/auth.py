@@ -3,8 +3,9 @@
 (coordinator/api/credentials.py). The interceptor covers every method of those services, so
 an RPC added later is authenticated without anyone remembering to; handlers read the
 caller with ``caller()``. RuntimeService authenticates with the runtime token in Hello,
-WebhookService with each delivery's HMAC signature, LongTaskAttemptService with the
-callback token of the calling run's attempt (longtasks/api/credentials.py), and health and
+WebhookService with each delivery's HMAC signature, LongTaskAttemptService and
+RunPromotionService with the callback token of the calling run's attempt
+(longtasks/api/credentials.py), and health and
 reflection are open (probes, tools)."""
 
 from __future__ import annotations

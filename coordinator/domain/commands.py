@@ -181,6 +181,28 @@ class StartAccepted(RunCommand):
     attempt_id: str = ""
 
 
+#: The run events ``NoteRun`` may append (docs/long-tasks.md "Activation and promotion").
+NOTE_TYPES = frozenset(
+    {
+        "activation.preflight_requested",
+        "activation.classified",
+        "activation.promoted",
+        "activation.promotion_refused",
+        "activation.promotion_failed",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRun(RunCommand):
+    """A fact about an unfinished run that changes none of its state (activation's
+    preflights, verdicts and promotions): one event of a type in ``NOTE_TYPES`` is appended
+    with its allow-listed, size-capped ``details``."""
+
+    type: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class ManualRetry(RunCommand):
     """A person's retry: a new run that points at this one; this one never changes."""
@@ -299,6 +321,7 @@ Command = (
     | MarkLost
     | RetryAttempt
     | ManualRetry
+    | NoteRun
     | Resolve
     | FailRun
     | PauseRun

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -316,6 +317,22 @@ long_task_actions = Table(
     Column("created_at_ms", BigInteger, nullable=False),
 )
 
+# One preflight of an ordinary run's tool-call tier (docs/long-tasks.md "Activation and
+# promotion"): at most one row per run and tier, inserted when PreflightToolCall answers
+# "preflight needed", its verdict written once the runtime's classifier decided.
+run_preflights = Table(
+    "run_preflights",
+    metadata,
+    Column("run_id", ID, ForeignKey("runs.id"), primary_key=True),
+    Column("tier", String(32), primary_key=True),  # idempotent | queryable | non_idempotent
+    Column("verdict", String(16), nullable=True),  # ordinary | promote; NULL: not yet told
+    Column("path", String(16), nullable=True),  # lazy | deterministic | budget | plan
+    Column("reason", String(1024), nullable=False, server_default=""),
+    Column("confidence", Float, nullable=True),
+    Column("requested_at_ms", BigInteger, nullable=False),
+    Column("decided_at_ms", BigInteger, nullable=True),
+)
+
 LONG_TASK_TABLES = (
     long_tasks,
     long_task_plan_versions,
@@ -328,4 +345,5 @@ LONG_TASK_TABLES = (
     long_task_events,
     long_task_usage,
     long_task_actions,
+    run_preflights,
 )

@@ -12,7 +12,7 @@ from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api import validation
 from coordinator.dispatch.tokens import callback_token_valid
-from coordinator.store.base import RunReader
+from coordinator.store.base import Loaded, RunReader
 from kernel.errors import InvalidArgument, LongTaskNotFound, Unauthenticated
 from kernel.ids import now_ms
 from longtasks.domain.model import Attempt
@@ -29,9 +29,9 @@ class AttemptAuth:
         self._reads = reads
         self._clock = clock
 
-    async def attempt(self, credential: pb.AttemptCredential) -> Attempt:
-        """The long-task attempt whose run's attempt ``credential`` proves; the door then
-        checks that this attempt holds the task's lease."""
+    async def run_attempt(self, credential: pb.AttemptCredential) -> Loaded:
+        """The run and run attempt ``credential`` proves (any run: an ordinary run's
+        runtime asks for preflights and promotion with it)."""
         run_id, run_attempt_id = credential.run_id, credential.run_attempt_id
         token = credential.callback_token
         if not (run_id and run_attempt_id and token):
@@ -48,6 +48,13 @@ class AttemptAuth:
         stored, expires = attempt.callback_token_hash, attempt.callback_token_expires_at_ms
         if not callback_token_valid(token, stored, expires, self._clock()):
             raise Unauthenticated(REFUSED)
+        assert loaded is not None
+        return loaded
+
+    async def attempt(self, credential: pb.AttemptCredential) -> Attempt:
+        """The long-task attempt whose run's attempt ``credential`` proves; the door then
+        checks that this attempt holds the task's lease."""
+        run_id = (await self.run_attempt(credential)).run.id
         mine = await self._reads.attempt_of_run(run_id)
         if mine is None:
             raise LongTaskNotFound(f"run {run_id} is no attempt of a long task", run_id=run_id)

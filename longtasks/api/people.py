@@ -104,10 +104,11 @@ class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
                 f"this token may not create long tasks in project {new.project_id}"
             )
         # counted before the create's transaction: two creates racing may both pass at the
-        # cap's edge (one task over); the cap bounds a runaway client, not a quota ledger
+        # cap's edge (one task over); the cap bounds a runaway client, not a quota ledger.
+        # An explicit override passes it (automatic promotion never does: promotion.py)
         count = await self._reads.unfinished_of_owner(new.owner_id)
         refused = unfinished_cap_refusal(count, self._max_unfinished)
-        if refused is not None:
+        if refused is not None and not request.override_unfinished_cap:
             raise LongTaskLimitReached(refused, owner_id=new.owner_id)
         actor = _actor()
         created = await self._door.create(new, actor)

@@ -24,7 +24,9 @@ Who calls what:
 - the watcher of attempts' runs, and process start: ``attempt_ended``,
   ``held_by_the_dead`` (endings.py);
 - the lease holder's runtime, its token usage: ``report_usage`` (usage.py; the budget used
-  up moves the task to ``partial`` and cancels the run).
+  up moves the task to ``partial`` and cancels the run);
+- an ordinary run's runtime: ``preflight``, ``record_verdict``, ``promote`` (promotion.py:
+  the run becomes a long task whose first attempt it is).
 
 Listeners (``listen``, observed.py) hear every committed change after its commit: the
 release metrics.
@@ -35,12 +37,15 @@ from __future__ import annotations
 from longtasks.service.asks import Asks
 from longtasks.service.endings import Endings
 from longtasks.service.observed import Observed
+from longtasks.service.promotion import Promotions
 from longtasks.service.revisions import Revisions
 from longtasks.service.steps import StepActions
 from longtasks.service.tasks import TaskCommands
 from longtasks.service.usage import Usage
 
 
-class LongTaskDoor(Observed, TaskCommands, Revisions, StepActions, Asks, Endings, Usage):
+class LongTaskDoor(
+    Observed, TaskCommands, Revisions, StepActions, Asks, Endings, Usage, Promotions
+):
     """Every long-task write (built over the coordinator's ``Transitions`` and the
     long-task statements: ``LongTaskDoor(transitions, sql, clock=...)``)."""

@@ -33,6 +33,7 @@ from coordinator.domain.decide.decision import (
     chain,
 )
 from coordinator.domain.decide.helpers import _require
+from coordinator.domain.decide.notes import _note_run
 from coordinator.domain.decide.operator import _fail_run, _pause, _requeue, _resolve, _resume
 from coordinator.domain.decide.recovery import (
     _inspect_answer,
@@ -123,6 +124,7 @@ _RUN_HANDLERS: dict[type, Callable[[Any, Run, Attempt | None, Context], Decision
     c.PauseRun: _pause,
     c.ResumeRun: _resume,
     c.Requeue: _requeue,
+    c.NoteRun: _note_run,
 }
 
 

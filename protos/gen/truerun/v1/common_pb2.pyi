@@ -524,6 +524,15 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
     TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows; finish or cancel some first.
     """
+    ERROR_REASON_PROMOTION_FAILED: _ErrorReason.ValueType  # 32
+    """ABORTED: a run's promotion to a long task could not be written; nothing of
+    it was kept and the run was told to stop (its events say why).
+    """
+    ERROR_REASON_AUTO_PROMOTION_REFUSED: _ErrorReason.ValueType  # 33
+    """RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
+    TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows, so an automatic promotion is
+    refused; an explicit CreateLongTask with override_unfinished_cap still works.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -629,6 +638,15 @@ ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
 ERROR_REASON_LONG_TASK_LIMIT_REACHED: ErrorReason.ValueType  # 31
 """RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
 TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows; finish or cancel some first.
+"""
+ERROR_REASON_PROMOTION_FAILED: ErrorReason.ValueType  # 32
+"""ABORTED: a run's promotion to a long task could not be written; nothing of
+it was kept and the run was told to stop (its events say why).
+"""
+ERROR_REASON_AUTO_PROMOTION_REFUSED: ErrorReason.ValueType  # 33
+"""RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
+TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows, so an automatic promotion is
+refused; an explicit CreateLongTask with override_unfinished_cap still works.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

@@ -258,6 +258,62 @@ EXPORT_FORMAT_HTML: ExportFormat.ValueType  # 2
 """A self-contained HTML page."""
 Global___ExportFormat: _TypeAlias = ExportFormat  # noqa: Y015
 
+class _ActivationVerdict:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ActivationVerdictEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActivationVerdict.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACTIVATION_VERDICT_UNSPECIFIED: _ActivationVerdict.ValueType  # 0
+    """Not set; refused on input."""
+    ACTIVATION_VERDICT_ORDINARY: _ActivationVerdict.ValueType  # 1
+    """Stays an ordinary run; later calls of this tier go ahead."""
+    ACTIVATION_VERDICT_PROMOTE: _ActivationVerdict.ValueType  # 2
+    """Becomes a long task (PromoteRun)."""
+
+class ActivationVerdict(_ActivationVerdict, metaclass=_ActivationVerdictEnumTypeWrapper):
+    """What an activation verdict is."""
+
+ACTIVATION_VERDICT_UNSPECIFIED: ActivationVerdict.ValueType  # 0
+"""Not set; refused on input."""
+ACTIVATION_VERDICT_ORDINARY: ActivationVerdict.ValueType  # 1
+"""Stays an ordinary run; later calls of this tier go ahead."""
+ACTIVATION_VERDICT_PROMOTE: ActivationVerdict.ValueType  # 2
+"""Becomes a long task (PromoteRun)."""
+Global___ActivationVerdict: _TypeAlias = ActivationVerdict  # noqa: Y015
+
+class _ActivationPath:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ActivationPathEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActivationPath.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACTIVATION_PATH_UNSPECIFIED: _ActivationPath.ValueType  # 0
+    """Not set; refused on input."""
+    ACTIVATION_PATH_LAZY: _ActivationPath.ValueType  # 1
+    """A classifier at the first tool call of a tier."""
+    ACTIVATION_PATH_DETERMINISTIC: _ActivationPath.ValueType  # 2
+    """The request itself: multi-day intent, an explicit force, a task id."""
+    ACTIVATION_PATH_BUDGET: _ActivationPath.ValueType  # 3
+    """The run spent past its budget threshold with multi-stage work open."""
+    ACTIVATION_PATH_PLAN: _ActivationPath.ValueType  # 4
+    """The model proposed a multi-stage plan, or one with waits or approvals."""
+
+class ActivationPath(_ActivationPath, metaclass=_ActivationPathEnumTypeWrapper):
+    """How a promotion was decided."""
+
+ACTIVATION_PATH_UNSPECIFIED: ActivationPath.ValueType  # 0
+"""Not set; refused on input."""
+ACTIVATION_PATH_LAZY: ActivationPath.ValueType  # 1
+"""A classifier at the first tool call of a tier."""
+ACTIVATION_PATH_DETERMINISTIC: ActivationPath.ValueType  # 2
+"""The request itself: multi-day intent, an explicit force, a task id."""
+ACTIVATION_PATH_BUDGET: ActivationPath.ValueType  # 3
+"""The run spent past its budget threshold with multi-stage work open."""
+ACTIVATION_PATH_PLAN: ActivationPath.ValueType  # 4
+"""The model proposed a multi-stage plan, or one with waits or approvals."""
+Global___ActivationPath: _TypeAlias = ActivationPath  # noqa: Y015
+
 @_typing.final
 class LongTaskBudget(_message.Message):
     """The budget a task may spend."""
@@ -1144,8 +1200,14 @@ class CreateLongTaskRequest(_message.Message):
 
     LONG_TASK_FIELD_NUMBER: _builtins.int
     START_FIELD_NUMBER: _builtins.int
+    OVERRIDE_UNFINISHED_CAP_FIELD_NUMBER: _builtins.int
     start: _builtins.bool
     """Queue it for its first attempt at once (else: planned)."""
+    override_unfinished_cap: _builtins.bool
+    """An explicit creation past the owner's unfinished-task cap
+    (TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED); the cap still refuses automatic
+    promotion (AUTO_PROMOTION_REFUSED).
+    """
     @_builtins.property
     def long_task(self) -> Global___LongTaskDraft:
         """The task as asked for."""
@@ -1155,10 +1217,11 @@ class CreateLongTaskRequest(_message.Message):
         *,
         long_task: Global___LongTaskDraft | None = ...,
         start: _builtins.bool = ...,
+        override_unfinished_cap: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["long_task", b"long_task"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["long_task", b"long_task", "start", b"start"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["long_task", b"long_task", "override_unfinished_cap", b"override_unfinished_cap", "start", b"start"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2877,3 +2940,260 @@ class TextCommandResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TextCommandResponse: _TypeAlias = TextCommandResponse  # noqa: Y015
+
+@_typing.final
+class PreflightToolCallRequest(_message.Message):
+    """PreflightToolCall."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    TIER_FIELD_NUMBER: _builtins.int
+    tier: Global___SideEffectClass.ValueType
+    """The side-effect tier of the tool about to be called."""
+    @_builtins.property
+    def credential(self) -> Global___AttemptCredential:
+        """Who is calling: the ordinary run's attempt."""
+
+    def __init__(
+        self,
+        *,
+        credential: Global___AttemptCredential | None = ...,
+        tier: Global___SideEffectClass.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential", b"credential", "tier", b"tier"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreflightToolCallRequest: _TypeAlias = PreflightToolCallRequest  # noqa: Y015
+
+@_typing.final
+class PreflightToolCallResponse(_message.Message):
+    """PreflightToolCall's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREFLIGHT_NEEDED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EVALUATED_TIERS_FIELD_NUMBER: _builtins.int
+    LONG_TASK_ID_FIELD_NUMBER: _builtins.int
+    preflight_needed: _builtins.bool
+    """True: classify first (then RecordClassification, or PromoteRun); false:
+    go ahead.
+    """
+    reason: _builtins.str
+    """Why, in words."""
+    long_task_id: _builtins.str
+    """The run is this long task's attempt already (no preflight any more)."""
+    @_builtins.property
+    def evaluated_tiers(self) -> _containers.RepeatedScalarFieldContainer[Global___SideEffectClass.ValueType]:
+        """The tiers this run had evaluated before this call."""
+
+    def __init__(
+        self,
+        *,
+        preflight_needed: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        evaluated_tiers: _abc.Iterable[Global___SideEffectClass.ValueType] | None = ...,
+        long_task_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["evaluated_tiers", b"evaluated_tiers", "long_task_id", b"long_task_id", "preflight_needed", b"preflight_needed", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreflightToolCallResponse: _TypeAlias = PreflightToolCallResponse  # noqa: Y015
+
+@_typing.final
+class RecordClassificationRequest(_message.Message):
+    """RecordClassification."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    TIER_FIELD_NUMBER: _builtins.int
+    VERDICT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    tier: Global___SideEffectClass.ValueType
+    """The tier whose preflight was classified."""
+    verdict: Global___ActivationVerdict.ValueType
+    """The classifier's verdict."""
+    reason: _builtins.str
+    """Why, in words (at most 1024 characters)."""
+    confidence: _builtins.float
+    """The classifier's confidence, 0..1; unset = not given."""
+    @_builtins.property
+    def credential(self) -> Global___AttemptCredential:
+        """Who is calling: the ordinary run's attempt."""
+
+    def __init__(
+        self,
+        *,
+        credential: Global___AttemptCredential | None = ...,
+        tier: Global___SideEffectClass.ValueType = ...,
+        verdict: Global___ActivationVerdict.ValueType = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "confidence", b"confidence", "credential", b"credential"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "confidence", b"confidence", "credential", b"credential", "reason", b"reason", "tier", b"tier", "verdict", b"verdict"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
+    _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+
+Global___RecordClassificationRequest: _TypeAlias = RecordClassificationRequest  # noqa: Y015
+
+@_typing.final
+class RecordClassificationResponse(_message.Message):
+    """RecordClassification's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordClassificationResponse: _TypeAlias = RecordClassificationResponse  # noqa: Y015
+
+@_typing.final
+class AbsorbedCall(_message.Message):
+    """A tool call the run executed before its promotion, in the order it ran."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SIDE_EFFECT_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    step_id: _builtins.str
+    """The step id it becomes (unique across the absorbed and remaining steps)."""
+    title: _builtins.str
+    """What the call did, in words."""
+    side_effect: Global___SideEffectClass.ValueType
+    """Its side-effect class."""
+    target: _builtins.str
+    """What it acted on."""
+    summary: _builtins.str
+    """What it did, in words."""
+    idempotency_key: _builtins.str
+    """The idempotency key it was made with."""
+    @_builtins.property
+    def receipt(self) -> Global___Receipt:
+        """Its receipt; unset = none came back (the step becomes uncertain)."""
+
+    def __init__(
+        self,
+        *,
+        step_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        side_effect: Global___SideEffectClass.ValueType = ...,
+        target: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        idempotency_key: _builtins.str = ...,
+        receipt: Global___Receipt | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["idempotency_key", b"idempotency_key", "receipt", b"receipt", "side_effect", b"side_effect", "step_id", b"step_id", "summary", b"summary", "target", b"target", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbsorbedCall: _TypeAlias = AbsorbedCall  # noqa: Y015
+
+@_typing.final
+class PromoteRunRequest(_message.Message):
+    """PromoteRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    LONG_TASK_FIELD_NUMBER: _builtins.int
+    ABSORBED_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    path: Global___ActivationPath.ValueType
+    """How the promotion was decided."""
+    reason: _builtins.str
+    """Why, in words (at most 1024 characters)."""
+    confidence: _builtins.float
+    """The classifier's confidence (lazy path), 0..1."""
+    @_builtins.property
+    def credential(self) -> Global___AttemptCredential:
+        """Who is calling: the ordinary run's attempt."""
+
+    @_builtins.property
+    def long_task(self) -> Global___LongTaskDraft:
+        """The task: goal, criteria, constraints, budget and the remaining steps;
+        project, owner and agent are the run's (those fields are ignored).
+        """
+
+    @_builtins.property
+    def absorbed(self) -> _containers.RepeatedCompositeFieldContainer[Global___AbsorbedCall]:
+        """The calls already executed, in order."""
+
+    def __init__(
+        self,
+        *,
+        credential: Global___AttemptCredential | None = ...,
+        long_task: Global___LongTaskDraft | None = ...,
+        absorbed: _abc.Iterable[Global___AbsorbedCall] | None = ...,
+        path: Global___ActivationPath.ValueType = ...,
+        reason: _builtins.str = ...,
+        confidence: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "confidence", b"confidence", "credential", b"credential", "long_task", b"long_task"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "absorbed", b"absorbed", "confidence", b"confidence", "credential", b"credential", "long_task", b"long_task", "path", b"path", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
+    _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+
+Global___PromoteRunRequest: _TypeAlias = PromoteRunRequest  # noqa: Y015
+
+@_typing.final
+class PromoteRunResponse(_message.Message):
+    """PromoteRun's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LONG_TASK_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    long_task_id: _builtins.str
+    """The long task the run became."""
+    attempt_id: _builtins.str
+    """The run's long-task attempt (it holds the lease; LongTaskAttemptService
+    takes the same credential from now on).
+    """
+    state: Global___LongTaskState.ValueType
+    """The task's state (running)."""
+    def __init__(
+        self,
+        *,
+        long_task_id: _builtins.str = ...,
+        attempt_id: _builtins.str = ...,
+        state: Global___LongTaskState.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "long_task_id", b"long_task_id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromoteRunResponse: _TypeAlias = PromoteRunResponse  # noqa: Y015

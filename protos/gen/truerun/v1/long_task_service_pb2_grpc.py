@@ -1598,3 +1598,178 @@ class LongTaskAttemptService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class RunPromotionServiceStub:
+    """An ordinary run's runtime asks before a non-pure tool call and turns its run
+    into a long task (docs/long-tasks.md "Activation and promotion"). Not behind
+    the bearer token: every call carries the callback token of the calling run's
+    attempt.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.PreflightToolCall = channel.unary_unary(
+                '/truerun.v1.RunPromotionService/PreflightToolCall',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.PreflightToolCallRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.PreflightToolCallResponse.FromString,
+                _registered_method=True)
+        self.RecordClassification = channel.unary_unary(
+                '/truerun.v1.RunPromotionService/RecordClassification',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.RecordClassificationRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.RecordClassificationResponse.FromString,
+                _registered_method=True)
+        self.PromoteRun = channel.unary_unary(
+                '/truerun.v1.RunPromotionService/PromoteRun',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.PromoteRunRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.PromoteRunResponse.FromString,
+                _registered_method=True)
+
+
+class RunPromotionServiceServicer:
+    """An ordinary run's runtime asks before a non-pure tool call and turns its run
+    into a long task (docs/long-tasks.md "Activation and promotion"). Not behind
+    the bearer token: every call carries the callback token of the calling run's
+    attempt.
+    """
+
+    def PreflightToolCall(self, request, context):
+        """Whether a tool call of a side-effect tier needs a preflight first (each
+        tier at most once per run; pure never).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordClassification(self, request, context):
+        """The classifier's verdict on the tier's preflight, noted as a run event.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteRun(self, request, context):
+        """The run becomes a long task, absorbing what it already executed, in one
+        transaction; on failure the run is stopped with the reason.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RunPromotionServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'PreflightToolCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreflightToolCall,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.PreflightToolCallRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.PreflightToolCallResponse.SerializeToString,
+            ),
+            'RecordClassification': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordClassification,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.RecordClassificationRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.RecordClassificationResponse.SerializeToString,
+            ),
+            'PromoteRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteRun,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.PromoteRunRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.PromoteRunResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'truerun.v1.RunPromotionService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('truerun.v1.RunPromotionService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RunPromotionService:
+    """An ordinary run's runtime asks before a non-pure tool call and turns its run
+    into a long task (docs/long-tasks.md "Activation and promotion"). Not behind
+    the bearer token: every call carries the callback token of the calling run's
+    attempt.
+    """
+
+    @staticmethod
+    def PreflightToolCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunPromotionService/PreflightToolCall',
+            truerun_dot_v1_dot_long__task__service__pb2.PreflightToolCallRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.PreflightToolCallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordClassification(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunPromotionService/RecordClassification',
+            truerun_dot_v1_dot_long__task__service__pb2.RecordClassificationRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.RecordClassificationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunPromotionService/PromoteRun',
+            truerun_dot_v1_dot_long__task__service__pb2.PromoteRunRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.PromoteRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

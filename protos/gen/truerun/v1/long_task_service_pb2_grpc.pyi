@@ -559,3 +559,82 @@ class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer: LongTaskAttemptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class RunPromotionServiceStub:
+    """An ordinary run's runtime asks before a non-pure tool call and turns its run
+    into a long task (docs/long-tasks.md "Activation and promotion"). Not behind
+    the bearer token: every call carries the callback token of the calling run's
+    attempt.
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> RunPromotionServiceAsyncStub: ...
+    PreflightToolCall: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.PreflightToolCallRequest, _long_task_service_pb2.PreflightToolCallResponse]
+    """Whether a tool call of a side-effect tier needs a preflight first (each
+    tier at most once per run; pure never).
+    """
+    RecordClassification: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.RecordClassificationRequest, _long_task_service_pb2.RecordClassificationResponse]
+    """The classifier's verdict on the tier's preflight, noted as a run event."""
+    PromoteRun: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.PromoteRunRequest, _long_task_service_pb2.PromoteRunResponse]
+    """The run becomes a long task, absorbing what it already executed, in one
+    transaction; on failure the run is stopped with the reason.
+    """
+
+@_typing.type_check_only
+class RunPromotionServiceAsyncStub(RunPromotionServiceStub):
+    """An ordinary run's runtime asks before a non-pure tool call and turns its run
+    into a long task (docs/long-tasks.md "Activation and promotion"). Not behind
+    the bearer token: every call carries the callback token of the calling run's
+    attempt.
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    PreflightToolCall: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.PreflightToolCallRequest, _long_task_service_pb2.PreflightToolCallResponse]  # type: ignore[assignment]
+    """Whether a tool call of a side-effect tier needs a preflight first (each
+    tier at most once per run; pure never).
+    """
+    RecordClassification: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.RecordClassificationRequest, _long_task_service_pb2.RecordClassificationResponse]  # type: ignore[assignment]
+    """The classifier's verdict on the tier's preflight, noted as a run event."""
+    PromoteRun: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.PromoteRunRequest, _long_task_service_pb2.PromoteRunResponse]  # type: ignore[assignment]
+    """The run becomes a long task, absorbing what it already executed, in one
+    transaction; on failure the run is stopped with the reason.
+    """
+
+class RunPromotionServiceServicer(metaclass=_abc_1.ABCMeta):
+    """An ordinary run's runtime asks before a non-pure tool call and turns its run
+    into a long task (docs/long-tasks.md "Activation and promotion"). Not behind
+    the bearer token: every call carries the callback token of the calling run's
+    attempt.
+    """
+
+    @_abc_1.abstractmethod
+    def PreflightToolCall(
+        self,
+        request: _long_task_service_pb2.PreflightToolCallRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.PreflightToolCallResponse, _abc.Awaitable[_long_task_service_pb2.PreflightToolCallResponse]]:
+        """Whether a tool call of a side-effect tier needs a preflight first (each
+        tier at most once per run; pure never).
+        """
+
+    @_abc_1.abstractmethod
+    def RecordClassification(
+        self,
+        request: _long_task_service_pb2.RecordClassificationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.RecordClassificationResponse, _abc.Awaitable[_long_task_service_pb2.RecordClassificationResponse]]:
+        """The classifier's verdict on the tier's preflight, noted as a run event."""
+
+    @_abc_1.abstractmethod
+    def PromoteRun(
+        self,
+        request: _long_task_service_pb2.PromoteRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.PromoteRunResponse, _abc.Awaitable[_long_task_service_pb2.PromoteRunResponse]]:
+        """The run becomes a long task, absorbing what it already executed, in one
+        transaction; on failure the run is stopped with the reason.
+        """
+
+def add_RunPromotionServiceServicer_to_server(servicer: RunPromotionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
