@@ -265,6 +265,7 @@ def long_tasks(
     door = LongTaskDoor(app.transitions, longtask_sql(app.store), clock=clock)
     if metrics is not None:
         door.listen(metrics.long_task_committed)
+        door.listen_preflights(metrics.preflight_decided)
     return door
 
 

@@ -114,6 +114,22 @@ class Metrics:
             buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 3 * 86400, float("inf")),
             registry=r,
         )
+        self.preflights = Counter(
+            "run_preflight_total",
+            "Activation preflights of ordinary runs decided by the runtime's classifier, by "
+            "side-effect tier (idempotent, queryable, non_idempotent) and verdict (ordinary, "
+            "promote)",
+            ["tier", "verdict"],
+            registry=r,
+        )
+        self.preflight_latency = Histogram(
+            "run_preflight_seconds",
+            "How long a preflight took, by tier: from PreflightToolCall answering "
+            "'preflight needed' to the classifier's verdict recorded",
+            ["tier"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, float("inf")),
+            registry=r,
+        )
         self.non_terminal_age = Gauge(
             "run_non_terminal_age_seconds",
             "Age of the oldest run in each non-terminal status",
@@ -154,6 +170,11 @@ class Metrics:
         waited = observed.queue_wait_ms(c)
         if waited is not None:
             self.long_task_queue_wait.observe(waited / 1000)
+
+    def preflight_decided(self, tier: str, verdict: str, seconds: float) -> None:
+        """A long-task door's preflight listener: one decided preflight."""
+        self.preflights.labels(tier, verdict).inc()
+        self.preflight_latency.labels(tier).observe(seconds)
 
     def count_refusals(self, refused: Mapping[str, int]) -> None:
         """Expose ``refused`` (runtime messages refused as evidence of nothing, by reason;

@@ -184,6 +184,13 @@ PAYLOAD_KEYS = frozenset(
         "explanation",
         "permanent",
         "source",
+        # activation notes (NoteRun, docs/long-tasks.md "Activation and promotion")
+        "tier",
+        "verdict",
+        "path",
+        "confidence",
+        "long_task_id",
+        "absorbed",
     }
 )
 #: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).

@@ -116,7 +116,7 @@ class RunPromotionServicer(long_task_service_pb2_grpc.RunPromotionServiceService
         draft.project_id, draft.owner_id = loaded.run.project_id, loaded.run.owner_id
         draft.agent_id = loaded.run.agent_id or ""
         if not draft.steps and calls:  # everything already ran: only the prefix is the plan
-            draft.steps.add(step_id="-", title="-", side_effect=pb.SIDE_EFFECT_CLASS_PURE)
+            draft.steps.add(step_id="none", title="none", side_effect=pb.SIDE_EFFECT_CLASS_PURE)
             new = replace(drafts.new_task(draft), steps=())
         else:
             new = drafts.new_task(draft)

@@ -42,7 +42,9 @@ SERVICES = {
     "truerun.v1.ScheduleService": sch,
     "truerun.v1.LongTaskService": lt,
     "truerun.v1.LongTaskAttemptService": lt,
+    "truerun.v1.RunPromotionService": lt,
 }
+RUN_PROMOTION = "truerun.v1.RunPromotionService"
 RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
 
 
@@ -385,11 +387,11 @@ async def test_long_tasks_of_another_project_do_not_exist(address: str) -> None:
 
 
 async def test_an_api_token_is_no_attempt_credential(address: str) -> None:
-    """LongTaskAttemptService takes no bearer token, an operator's included: without the
-    callback token of a run's attempt every call is UNAUTHENTICATED."""
+    """LongTaskAttemptService and RunPromotionService take no bearer token, an operator's
+    included: without the callback token of a run's attempt every call is UNAUTHENTICATED."""
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
         for service, method, streaming in _methods():
-            if service != "truerun.v1.LongTaskAttemptService":
+            if service not in ("truerun.v1.LongTaskAttemptService", RUN_PROMOTION):
                 continue
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await _call(ops, service, method, streaming)

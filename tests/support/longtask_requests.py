@@ -45,7 +45,8 @@ def long_task_requests(project: str, task: str) -> dict[str, Message]:
 
 
 def attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
-    """A well-formed request for every LongTaskAttemptService RPC, with ``credential``."""
+    """A well-formed request for every LongTaskAttemptService and RunPromotionService RPC
+    (both take a run attempt's credential), with ``credential``."""
     step: dict[str, Any] = {"credential": credential, "step_id": "s", "step_version": 1}
     receipt = lt.Receipt(target="t", summary="s")
     receipt.time.FromMilliseconds(1)
@@ -70,4 +71,21 @@ def attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
         "RenewLease": lt.RenewLeaseRequest(credential=credential),
         "ReportUsage": lt.ReportUsageRequest(credential=credential, tokens=1, usage_id="u"),
         "ReadEvidence": lt.ReadEvidenceRequest(credential=credential, evidence_id="e"),
+        **promotion_requests(credential),
+    }
+
+
+def promotion_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
+    """A well-formed request for every RunPromotionService RPC, with ``credential``."""
+    tier = lt.SIDE_EFFECT_CLASS_IDEMPOTENT
+    return {
+        "PreflightToolCall": lt.PreflightToolCallRequest(credential=credential, tier=tier),
+        "RecordClassification": lt.RecordClassificationRequest(
+            credential=credential, tier=tier, verdict=lt.ACTIVATION_VERDICT_ORDINARY
+        ),
+        "PromoteRun": lt.PromoteRunRequest(
+            credential=credential,
+            long_task=lt.LongTaskDraft(goal="g"),
+            path=lt.ACTIVATION_PATH_LAZY,
+        ),
     }

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from truerun.v1.long_task_service_pb2_grpc import (
         LongTaskAttemptServiceAsyncStub,
         LongTaskServiceAsyncStub,
+        RunPromotionServiceAsyncStub,
     )
     from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
     from truerun.v1.runtime_service_pb2_grpc import RuntimeServiceAsyncStub
@@ -49,6 +50,7 @@ class LongTaskStack:
     attempts: LongTaskAttemptServiceAsyncStub  # no bearer token at all
     runs: RunServiceAsyncStub
     runtime: RuntimeServiceAsyncStub
+    promotions: RunPromotionServiceAsyncStub  # no bearer token at all
 
 
 @contextlib.asynccontextmanager
@@ -86,6 +88,7 @@ async def longtask_stack(
             long_task_service_pb2_grpc.LongTaskAttemptServiceStub(bare),
             run_service_pb2_grpc.RunServiceStub(channel),
             runtime_service_pb2_grpc.RuntimeServiceStub(channel),
+            long_task_service_pb2_grpc.RunPromotionServiceStub(bare),
         )
     finally:
         for open_channel in (channel, bob, bare):

@@ -14,11 +14,15 @@ plan of declared command steps.
 
 from __future__ import annotations
 
+from .activation import ALLOWED, PROMOTED, Activation, receipt
 from .attempt import AttemptConfigError, LongTaskAttempt, evidence
 from .checkers import CHECKERS, CheckResult, run_checker
+from .classifier import Classification, Classifier, Request, RuleClassifier, ToolCall
 from .errors import (
     LeaseNotHeld,
     LongTaskError,
+    PromotionFailed,
+    PromotionRefused,
     TransitionRefused,
     Unauthenticated,
     VersionConflict,
@@ -27,17 +31,28 @@ from .step import StepContext
 from .verify import check_criteria
 
 __all__ = [
+    "ALLOWED",
     "CHECKERS",
+    "PROMOTED",
+    "Activation",
     "AttemptConfigError",
     "CheckResult",
+    "Classification",
+    "Classifier",
     "LeaseNotHeld",
     "LongTaskAttempt",
     "LongTaskError",
+    "PromotionFailed",
+    "PromotionRefused",
+    "Request",
+    "RuleClassifier",
     "StepContext",
+    "ToolCall",
     "TransitionRefused",
     "Unauthenticated",
     "VersionConflict",
     "check_criteria",
     "evidence",
+    "receipt",
     "run_checker",
 ]

@@ -56,7 +56,19 @@ class Unauthenticated(LongTaskError):
     """UNAUTHENTICATED / PERMISSION_DENIED: the credential is not this run's attempt's."""
 
 
+class PromotionFailed(LongTaskError):
+    """PROMOTION_FAILED: the run could not become a long task; nothing of it was kept and
+    truerun asked the run to stop. Stop: never go on with the tool call unmanaged."""
+
+
+class PromotionRefused(LongTaskError):
+    """AUTO_PROMOTION_REFUSED: the owner's unfinished-task cap refuses an automatic
+    promotion (an explicit CreateLongTask with override_unfinished_cap still works)."""
+
+
 _BY_REASON: dict[str, type[LongTaskError]] = {
+    "PROMOTION_FAILED": PromotionFailed,
+    "AUTO_PROMOTION_REFUSED": PromotionRefused,
     "LONG_TASK_VERSION_CONFLICT": VersionConflict,
     "LONG_TASK_LEASE_NOT_HELD": LeaseNotHeld,
     "INVALID_STEP_TRANSITION": TransitionRefused,
