@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import pytest
@@ -36,6 +37,8 @@ from truerun_runtime.longtask import (
     ToolCall,
     receipt,
 )
+
+PURE = lt.SIDE_EFFECT_CLASS_PURE
 
 
 @dataclass
@@ -85,7 +88,7 @@ async def ordinary_run(stack: LongTaskStack, name: str) -> OrdinaryRun:
     return OrdinaryRun(created.run.id, start, runtime)
 
 
-async def activation_events(stack: LongTaskStack, run_id: str) -> list[tuple[str, dict]]:
+async def activation_events(stack: LongTaskStack, run_id: str) -> list[tuple[str, dict[str, Any]]]:
     listed = await stack.runs.ListRunEvents(rs.ListRunEventsRequest(run_id=run_id))
     return [(e.type, dict(e.payload)) for e in listed.events if e.type.startswith("activation.")]
 
@@ -181,7 +184,7 @@ async def test_activation_scenarios_reach_only_the_preflights_they_need(
     ):
         run = await ordinary_run(stack, name)
         async with run.activation(stack, request) as a:
-            steps = [lt.StepDraft(step_id="go", title="go", side_effect=lt.SIDE_EFFECT_CLASS_PURE)]
+            steps = [lt.StepDraft(step_id="go", title="go", side_effect=PURE)]
             task_id = await a.begin(plan=steps)
             assert task_id and a.classifier.calls == 0  # type: ignore[attr-defined]
             assert await a.before_tool(call("go", "non_idempotent")) == PROMOTED
@@ -251,7 +254,7 @@ async def test_mid_run_promotion_absorbs_the_prefix_with_its_receipts_and_runs_n
             credential=run.credential,
             long_task=lt.LongTaskDraft(goal="again", steps=[]),
             absorbed=[
-                lt.AbsorbedCall(step_id="x", title="x", side_effect=1, target="t", summary="s")
+                lt.AbsorbedCall(step_id="x", title="x", side_effect=PURE, target="t", summary="s")
             ],
             path=lt.ACTIVATION_PATH_PLAN,
         )
@@ -270,7 +273,10 @@ async def test_failed_absorption_ends_the_run_and_the_cap_refuses_only_automatic
         a.executed(call("dup", "idempotent"))
         with pytest.raises(PromotionFailed) as failed:
             # the remaining step reuses the executed call's id: the plan cannot be written
-            await a.plan_proposed([lt.StepDraft(step_id="dup", title="d", side_effect=2)] * 1, True)
+            dup = lt.StepDraft(
+                step_id="dup", title="d", side_effect=lt.SIDE_EFFECT_CLASS_IDEMPOTENT
+            )
+            await a.plan_proposed([dup], waits=True)
     assert "could not become a long task" in failed.value.message
     cancel = await broken.runtime.expect("cancel")
     assert cancel.cancel.attempt_id == broken.start.attempt_id
@@ -302,7 +308,7 @@ async def test_failed_absorption_ends_the_run_and_the_cap_refuses_only_automatic
     capped = await ordinary_run(stack, "capped")
     async with capped.activation(stack, Request("x", force=True)) as a:
         with pytest.raises(PromotionRefused) as refused:
-            await a.begin(plan=[lt.StepDraft(step_id="a", title="a", side_effect=1)])
+            await a.begin(plan=[lt.StepDraft(step_id="a", title="a", side_effect=PURE)])
     assert refused.value.reason == "AUTO_PROMOTION_REFUSED"
     assert "unfinished long tasks" in refused.value.message
     events = await activation_events(stack, capped.run_id)
