@@ -327,7 +327,7 @@ run_preflights = Table(
     Column("tier", String(32), primary_key=True),  # idempotent | queryable | non_idempotent
     Column("verdict", String(16), nullable=True),  # ordinary | promote; NULL: not yet told
     Column("path", String(16), nullable=True),  # lazy | deterministic | budget | plan
-    Column("reason", String(1024), nullable=False, server_default=""),
+    Column("reason", String(1024), nullable=False),
     Column("confidence", Float, nullable=True),
     Column("requested_at_ms", BigInteger, nullable=False),
     Column("decided_at_ms", BigInteger, nullable=True),

@@ -27,7 +27,7 @@ def upgrade() -> None:
         sa.Column("tier", sa.String(32), primary_key=True),
         sa.Column("verdict", sa.String(16), nullable=True),
         sa.Column("path", sa.String(16), nullable=True),
-        sa.Column("reason", sa.String(1024), nullable=False, server_default=""),
+        sa.Column("reason", sa.String(1024), nullable=False),
         sa.Column("confidence", sa.Float(), nullable=True),
         sa.Column("requested_at_ms", sa.BigInteger(), nullable=False),
         sa.Column("decided_at_ms", sa.BigInteger(), nullable=True),
