@@ -8,6 +8,7 @@ the long task as GetLongTask shows it, the runtime's messages, the tests' own to
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -306,12 +307,20 @@ async def test_failed_absorption_ends_the_run_and_the_cap_refuses_only_automatic
     )
     assert forced.long_task_id == "lt-3"
     capped = await ordinary_run(stack, "capped")
+    ask = lt.PreflightToolCallRequest(
+        credential=capped.credential, tier=lt.SIDE_EFFECT_CLASS_NON_IDEMPOTENT
+    )
+    raced = await asyncio.gather(*(stack.promotions.PreflightToolCall(ask) for _ in range(4)))
+    assert sorted(r.preflight_needed for r in raced) == [False, False, False, True]
     async with capped.activation(stack, Request("x", force=True)) as a:
         with pytest.raises(PromotionRefused) as refused:
             await a.begin(plan=[lt.StepDraft(step_id="a", title="a", side_effect=PURE)])
     assert refused.value.reason == "AUTO_PROMOTION_REFUSED"
     assert "unfinished long tasks" in refused.value.message
     events = await activation_events(stack, capped.run_id)
-    assert [t for t, _ in events] == ["activation.promotion_refused"]
+    assert [t for t, _ in events] == [
+        "activation.preflight_requested",  # once, however many asked at the same time
+        "activation.promotion_refused",
+    ]
     still = await stack.runs.GetRun(rs.GetRunRequest(id=capped.run_id))
     assert still.cancel_reason == ""  # refused, not failed: the run is not stopped
