@@ -181,9 +181,9 @@ class Promotions(DoorBase):
     ) -> Changed:
         now = self._clock()
         results: list[Result] = []
-        run = await self._transitions.reader.load(run_id, run_attempt_id)
-        if run is None or run.attempt is None or run.attempt.id != run_attempt_id:
-            raise Unauthenticated(f"run attempt {run_attempt_id} is not run {run_id}'s")
+        run = await self._transitions.reader.load(run_id)
+        if run is None or run.run.current_attempt_id != run_attempt_id:  # a retried run's old
+            raise Unauthenticated(f"run attempt {run_attempt_id} is not run {run_id}'s current")
         owner = run.run.owner_id
         locks = [f"run_promotion:{run_id}", handle_lock(owner)]
         async with self._transitions.transaction(locks) as tx:
