@@ -37,6 +37,8 @@ class ErrorReason(StrEnum):
     INVALID_LONG_TASK_TRANSITION = "INVALID_LONG_TASK_TRANSITION"
     INVALID_STEP_TRANSITION = "INVALID_STEP_TRANSITION"
     LONG_TASK_LIMIT_REACHED = "LONG_TASK_LIMIT_REACHED"
+    NOTICE_WEBHOOK_INVALID = "NOTICE_WEBHOOK_INVALID"
+    NOTICES_OF_ANOTHER_OWNER = "NOTICES_OF_ANOTHER_OWNER"
 
 
 class DomainError(Exception):
@@ -188,3 +190,15 @@ class InvalidStepTransition(DomainError):
     """The step's state or record does not allow the action; metadata ``refusal`` says why."""
 
     reason = ErrorReason.INVALID_STEP_TRANSITION
+
+
+class NoticeWebhookInvalid(DomainError):
+    """A notice webhook URL that is not an absolute http(s) URL, or no TRUERUN_WEBHOOK_KEY."""
+
+    reason = ErrorReason.NOTICE_WEBHOOK_INVALID
+
+
+class NoticesOfAnotherOwner(DomainError):
+    """A person's token asked for another owner's notices or deliveries."""
+
+    reason = ErrorReason.NOTICES_OF_ANOTHER_OWNER

@@ -49,6 +49,8 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.INVALID_LONG_TASK_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.INVALID_STEP_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.LONG_TASK_LIMIT_REACHED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorReason.NOTICE_WEBHOOK_INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.NOTICES_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 

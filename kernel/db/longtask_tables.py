@@ -316,7 +316,7 @@ long_task_actions = Table(
     Column("created_at_ms", BigInteger, nullable=False),
 )
 
-LONG_TASK_TABLES = (
+LONG_TASK_TABLES: tuple[Table, ...] = (
     long_tasks,
     long_task_plan_versions,
     long_task_steps,
@@ -329,3 +329,8 @@ LONG_TASK_TABLES = (
     long_task_usage,
     long_task_actions,
 )
+
+# The notices outbox (kernel/db/notice_tables.py), written in the long-task door's commits.
+from kernel.db.notice_tables import NOTICE_TABLES  # noqa: E402
+
+LONG_TASK_TABLES = (*LONG_TASK_TABLES, *NOTICE_TABLES)
