@@ -47,7 +47,8 @@ async def test_one_crash_seen_by_process_start_and_the_watcher_is_one_notice(h: 
         assert started.made is not None
         attempts[task_id] = started.made
     assert await notices(h) == []  # created, queued, started: nothing to tell
-    for task_id, order in zip(attempts, ("start_then_watcher", "watcher_then_start", "together")):
+    orders = ("start_then_watcher", "watcher_then_start", "together")
+    for task_id, order in zip(attempts, orders, strict=True):
         live = {a for t, a in attempts.items() if t != task_id}
         at_start = h.door.held_by_the_dead(live)
         by_watcher = h.door.attempt_ended(task_id, attempts[task_id], "its run was lost")
