@@ -32,7 +32,7 @@ _SENT_KEPT = 10_000
 
 def _refuse_other_projects(request: Request, query_token: bool = False) -> str:
     who = authenticate(request, query_token=query_token)
-    project = request.path_params["project"]
+    project = str(request.path_params["project"])
     if not who.sees(project):
         raise Problem(403, "PERMISSION_DENIED", f"this token does not see project {project}")
     return project

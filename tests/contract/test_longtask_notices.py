@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -91,15 +92,9 @@ async def test_a_second_writer_of_a_dedupe_key_inserts_nothing_and_deliveries_fo
     async with h.app.transitions.transaction([]) as tx:
         assert await h.sql.insert_notice(tx, notice)
     async with h.app.transitions.transaction([]) as tx:
-        assert not await h.sql.insert_notice(
-            tx, notice.__class__(**{**_fields(notice), "id": "n-2"})
-        )
+        assert not await h.sql.insert_notice(tx, replace(notice, id="n-2"))
     assert await notices(h) == [("terminal", "terminal:lt-1:1", "failed")]
     await _deliveries(h)
-
-
-def _fields(notice: StoredNotice) -> dict[str, object]:
-    return {name: getattr(notice, name) for name in StoredNotice.__slots__}
 
 
 async def _deliveries(h: Harness) -> None:

@@ -11,6 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from truerun.v1 import long_task_service_pb2_grpc, run_service_pb2_grpc, runtime_service_pb2_grpc
@@ -25,6 +26,9 @@ from tests.support.auth import aio_channel, server_tokens
 from tests.support.longtask_stack import BOB_TOKEN, LongTaskStack
 from tests.support.runtime_stack import RUNTIME_TOKEN
 
+if TYPE_CHECKING:
+    from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceAsyncStub
+
 WEBHOOK_KEY = "notice-test-webhook-key"
 ALICE_TOKEN, CAROL_TOKEN = "alice-token", "carol-token"
 
@@ -33,8 +37,8 @@ ALICE_TOKEN, CAROL_TOKEN = "alice-token", "carol-token"
 class NoticeStack:
     live: LongTaskStack  # ``tasks`` as alice, the owner (a person's token)
     metrics: Metrics
-    carol: long_task_service_pb2_grpc.LongTaskServiceStub  # a person of the same project
-    operator: long_task_service_pb2_grpc.LongTaskServiceStub  # tester, every project
+    carol: LongTaskServiceAsyncStub  # a person of the same project
+    operator: LongTaskServiceAsyncStub  # tester, every project
 
 
 @contextlib.asynccontextmanager
