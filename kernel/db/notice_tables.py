@@ -65,7 +65,15 @@ long_task_notice_deliveries = Table(
     metadata,
     Column("id", ID, primary_key=True),
     Column("notice_id", ID, ForeignKey("long_task_notices.id"), nullable=False),
-    Column("webhook_id", ID, ForeignKey("long_task_notice_webhooks.id"), nullable=False),
+    # named: the convention's name is longer than PostgreSQL's 63 characters
+    Column(
+        "webhook_id",
+        ID,
+        ForeignKey(
+            "long_task_notice_webhooks.id", name="fk_long_task_notice_deliveries_webhook_id"
+        ),
+        nullable=False,
+    ),
     Column("project_id", String(128), nullable=False),
     Column("owner_id", String(128), nullable=False),
     Column("state", String(16), nullable=False),  # pending | delivered | dead

@@ -89,7 +89,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["webhook_id"],
             ["long_task_notice_webhooks.id"],
-            name=op.f("fk_long_task_notice_deliveries_webhook_id_long_task_notice_webhooks"),
+            name=op.f("fk_long_task_notice_deliveries_webhook_id"),
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_long_task_notice_deliveries")),
         sa.UniqueConstraint(
