@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from truerun.v1 import long_task_service_pb2 as pb
 
 from longtasks.domain.model import Decision
 from longtasks.domain.notices import (
@@ -21,6 +22,8 @@ from longtasks.domain.notices import (
     retry_after_ms,
 )
 from longtasks.domain.states import DecisionKind, DecisionState, TaskState
+from longtasks.domain.text_commands import prompt
+from services.cli.task_view import decision_line
 
 T = TaskState
 BASE = ChangeFacts("lt-1", 3, "send the weekly report", T.RUNNING, T.RUNNING, 2, 9)
@@ -135,3 +138,23 @@ def test_the_backoff_doubles_up_to_its_cap_and_the_last_try_is_the_dead_letter()
     assert retry_after_ms(3, 0) == 4  # a zero base still waits and still doubles
     assert [after_failure(t, 3) for t in (1, 2, 3, 4)] == ["pending", "pending", "dead", "dead"]
     assert after_failure(1, 0) == "dead"  # at least one try
+
+
+def test_truerun_task_show_prints_an_open_approval_in_its_notices_words() -> None:
+    words = prompt(3, asked(repeat=3), 9)
+    shown = decision_line(
+        pb.Decision(
+            decision_id="d-1",
+            kind="approval",
+            state="open",
+            question="may I send it?",
+            prompt=words,
+        )
+    )
+    assert (
+        "      asks     #3 asks (approval): may I send it? [request 3 for the same permission]"
+        in shown
+    )
+    assert "      reply    /longtask approve #3 9 or /longtask deny #3 9" in shown
+    notice = notice_for(replace(BASE, after=T.WAITING_FOR_APPROVAL, asked=(asked(repeat=3),)))
+    assert notice is not None and words in notice.text
