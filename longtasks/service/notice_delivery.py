@@ -69,13 +69,24 @@ def body_of(notice: StoredNotice, delivery_id: str) -> bytes:
     return json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new target: a 3xx is a failed try (the subscription
+    names the one URL the owner registered)."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 async def post_http(url: str, body: bytes, headers: dict[str, str]) -> Posted:
     """POST with the standard library in a worker thread (no redirect is followed)."""
 
     def send() -> Posted:
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=POST_TIMEOUT_S) as answer:
+            with _OPENER.open(request, timeout=POST_TIMEOUT_S) as answer:
                 return Posted(int(answer.status))
         except urllib.error.HTTPError as error:
             return Posted(int(error.code), f"HTTP {error.code}")

@@ -22,7 +22,7 @@ from truerun.v1 import long_task_service_pb2 as lt
 from truerun.v1 import runtime_service_pb2 as rpb
 
 from kernel.webhook_signing import verify
-from longtasks.service.notice_delivery import NoticeDelivery
+from longtasks.service.notice_delivery import NoticeDelivery, post_http
 from services.bootstrap import long_task_watcher, longtask_sql
 from tests.support.longtask_api import OWNER, PROJECT, create, get, refused
 from tests.support.longtask_stack import LiveAttempt, start_attempt
@@ -227,3 +227,10 @@ async def until_settled(stack: NoticeStack, sender: NoticeDelivery) -> list[lt.N
             return list(listed.deliveries)
         assert time.monotonic() < deadline, [(d.state, d.tries) for d in listed.deliveries]
         await asyncio.sleep(0.01)
+
+
+async def test_a_redirect_is_a_failed_try_not_a_new_target() -> None:
+    with receiver(302) as moved:
+        posted = await post_http(moved.url(), b"{}", {"Content-Type": "application/json"})
+    assert (posted.status, posted.error) == (302, "HTTP 302")
+    assert len(moved.received) == 1

@@ -121,6 +121,8 @@ def receiver(*statuses: int) -> Iterator[Receiver]:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 got.received.append(Received(self.path, headers, body, status))
             self.send_response(status)
+            if 300 <= status < 400:  # a redirect elsewhere, which a sender must not follow
+                self.send_header("Location", got.url("/elsewhere"))
             self.send_header("Content-Length", "0")
             self.end_headers()
 
