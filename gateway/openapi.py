@@ -327,6 +327,11 @@ def _long_task_schemas() -> dict[str, Schema]:
             "LongTaskEvent",
             "ActResponse",
             "TextCommandResponse",
+            "Notice",
+            "ListNoticesResponse",
+            "NoticeDelivery",
+            "ListNoticeDeliveriesResponse",
+            "RegisterNoticeWebhookResponse",
         )
     }
     parts = {"LongTaskBudget": "LongTaskBudgetBody"}
@@ -369,6 +374,9 @@ def _long_task_schemas() -> dict[str, Schema]:
     )
     schemas["TextCommandBody"] = message_schema(
         messages["TextCommandRequest"], request=True, omit=project, required=("owner_id", "text")
+    )
+    schemas["RegisterNoticeWebhookBody"] = message_schema(
+        messages["RegisterNoticeWebhookRequest"], request=True, omit=project, required=("url",)
     )
     return schemas
 

@@ -119,6 +119,17 @@ class Settings:
         "how many long tasks that are not finished (completed, partial, failed, cancelled) "
         "one owner may keep; creating another is refused (0 = no cap)",
     )
+    notice_max_deliveries: int = setting(
+        8,
+        "how many times a long-task notice is posted to one webhook (a 2xx ends it; a "
+        "failure waits notice_retry_base_ms, doubling each try up to an hour) before its "
+        "delivery is dead-lettered, visible in ListNoticeDeliveries",
+    )
+    notice_retry_base_ms: int = setting(
+        1000,
+        "the first wait before a failed long-task notice delivery is tried again; each "
+        "further failure doubles it (at most one hour)",
+    )
     long_task_retention_days: int = setting(
         90,
         "a long task finished (completed, partial, failed, cancelled) longer ago than this "

@@ -39,6 +39,8 @@ class ErrorReason(StrEnum):
     LONG_TASK_LIMIT_REACHED = "LONG_TASK_LIMIT_REACHED"
     PROMOTION_FAILED = "PROMOTION_FAILED"
     AUTO_PROMOTION_REFUSED = "AUTO_PROMOTION_REFUSED"
+    NOTICE_WEBHOOK_INVALID = "NOTICE_WEBHOOK_INVALID"
+    NOTICES_OF_ANOTHER_OWNER = "NOTICES_OF_ANOTHER_OWNER"
 
 
 class DomainError(Exception):
@@ -204,3 +206,15 @@ class AutoPromotionRefused(DomainError):
     CreateLongTask with ``override_unfinished_cap`` still may): nothing created."""
 
     reason = ErrorReason.AUTO_PROMOTION_REFUSED
+
+
+class NoticeWebhookInvalid(DomainError):
+    """A notice webhook URL that is not an absolute http(s) URL, or no TRUERUN_WEBHOOK_KEY."""
+
+    reason = ErrorReason.NOTICE_WEBHOOK_INVALID
+
+
+class NoticesOfAnotherOwner(DomainError):
+    """A person's token asked for another owner's notices or deliveries."""
+
+    reason = ErrorReason.NOTICES_OF_ANOTHER_OWNER

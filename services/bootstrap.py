@@ -36,6 +36,8 @@ from kernel.ids import now_ms
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.evidence_reader import EvidenceReader
 from longtasks.service.evidence_sources import EvidenceSources
+from longtasks.service.notice_delivery import NoticeDelivery
+from longtasks.service.notices import NoticeDesk
 from longtasks.service.retention import BrokenReferences, LongTaskRetention
 from longtasks.service.upkeep import Upkeep
 from longtasks.service.watcher import LongTaskWatcher
@@ -266,6 +268,7 @@ def long_tasks(
     if metrics is not None:
         door.listen(metrics.long_task_committed)
         door.listen_preflights(metrics.preflight_decided)
+        door.on_notice(metrics.long_task_notice)
     return door
 
 
@@ -287,6 +290,30 @@ def long_task_watcher(
     )
     app.hub.listen(watcher.wake)
     return watcher
+
+
+def notice_desk(app: Coordinator, webhook_key: str) -> NoticeDesk:
+    """The owners' notices and webhook subscriptions (docs/long-tasks.md "Notices")."""
+    key = webhook_key.encode() if webhook_key else None
+    return NoticeDesk(app.transitions, longtask_sql(app.store), key)
+
+
+def notice_delivery(
+    app: Coordinator,
+    webhook_key: str,
+    max_tries: int,
+    retry_base_ms: int,
+    metrics: Metrics | None = None,
+) -> NoticeDelivery:
+    """The loop posting notices to the owners' webhooks (any number of replicas)."""
+    return NoticeDelivery(
+        app.transitions,
+        longtask_sql(app.store),
+        webhook_key.encode(),
+        max_tries=max_tries,
+        retry_base_ms=retry_base_ms,
+        on_outcome=metrics.notice_delivery if metrics is not None else None,
+    )
 
 
 def schedule_event_retention(app: Coordinator, retention_days: int) -> EventRetention:

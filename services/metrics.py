@@ -103,6 +103,18 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.long_task_notices = Counter(
+            "long_task_notices_total",
+            "Notices written to the outbox, by kind (interruption, decision, approval, terminal)",
+            ["kind"],
+            registry=r,
+        )
+        self.notice_deliveries = Counter(
+            "long_task_notice_delivery_total",
+            "Notice webhook posts, by outcome (delivered, retry, dead)",
+            ["outcome"],
+            registry=r,
+        )
         self.long_task_approval_repeats = Counter(
             "long_task_approval_repeat_total",
             "Approval requests for an action the same task asked for before (repeat count > 1)",
@@ -153,6 +165,12 @@ class Metrics:
 
     def long_task_action(self, action: str, label: str) -> None:
         self.long_task_actions.labels(action, label).inc()
+
+    def long_task_notice(self, kind: str) -> None:
+        self.long_task_notices.labels(kind).inc()
+
+    def notice_delivery(self, outcome: str) -> None:
+        self.notice_deliveries.labels(outcome).inc()
 
     def long_task_committed(self, c: Committed) -> None:
         """A long-task door listener: the release metrics of one committed change."""

@@ -44,6 +44,7 @@ from services.bootstrap import (
     Runtimes,
     evidence_reader,
     longtask_watcher_sql,
+    notice_desk,
 )
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,7 @@ async def start_serving(
     schedules: Schedules | None = None,
     long_tasks: LongTaskDoor | None = None,
     long_task_max_unfinished: int = 0,
+    notice_webhook_key: str = "",
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
@@ -152,7 +154,9 @@ async def start_serving(
     when it names a client CA); without, plaintext. ``schedules``: ScheduleService (token
     auth) and WebhookService (signature auth) too; ``long_tasks``: LongTaskService (token
     auth), LongTaskAttemptService and RunPromotionService (each call's callback token); an
-    owner may keep ``long_task_max_unfinished`` unfinished long tasks (0 = no cap)."""
+    owner may keep ``long_task_max_unfinished`` unfinished long tasks (0 = no cap); the
+    owners' notice webhooks sign with secrets derived from ``notice_webhook_key`` (empty:
+    none register)."""
     needs_tokens = capacity is not None or schedules is not None or long_tasks is not None
     if (run_service or needs_tokens) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
@@ -181,7 +185,15 @@ async def start_serving(
     if long_tasks is not None:
         reads = TaskReads(longtask_watcher_sql(app.store))
         long_task_servicers: tuple[tuple[str, object], ...] = (
-            ("LongTaskService", LongTaskServicer(long_tasks, reads, long_task_max_unfinished)),
+            (
+                "LongTaskService",
+                LongTaskServicer(
+                    long_tasks,
+                    reads,
+                    long_task_max_unfinished,
+                    notice_desk(app, notice_webhook_key),
+                ),
+            ),
             (
                 "LongTaskAttemptService",
                 LongTaskAttemptServicer(long_tasks, reads, app.store, evidence_reader(app)),

@@ -51,6 +51,8 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.LONG_TASK_LIMIT_REACHED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorReason.PROMOTION_FAILED: grpc.StatusCode.ABORTED,
     ErrorReason.AUTO_PROMOTION_REFUSED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorReason.NOTICE_WEBHOOK_INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.NOTICES_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 

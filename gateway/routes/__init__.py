@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gateway.routes import capacity, events, meta, output, runs
 from gateway.routes.long_task_routes import LONG_TASK_ROUTES
+from gateway.routes.notice_routes import NOTICE_ROUTES
 from gateway.routes.schedule_routes import SCHEDULE_ROUTES
 from gateway.routes.spec import (
     AFTER_SEQUENCE,
@@ -335,4 +336,5 @@ ROUTES: tuple[Entry, ...] = (
     ),
     *SCHEDULE_ROUTES,
     *LONG_TASK_ROUTES,
+    *NOTICE_ROUTES,
 )

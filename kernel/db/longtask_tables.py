@@ -333,7 +333,7 @@ run_preflights = Table(
     Column("decided_at_ms", BigInteger, nullable=True),
 )
 
-LONG_TASK_TABLES = (
+LONG_TASK_TABLES: tuple[Table, ...] = (
     long_tasks,
     long_task_plan_versions,
     long_task_steps,
@@ -347,3 +347,8 @@ LONG_TASK_TABLES = (
     long_task_actions,
     run_preflights,
 )
+
+# The notices outbox (kernel/db/notice_tables.py), written in the long-task door's commits.
+from kernel.db.notice_tables import NOTICE_TABLES  # noqa: E402
+
+LONG_TASK_TABLES = (*LONG_TASK_TABLES, *NOTICE_TABLES)

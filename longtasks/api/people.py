@@ -26,6 +26,7 @@ from kernel.errors import (
 )
 from longtasks.api import drafts
 from longtasks.api.convert import event_to_proto, task_summary, task_to_proto
+from longtasks.api.notices import NoticeRpcs
 from longtasks.domain.actions import Action
 from longtasks.domain.model import Task
 from longtasks.domain.queue import unfinished_cap_refusal
@@ -34,6 +35,7 @@ from longtasks.service.actions import ActRequest, TaskActions
 from longtasks.service.chat import ChatCommands
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.inputs import NewCriterion
+from longtasks.service.notices import NoticeDesk
 from longtasks.service.reads import TaskReads
 from longtasks.service.report import render
 from longtasks.service.report_html import render_html
@@ -70,9 +72,17 @@ def _after(token: str) -> tuple[int, str] | None:
         raise InvalidArgument("page_token is not one this server issued") from None
 
 
-class LongTaskServicer(long_task_service_pb2_grpc.LongTaskServiceServicer):
-    def __init__(self, door: LongTaskDoor, reads: TaskReads, max_unfinished: int = 0) -> None:
-        """``max_unfinished``: TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED (0 = no cap)."""
+class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceServicer):
+    def __init__(
+        self,
+        door: LongTaskDoor,
+        reads: TaskReads,
+        max_unfinished: int = 0,
+        notices: NoticeDesk | None = None,
+    ) -> None:
+        """``max_unfinished``: TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED (0 = no cap);
+        ``notices``: the owners' notices and webhooks (api/notices.py)."""
+        self._notices = notices
         self._door = door
         self._reads = reads
         self._max_unfinished = max_unfinished

@@ -39,6 +39,7 @@ from longtasks.domain.rules import (
 from longtasks.domain.states import AttemptOutcome, Basis, DecisionKind, DecisionState, StepState
 from longtasks.service.errors import step_error, task_error
 from longtasks.service.inputs import Changed
+from longtasks.service.notify import notice_facts, write_notice
 from longtasks.store.rows import dumps
 from longtasks.store.sql import LongTaskSql, Stale
 
@@ -64,6 +65,11 @@ class Work:
     made: str | None = None
     run_id: str | None = None
     notes: list[str] = field(default_factory=list)
+    # what the notices outbox reads (longtasks/domain/notices.py): the decisions this change
+    # opened, the lease holder it buried, and the kind of notice it wrote
+    asked: list[Decision] = field(default_factory=list)
+    interrupted: str | None = None
+    noticed: str | None = None
 
     def note(
         self,
@@ -110,6 +116,7 @@ class DoorBase:
         self._clock = clock
         self._new_id = new_id
         self._lease_ms = lease_ms
+        self._notice_listeners: tuple[Callable[[str], None], ...] = ()
 
     async def _act(
         self,
@@ -149,9 +156,20 @@ class DoorBase:
             except Stale:
                 raise _conflict(task, "changed inside its own transaction") from None
         self._transitions.published(work.results)
+        if work.noticed is not None:
+            self._noticed(work.noticed)
         return Changed(
             work.task, work.step, work.decision, work.made, work.run_id, tuple(work.notes)
         )
+
+    def on_notice(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener`` with a notice's kind once the change that wrote it committed
+        (the metric ``long_task_notices_total``)."""
+        self._notice_listeners = (*self._notice_listeners, listener)
+
+    def _noticed(self, kind: str) -> None:
+        for listener in self._notice_listeners:
+            listener(kind)
 
     def _held(self, task: Task, attempt_id: str, now: int) -> Task:
         """The task with its lease renewed, if ``attempt_id`` holds it; else refused."""
@@ -191,6 +209,9 @@ class DoorBase:
         await self._sql.update_task(work.tx, task, before.state_version)
         await self._sql.append(work.tx, task.id, events)
         work.task = task
+        work.noticed = await write_notice(
+            self._sql, work.tx, notice_facts(work), task, work.now, self._new_id
+        )
 
     # -- the pure rules, applied --------------------------------------------------------
 
@@ -253,6 +274,7 @@ class DoorBase:
             repeat_count=repeat,
         )
         await self._sql.insert_decision(work.tx, decision)
+        work.asked.append(decision)
         work.note(f"{kind}_asked", question[:1024], decision_id=decision.id, step_id=step_id)
         return decision
 

@@ -30,6 +30,10 @@ Who calls what:
 
 Listeners (``listen``, observed.py) hear every committed change after its commit: the
 release metrics.
+
+Every commit also writes the change's notice, if it raises one, into the notices outbox in
+the same transaction (``notify.py``; docs/long-tasks.md "Notices"); ``on_notice`` hears its
+kind after the commit.
 """
 
 from __future__ import annotations

@@ -134,6 +134,7 @@ class Endings(DoorBase):
                 await self._expire_decisions(work, attempt.id, "its attempt ended")
         lease = work.task.lease
         if lease is not None and lease.attempt_id in dead:
+            work.interrupted = lease.attempt_id  # one interruption notice (notify.py)
             current = [by_position[p] for p in sorted(by_position)]
             await self._recover(work, current, evidence, reason)
 

@@ -33,6 +33,7 @@ from longtasks.domain.states import CriterionResult, TaskState
 from longtasks.store import records as rec
 from longtasks.store import rows as r
 from longtasks.store.action_sql import ActionStatements
+from longtasks.store.notice_sql import NoticeStatements
 from longtasks.store.preflight_sql import PreflightStatements
 from longtasks.store.usage_sql import UsageStatements
 
@@ -155,7 +156,7 @@ Read = Callable[..., Awaitable[list[Any]]]
 Tx = RunTxReader
 
 
-class LongTaskSql(UsageStatements, ActionStatements, PreflightStatements):
+class LongTaskSql(UsageStatements, ActionStatements, PreflightStatements, NoticeStatements):
     """The long-task reads and writes on one backend. ``read`` runs a read outside any
     transaction (the pool, or SQLite's reader connection); every write takes the
     transaction the door opened."""

@@ -80,6 +80,7 @@ async def run_coordinator(settings: Settings) -> None:
             schedules=schedules(app, settings.webhook_key),
             long_tasks=long_tasks(app, metrics=metrics),
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
+            notice_webhook_key=settings.webhook_key,
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

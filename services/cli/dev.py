@@ -33,6 +33,7 @@ from services.bootstrap import (
     long_task_retention,
     long_task_watcher,
     long_tasks,
+    notice_delivery,
     open_observations,
     open_store,
     output_policy,
@@ -88,6 +89,7 @@ async def run_dev(settings: Settings) -> None:
             schedules=schedules(app, _webhook_key(settings)),
             long_tasks=long_tasks(app, metrics=metrics),
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
+            notice_webhook_key=_webhook_key(settings),
         )
         lease_scan = LeaseReconciler(
             app.transitions,
@@ -106,6 +108,16 @@ async def run_dev(settings: Settings) -> None:
                 ).serve()
             ),
             asyncio.create_task(lease_scan.serve()),
+            # Notices: the outbox posted to the owners' webhooks (docs/long-tasks.md "Notices").
+            asyncio.create_task(
+                notice_delivery(
+                    app,
+                    _webhook_key(settings),
+                    settings.notice_max_deliveries,
+                    settings.notice_retry_base_ms,
+                    metrics=metrics,
+                ).serve()
+            ),
             asyncio.create_task(metrics.watch_ages(store)),
             asyncio.create_task(
                 schedule_event_retention(app, settings.schedule_event_retention_days).serve()

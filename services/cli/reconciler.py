@@ -24,6 +24,7 @@ from services.bootstrap import (
     coordinator,
     long_task_retention,
     long_task_watcher,
+    notice_delivery,
     open_store,
     schedule_event_retention,
     scheduler,
@@ -66,6 +67,22 @@ async def run_reconciler(settings: Settings) -> None:
                 ).serve()
             ),
             asyncio.create_task(metrics.watch_ages(store)),
+            # Notices: every replica posts due deliveries; a row is claimed by one of them.
+            *(
+                [
+                    asyncio.create_task(
+                        notice_delivery(
+                            app,
+                            settings.webhook_key,
+                            settings.notice_max_deliveries,
+                            settings.notice_retry_base_ms,
+                            metrics=metrics,
+                        ).serve()
+                    )
+                ]
+                if settings.webhook_key
+                else []
+            ),
             asyncio.create_task(
                 schedule_event_retention(app, settings.schedule_event_retention_days).serve()
             ),

@@ -165,7 +165,14 @@ def decision_line(d: pb.Decision) -> str:
     if d.answer:
         note = f" ({d.note})" if d.note else ""
         line += f"\n      answer   {d.answer}{note} by {d.answered_by}"
+    if d.prompt:  # an open one: the words its notice carries, and how to answer it
+        line += "".join(f"\n      {word:<8} {text}" for word, text in _prompt_rows(d.prompt))
     return line
+
+
+def _prompt_rows(prompt: str) -> list[tuple[str, str]]:
+    head, _, reply = prompt.partition("\nReply: ")
+    return [("asks", head), ("reply", reply)] if reply else [("asks", head)]
 
 
 def plan_line(p: pb.PlanVersion) -> str:

@@ -533,6 +533,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows, so an automatic promotion is
     refused; an explicit CreateLongTask with override_unfinished_cap still works.
     """
+    ERROR_REASON_NOTICE_WEBHOOK_INVALID: _ErrorReason.ValueType  # 36
+    """INVALID_ARGUMENT: a notice webhook URL that is not an absolute http(s)
+    URL, or webhooks are not configured (no TRUERUN_WEBHOOK_KEY).
+    """
+    ERROR_REASON_NOTICES_OF_ANOTHER_OWNER: _ErrorReason.ValueType  # 37
+    """PERMISSION_DENIED: a person's token asked for another owner's notices."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -648,6 +654,12 @@ ERROR_REASON_AUTO_PROMOTION_REFUSED: ErrorReason.ValueType  # 33
 TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows, so an automatic promotion is
 refused; an explicit CreateLongTask with override_unfinished_cap still works.
 """
+ERROR_REASON_NOTICE_WEBHOOK_INVALID: ErrorReason.ValueType  # 36
+"""INVALID_ARGUMENT: a notice webhook URL that is not an absolute http(s)
+URL, or webhooks are not configured (no TRUERUN_WEBHOOK_KEY).
+"""
+ERROR_REASON_NOTICES_OF_ANOTHER_OWNER: ErrorReason.ValueType  # 37
+"""PERMISSION_DENIED: a person's token asked for another owner's notices."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

@@ -3197,3 +3197,321 @@ class PromoteRunResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PromoteRunResponse: _TypeAlias = PromoteRunResponse  # noqa: Y015
+
+@_typing.final
+class Notice(_message.Message):
+    """One notice of the outbox: written in the transaction of the change it tells
+    about, exactly once per interruption, decision, approval request and
+    terminal outcome (docs/long-tasks.md "Notices").
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTICE_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    LONG_TASK_ID_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    DECISION_ID_FIELD_NUMBER: _builtins.int
+    TASK_STATE_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    notice_id: _builtins.str
+    """Server-assigned notice id (UUIDv7)."""
+    kind: _builtins.str
+    """interruption, decision, approval or terminal."""
+    project_id: _builtins.str
+    """The project of the task."""
+    owner_id: _builtins.str
+    """The task's owner, the one person who sees the notice."""
+    long_task_id: _builtins.str
+    """The task the notice is about."""
+    handle: _builtins.str
+    """The owner's short handle of the task, like "#3"."""
+    decision_id: _builtins.str
+    """The decision or approval to answer; empty when there is none."""
+    task_state: _builtins.str
+    """The task's state the change made."""
+    etag: _builtins.str
+    """The task's etag right after the change (what an answer sends)."""
+    title: _builtins.str
+    """One line, like "#3 asks for your approval (3rd request for the same
+    permission)".
+    """
+    text: _builtins.str
+    """The full text, with the exact command that answers it from a chat."""
+    cursor: _builtins.str
+    """The resume cursor of this notice (ListNoticesRequest.after_cursor)."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When the change was made."""
+
+    def __init__(
+        self,
+        *,
+        notice_id: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        long_task_id: _builtins.str = ...,
+        handle: _builtins.str = ...,
+        decision_id: _builtins.str = ...,
+        task_state: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        title: _builtins.str = ...,
+        text: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "cursor", b"cursor", "decision_id", b"decision_id", "etag", b"etag", "handle", b"handle", "kind", b"kind", "long_task_id", b"long_task_id", "notice_id", b"notice_id", "owner_id", b"owner_id", "project_id", b"project_id", "task_state", b"task_state", "text", b"text", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Notice: _TypeAlias = Notice  # noqa: Y015
+
+@_typing.final
+class ListNoticesRequest(_message.Message):
+    """ListNotices: the owner's notices after a cursor."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project of the tasks."""
+    owner_id: _builtins.str
+    """The owner; empty: the caller's own name (a person's token)."""
+    after_cursor: _builtins.str
+    """Only notices after this cursor (a Notice's cursor); empty: from the first."""
+    page_size: _builtins.int
+    """At most this many (default 100, at most 500)."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        after_cursor: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "owner_id", b"owner_id", "page_size", b"page_size", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNoticesRequest: _TypeAlias = ListNoticesRequest  # noqa: Y015
+
+@_typing.final
+class ListNoticesResponse(_message.Message):
+    """The owner's notices, oldest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTICES_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
+    next_cursor: _builtins.str
+    """The cursor to ask with next (the last notice's, or the one sent)."""
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Notice]:
+        """The notices."""
+
+    def __init__(
+        self,
+        *,
+        notices: _abc.Iterable[Global___Notice] | None = ...,
+        next_cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_cursor", b"next_cursor", "notices", b"notices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNoticesResponse: _TypeAlias = ListNoticesResponse  # noqa: Y015
+
+@_typing.final
+class RegisterNoticeWebhookRequest(_message.Message):
+    """RegisterNoticeWebhook: where the owner's notices are posted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project of the tasks."""
+    owner_id: _builtins.str
+    """The owner; empty: the caller's own name (a person's token)."""
+    url: _builtins.str
+    """An http or https URL that receives each notice as a signed JSON POST."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id", "project_id", b"project_id", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisterNoticeWebhookRequest: _TypeAlias = RegisterNoticeWebhookRequest  # noqa: Y015
+
+@_typing.final
+class RegisterNoticeWebhookResponse(_message.Message):
+    """The subscription and its signing secret."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    webhook_id: _builtins.str
+    """The subscription's id."""
+    secret: _builtins.str
+    """The signing secret (shown this once, never stored): verify each POST's
+    Truerun-Signature "t=<ms>,v1=<hex>", HMAC-SHA256 over
+    "<t>.<Truerun-Delivery>.<body>".
+    """
+    generation: _builtins.int
+    """The secret's generation (registering the same URL again moves it on)."""
+    def __init__(
+        self,
+        *,
+        webhook_id: _builtins.str = ...,
+        secret: _builtins.str = ...,
+        generation: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "secret", b"secret", "webhook_id", b"webhook_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisterNoticeWebhookResponse: _TypeAlias = RegisterNoticeWebhookResponse  # noqa: Y015
+
+@_typing.final
+class NoticeDelivery(_message.Message):
+    """One notice posted to one webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERY_ID_FIELD_NUMBER: _builtins.int
+    NOTICE_ID_FIELD_NUMBER: _builtins.int
+    WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TRIES_FIELD_NUMBER: _builtins.int
+    LAST_STATUS_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    NEXT_TIME_FIELD_NUMBER: _builtins.int
+    DELIVER_TIME_FIELD_NUMBER: _builtins.int
+    delivery_id: _builtins.str
+    """The delivery's id (the Truerun-Delivery header)."""
+    notice_id: _builtins.str
+    """The notice delivered."""
+    webhook_id: _builtins.str
+    """The subscription it goes to."""
+    state: _builtins.str
+    """pending, delivered or dead (dead-lettered after the last try)."""
+    tries: _builtins.int
+    """How many times it was posted."""
+    last_status: _builtins.int
+    """The receiver's last HTTP status (0: no answer, or not tried yet)."""
+    last_error: _builtins.str
+    """Why the last try failed; empty after a success."""
+    @_builtins.property
+    def next_time(self) -> _timestamp_pb2.Timestamp:
+        """When a pending delivery is tried next."""
+
+    @_builtins.property
+    def deliver_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was delivered; unset until then."""
+
+    def __init__(
+        self,
+        *,
+        delivery_id: _builtins.str = ...,
+        notice_id: _builtins.str = ...,
+        webhook_id: _builtins.str = ...,
+        state: _builtins.str = ...,
+        tries: _builtins.int = ...,
+        last_status: _builtins.int = ...,
+        last_error: _builtins.str = ...,
+        next_time: _timestamp_pb2.Timestamp | None = ...,
+        deliver_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deliver_time", b"deliver_time", "next_time", b"next_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliver_time", b"deliver_time", "delivery_id", b"delivery_id", "last_error", b"last_error", "last_status", b"last_status", "next_time", b"next_time", "notice_id", b"notice_id", "state", b"state", "tries", b"tries", "webhook_id", b"webhook_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NoticeDelivery: _TypeAlias = NoticeDelivery  # noqa: Y015
+
+@_typing.final
+class ListNoticeDeliveriesRequest(_message.Message):
+    """ListNoticeDeliveries: the state of the owner's deliveries."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    NOTICE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project of the tasks."""
+    owner_id: _builtins.str
+    """The owner; empty: the caller's own name (a person's token)."""
+    notice_id: _builtins.str
+    """Only this notice's deliveries; empty: all of them."""
+    page_size: _builtins.int
+    """At most this many (default 100, at most 500)."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        notice_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["notice_id", b"notice_id", "owner_id", b"owner_id", "page_size", b"page_size", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNoticeDeliveriesRequest: _TypeAlias = ListNoticeDeliveriesRequest  # noqa: Y015
+
+@_typing.final
+class ListNoticeDeliveriesResponse(_message.Message):
+    """The deliveries, oldest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[Global___NoticeDelivery]:
+        """The deliveries."""
+
+    def __init__(
+        self,
+        *,
+        deliveries: _abc.Iterable[Global___NoticeDelivery] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNoticeDeliveriesResponse: _TypeAlias = ListNoticeDeliveriesResponse  # noqa: Y015

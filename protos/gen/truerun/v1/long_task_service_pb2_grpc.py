@@ -116,6 +116,21 @@ class LongTaskServiceStub:
                 request_serializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandResponse.FromString,
                 _registered_method=True)
+        self.ListNotices = channel.unary_unary(
+                '/truerun.v1.LongTaskService/ListNotices',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticesRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticesResponse.FromString,
+                _registered_method=True)
+        self.RegisterNoticeWebhook = channel.unary_unary(
+                '/truerun.v1.LongTaskService/RegisterNoticeWebhook',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.RegisterNoticeWebhookRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.RegisterNoticeWebhookResponse.FromString,
+                _registered_method=True)
+        self.ListNoticeDeliveries = channel.unary_unary(
+                '/truerun.v1.LongTaskService/ListNoticeDeliveries',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesResponse.FromString,
+                _registered_method=True)
 
 
 class LongTaskServiceServicer:
@@ -244,6 +259,29 @@ class LongTaskServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListNotices(self, request, context):
+        """The owner's notices in a project, oldest first: interruptions, decisions,
+        approval requests and terminal outcomes, one per fact.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterNoticeWebhook(self, request, context):
+        """Registers a webhook for the owner's notices in a project (the same URL
+        again rotates its secret); the signing secret is returned this once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNoticeDeliveries(self, request, context):
+        """The owner's notice deliveries to their webhooks, with their state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LongTaskServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -326,6 +364,21 @@ def add_LongTaskServiceServicer_to_server(servicer, server):
                     servicer.TextCommand,
                     request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_long__task__service__pb2.TextCommandResponse.SerializeToString,
+            ),
+            'ListNotices': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNotices,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticesRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticesResponse.SerializeToString,
+            ),
+            'RegisterNoticeWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterNoticeWebhook,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.RegisterNoticeWebhookRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.RegisterNoticeWebhookResponse.SerializeToString,
+            ),
+            'ListNoticeDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNoticeDeliveries,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -762,6 +815,87 @@ class LongTaskService:
             '/truerun.v1.LongTaskService/TextCommand',
             truerun_dot_v1_dot_long__task__service__pb2.TextCommandRequest.SerializeToString,
             truerun_dot_v1_dot_long__task__service__pb2.TextCommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNotices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskService/ListNotices',
+            truerun_dot_v1_dot_long__task__service__pb2.ListNoticesRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.ListNoticesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterNoticeWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskService/RegisterNoticeWebhook',
+            truerun_dot_v1_dot_long__task__service__pb2.RegisterNoticeWebhookRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.RegisterNoticeWebhookResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNoticeDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskService/ListNoticeDeliveries',
+            truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -99,6 +99,16 @@ class LongTaskServiceStub:
     <handle> [version]", "/longtask list", or a short answer to the owner's
     one open decision (never a guess among several).
     """
+    ListNotices: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ListNoticesRequest, _long_task_service_pb2.ListNoticesResponse]
+    """The owner's notices in a project, oldest first: interruptions, decisions,
+    approval requests and terminal outcomes, one per fact.
+    """
+    RegisterNoticeWebhook: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.RegisterNoticeWebhookRequest, _long_task_service_pb2.RegisterNoticeWebhookResponse]
+    """Registers a webhook for the owner's notices in a project (the same URL
+    again rotates its secret); the signing secret is returned this once.
+    """
+    ListNoticeDeliveries: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ListNoticeDeliveriesRequest, _long_task_service_pb2.ListNoticeDeliveriesResponse]
+    """The owner's notice deliveries to their webhooks, with their state."""
 
 @_typing.type_check_only
 class LongTaskServiceAsyncStub(LongTaskServiceStub):
@@ -155,6 +165,16 @@ class LongTaskServiceAsyncStub(LongTaskServiceStub):
     <handle> [version]", "/longtask list", or a short answer to the owner's
     one open decision (never a guess among several).
     """
+    ListNotices: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ListNoticesRequest, _long_task_service_pb2.ListNoticesResponse]  # type: ignore[assignment]
+    """The owner's notices in a project, oldest first: interruptions, decisions,
+    approval requests and terminal outcomes, one per fact.
+    """
+    RegisterNoticeWebhook: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.RegisterNoticeWebhookRequest, _long_task_service_pb2.RegisterNoticeWebhookResponse]  # type: ignore[assignment]
+    """Registers a webhook for the owner's notices in a project (the same URL
+    again rotates its secret); the signing secret is returned this once.
+    """
+    ListNoticeDeliveries: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ListNoticeDeliveriesRequest, _long_task_service_pb2.ListNoticeDeliveriesResponse]  # type: ignore[assignment]
+    """The owner's notice deliveries to their webhooks, with their state."""
 
 class LongTaskServiceServicer(metaclass=_abc_1.ABCMeta):
     """Long tasks for people: create, read, revise, answer, pause, resume, cancel,
@@ -304,6 +324,34 @@ class LongTaskServiceServicer(metaclass=_abc_1.ABCMeta):
         <handle> [version]", "/longtask list", or a short answer to the owner's
         one open decision (never a guess among several).
         """
+
+    @_abc_1.abstractmethod
+    def ListNotices(
+        self,
+        request: _long_task_service_pb2.ListNoticesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.ListNoticesResponse, _abc.Awaitable[_long_task_service_pb2.ListNoticesResponse]]:
+        """The owner's notices in a project, oldest first: interruptions, decisions,
+        approval requests and terminal outcomes, one per fact.
+        """
+
+    @_abc_1.abstractmethod
+    def RegisterNoticeWebhook(
+        self,
+        request: _long_task_service_pb2.RegisterNoticeWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.RegisterNoticeWebhookResponse, _abc.Awaitable[_long_task_service_pb2.RegisterNoticeWebhookResponse]]:
+        """Registers a webhook for the owner's notices in a project (the same URL
+        again rotates its secret); the signing secret is returned this once.
+        """
+
+    @_abc_1.abstractmethod
+    def ListNoticeDeliveries(
+        self,
+        request: _long_task_service_pb2.ListNoticeDeliveriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.ListNoticeDeliveriesResponse, _abc.Awaitable[_long_task_service_pb2.ListNoticeDeliveriesResponse]]:
+        """The owner's notice deliveries to their webhooks, with their state."""
 
 def add_LongTaskServiceServicer_to_server(servicer: LongTaskServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

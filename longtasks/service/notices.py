@@ -1,0 +1,70 @@
+"""The owner's side of the notices outbox (docs/long-tasks.md "Notices"): their notices
+and the deliveries' state, read; a webhook subscription registered (the same URL again
+rotates its secret). The secret is derived from TRUERUN_WEBHOOK_KEY and the subscription
+(``webhook_secret``) and returned once; nothing stores it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from coordinator.domain.model import Actor
+from coordinator.service.transitions import Transitions
+from kernel.ids import now_ms, uuid7
+from kernel.webhook_signing import derive_secret
+from longtasks.store.notice_sql import Delivery, NoticeStatements, StoredNotice, Webhook
+
+PURPOSE = "truerun-notice-webhook"
+
+
+def webhook_secret(key: bytes, webhook: Webhook) -> str:
+    """The subscription's signing secret: derivable only with the server's key."""
+    return derive_secret(key, PURPOSE, webhook.project_id, webhook.id, str(webhook.generation))
+
+
+class NoticeDesk:
+    def __init__(
+        self,
+        transitions: Transitions,
+        sql: NoticeStatements,
+        key: bytes | None,
+        clock: Callable[[], int] = now_ms,
+        new_id: Callable[[], str] = uuid7,
+    ) -> None:
+        """``key``: TRUERUN_WEBHOOK_KEY (None: no webhooks can be registered)."""
+        self._transitions = transitions
+        self._sql = sql
+        self._key = key
+        self._clock = clock
+        self._new_id = new_id
+
+    @property
+    def webhooks_configured(self) -> bool:
+        return self._key is not None
+
+    async def register(
+        self, project_id: str, owner_id: str, url: str, actor: Actor
+    ) -> tuple[Webhook, str]:
+        """The subscription as stored and its secret (shown this once)."""
+        assert self._key is not None
+        asked = Webhook(
+            id=self._new_id(),
+            project_id=project_id,
+            owner_id=owner_id,
+            url=url,
+            generation=1,
+            created_by=f"{actor.type.value}:{actor.id}"[:256],
+            created_at_ms=self._clock(),
+        )
+        async with self._transitions.transaction([]) as tx:
+            stored = await self._sql.register_webhook(tx, asked)
+        return stored, webhook_secret(self._key, stored)
+
+    async def notices(
+        self, project_id: str, owner_id: str, after: tuple[int, str], limit: int
+    ) -> list[StoredNotice]:
+        return await self._sql.notices(project_id, owner_id, after, limit)
+
+    async def deliveries(
+        self, project_id: str, owner_id: str, notice_id: str, limit: int
+    ) -> list[Delivery]:
+        return await self._sql.deliveries(project_id, owner_id, notice_id, limit)
