@@ -37,6 +37,7 @@ class ErrorReason(StrEnum):
     INVALID_LONG_TASK_TRANSITION = "INVALID_LONG_TASK_TRANSITION"
     INVALID_STEP_TRANSITION = "INVALID_STEP_TRANSITION"
     LONG_TASK_LIMIT_REACHED = "LONG_TASK_LIMIT_REACHED"
+    INVALID_CONTINUATION = "INVALID_CONTINUATION"
 
 
 class DomainError(Exception):
@@ -188,3 +189,10 @@ class InvalidStepTransition(DomainError):
     """The step's state or record does not allow the action; metadata ``refusal`` says why."""
 
     reason = ErrorReason.INVALID_STEP_TRANSITION
+
+
+class InvalidContinuation(DomainError):
+    """A long task's continuation cannot be used (no time, a bad cron or zone, a window that
+    never opens, a catch-up window out of range); the message names the field."""
+
+    reason = ErrorReason.INVALID_CONTINUATION

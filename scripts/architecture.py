@@ -66,6 +66,7 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
             "long_task_events",
             "long_task_usage",
             "long_task_actions",
+            "long_task_continuations",
         ),
         ("longtasks/store/",),
     ),

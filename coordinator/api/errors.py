@@ -49,6 +49,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.INVALID_LONG_TASK_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.INVALID_STEP_TRANSITION: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.LONG_TASK_LIMIT_REACHED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorReason.INVALID_CONTINUATION: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 

@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2, struct_pb2
 from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api.convert import timestamp
+from longtasks.api.continuations import continuation_to_proto
 from longtasks.domain.actions import format_handle
 from longtasks.domain.display import display
 from longtasks.domain.model import (
@@ -274,4 +275,7 @@ def task_to_proto(view: TaskView) -> pb.LongTask:
     )
     message.plan_versions.extend(plan_to_proto(p) for p in view.plans)
     message.attempts.extend(attempt_to_proto(a) for a in view.attempts)
+    continuation = continuation_to_proto(view)
+    if continuation is not None:
+        message.continuation.CopyFrom(continuation)
     return message

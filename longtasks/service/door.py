@@ -24,7 +24,9 @@ Who calls what:
 - the watcher of attempts' runs, and process start: ``attempt_ended``,
   ``held_by_the_dead`` (endings.py);
 - the lease holder's runtime, its token usage: ``report_usage`` (usage.py; the budget used
-  up moves the task to ``partial`` and cancels the run).
+  up moves the task to ``partial`` and cancels the run);
+- continuations (continuations.py): the lease holder's ``continue_later``, a person's
+  ``schedule_continuation``, the watcher's ``fire_continuation``.
 
 Listeners (``listen``, observed.py) hear every committed change after its commit: the
 release metrics.
@@ -33,6 +35,7 @@ release metrics.
 from __future__ import annotations
 
 from longtasks.service.asks import Asks
+from longtasks.service.continuations import Continuations
 from longtasks.service.endings import Endings
 from longtasks.service.observed import Observed
 from longtasks.service.revisions import Revisions
@@ -41,6 +44,8 @@ from longtasks.service.tasks import TaskCommands
 from longtasks.service.usage import Usage
 
 
-class LongTaskDoor(Observed, TaskCommands, Revisions, StepActions, Asks, Endings, Usage):
+class LongTaskDoor(
+    Observed, TaskCommands, Revisions, StepActions, Asks, Endings, Usage, Continuations
+):
     """Every long-task write (built over the coordinator's ``Transitions`` and the
     long-task statements: ``LongTaskDoor(transitions, sql, clock=...)``)."""

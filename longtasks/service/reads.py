@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.errors import LongTaskNotFound
+from longtasks.domain.continuations import Continuation, waiting_text
 from longtasks.domain.display import Display, display
 from longtasks.domain.model import (
     Attempt,
@@ -50,6 +51,13 @@ class TaskView:
     decisions: tuple[Decision, ...]  # newest first
     attempts: tuple[Attempt, ...]  # oldest first
     queue_position: int | None = None  # queued: how many of the owner's tasks start first
+    continuation: Continuation | None = None  # the last one asked for, if any
+
+    @property
+    def waiting_for_continuation(self) -> bool:
+        """Whether its continuation holds it (queued, not waiting for a slot)."""
+        c = self.continuation
+        return c is not None and c.holds(self.task.state_version)
 
     def effects_of(self, step_id: str) -> list[Effect]:
         return [e for e in self.effects if e.step_id == step_id]
@@ -108,12 +116,16 @@ class TaskReads:
         payloads = await self._sql.task_display(task_id)
         effects = await self._sql.effects(None, task_id)
         decisions = await self._sql.decisions(None, task_id)
-        ahead = await self.queue_position(task)
+        continuation = await self._sql.continuation(None, task_id)
+        waiting = None
+        if continuation is not None and continuation.holds(task.state_version):
+            waiting = waiting_text(continuation, continuation.due_ms)
+        ahead = None if waiting is not None else await self.queue_position(task)
         return TaskView(
             task=task,
             constraints=strings(payloads.get("constraints")),
             sources=strings(payloads.get("sources")),
-            display=display(task.state, ahead=ahead),
+            display=display(task.state, ahead=ahead, waiting=waiting),
             plans=tuple(await self._sql.plans(task_id)),
             steps=tuple(await self._sql.steps(None, task_id, task.plan_version)),
             criteria=tuple(await self._sql.criteria(None, task_id, task.plan_version)),
@@ -122,6 +134,7 @@ class TaskReads:
             decisions=tuple(sorted(decisions, key=lambda d: (d.created_at_ms, d.id))[::-1]),
             attempts=tuple(await self._sql.attempts(None, task_id)),
             queue_position=ahead,
+            continuation=continuation,
         )
 
     async def queue_position(self, task: Task) -> int | None:

@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0015_long_task_evidence_reader"
+HEAD = "0017_long_task_continuations"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")

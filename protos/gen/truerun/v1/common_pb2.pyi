@@ -524,6 +524,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
     TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows; finish or cancel some first.
     """
+    ERROR_REASON_INVALID_CONTINUATION: _ErrorReason.ValueType  # 34
+    """INVALID_ARGUMENT: a long task's continuation cannot be used (no time, a bad
+    cron or zone, a window that never opens, a catch-up window out of range).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -629,6 +633,10 @@ ErrorInfo metadata "refusal" names the rule (docs/long-tasks.md).
 ERROR_REASON_LONG_TASK_LIMIT_REACHED: ErrorReason.ValueType  # 31
 """RESOURCE_EXHAUSTED: the owner keeps as many unfinished long tasks as
 TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED allows; finish or cancel some first.
+"""
+ERROR_REASON_INVALID_CONTINUATION: ErrorReason.ValueType  # 34
+"""INVALID_ARGUMENT: a long task's continuation cannot be used (no time, a bad
+cron or zone, a window that never opens, a catch-up window out of range).
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
