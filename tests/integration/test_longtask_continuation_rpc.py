@@ -17,6 +17,7 @@ from truerun.v1 import long_task_service_pb2 as lt
 from tests.support.longtask_api import PROJECT, create, get, refused, running
 from tests.support.longtask_stack import LongTaskStack, longtask_stack
 from tests.support.longtasks import snapshot
+from truerun_runtime.longtask import LongTaskAttempt
 
 
 @pytest.fixture
@@ -34,11 +35,12 @@ def _in_an_hour() -> timestamp_pb2.Timestamp:
 async def test_an_attempt_continues_later_once(stack: LongTaskStack) -> None:
     live = await running(stack)
     try:
-        ask = lt.ContinueLaterRequest(
-            credential=live.credential,
-            continuation=lt.ContinuationSpec(at=_in_an_hour(), reason="the shop opens at 9"),
-        )
-        ack = await stack.attempts.ContinueLater(ask)
+        spec = lt.ContinuationSpec(at=_in_an_hour(), reason="the shop opens at 9")
+        ask = lt.ContinueLaterRequest(credential=live.credential, continuation=spec)
+        cred = live.credential
+        sdk = LongTaskAttempt(stack.address, cred.run_id, cred.run_attempt_id, cred.callback_token)
+        async with sdk:  # the SDK's call, as an attempt's process makes it
+            ack = await sdk.continue_later(spec)
         assert ack.state == lt.LONG_TASK_STATE_QUEUED and not ack.HasField("lease_expire_time")
         assert ack.state_reason.startswith("waiting for its continuation at ")
         assert ack.state_reason.endswith(" (truerun must be running)")
