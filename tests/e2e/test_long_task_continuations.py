@@ -3,7 +3,7 @@
 on PostgreSQL, driven only through LongTaskService.
 
 A person schedules the task's next attempt in a window that opens every second (a 6-field
-cron of 25 consecutive seconds, first one 3 s ahead) with a 2 s catch-up window; while it
+cron of 40 consecutive seconds, the first one 4-5 s ahead) with a 2 s catch-up window; while it
 waits the task says so. The server is stopped before the first window and started again
 after more than three windows passed: the missed windows coalesce into one release, so the
 task gets exactly one attempt (not one per window), and "missed N continuations while
@@ -26,7 +26,8 @@ from tests.e2e.conftest import OWNER, Live, eventually
 
 pytestmark = pytest.mark.e2e
 
-LEAD_S = 3  # the first window opens this long after the request: time to stop the server
+LEAD_S = 4  # the first window opens this long after the request: time to stop the server
+WINDOWS = 40  # consecutive seconds of windows: room for a slow restart (LEAD_S + 41 < 60)
 MISSED = re.compile(r"missed (\d+) continuations? while truerun was not running")
 
 
@@ -37,8 +38,9 @@ def _seconds(s: float) -> duration_pb2.Duration:
 
 
 def _every_second_from(first: int) -> str:
-    """A cron (seconds first, UTC) opening at ``first`` and each of the 24 seconds after."""
-    seconds = sorted({(first + i) % 60 for i in range(25)})
+    """A cron (seconds first, UTC) opening at ``first`` and each second of the WINDOWS - 1
+    after it (every minute: no second of it lies between now and ``first``)."""
+    seconds = sorted({(first + i) % 60 for i in range(WINDOWS)})
     return f"{','.join(str(s) for s in seconds)} * * * * *"
 
 
