@@ -19,7 +19,6 @@ from longtasks.domain.continuations import (
     spec_refusal,
     waiting_text,
 )
-from longtasks.service.reads import TaskView
 
 
 def continuation_from_proto(spec: pb.ContinuationSpec, task_id: str, now_ms: int) -> Continuation:
@@ -49,11 +48,9 @@ def continuation_from_proto(spec: pb.ContinuationSpec, task_id: str, now_ms: int
     return asked
 
 
-def continuation_to_proto(view: TaskView) -> pb.LongTaskContinuation | None:
-    c = view.continuation
-    if c is None:
-        return None
-    waiting = view.waiting_for_continuation
+def continuation_to_proto(c: Continuation, state_version: int) -> pb.LongTaskContinuation:
+    """A task's continuation as shown, for the task at ``state_version``."""
+    waiting = c.holds(state_version)
     return pb.LongTaskContinuation(
         kind=c.kind.value,
         due_time=_ts(c.due_ms if c.fired_at_ms is None else None),

@@ -53,12 +53,6 @@ class TaskView:
     queue_position: int | None = None  # queued: how many of the owner's tasks start first
     continuation: Continuation | None = None  # the last one asked for, if any
 
-    @property
-    def waiting_for_continuation(self) -> bool:
-        """Whether its continuation holds it (queued, not waiting for a slot)."""
-        c = self.continuation
-        return c is not None and c.holds(self.task.state_version)
-
     def effects_of(self, step_id: str) -> list[Effect]:
         return [e for e in self.effects if e.step_id == step_id]
 
@@ -150,19 +144,21 @@ class TaskReads:
         active_only: bool,
         after: tuple[int, str] | None,
         limit: int,
-    ) -> list[tuple[Task, tuple[str, ...], tuple[str, ...], int | None]]:
-        """A project's tasks, newest first, each with its constraints, sources and (queued)
-        queue position."""
+    ) -> list[tuple[Task, tuple[str, ...], tuple[str, ...], int | None, Continuation | None]]:
+        """A project's tasks, newest first, each with its constraints, sources, and for a
+        queued task its queue position or the continuation holding it (one more read per
+        queued task only)."""
         rows = await self._sql.tasks_of_project(project_id, owner_id, active_only, after, limit)
-        return [
-            (
-                task,
-                strings(payloads.get("constraints")),
-                strings(payloads.get("sources")),
-                await self.queue_position(task),
-            )
-            for task, payloads in rows
-        ]
+        entries = []
+        for task, payloads in rows:
+            held = None
+            if task.state is TaskState.QUEUED:
+                held = await self._sql.continuation(None, task.id)
+                held = held if held is not None and held.holds(task.state_version) else None
+            ahead = None if held is not None else await self.queue_position(task)
+            constraints = strings(payloads.get("constraints"))
+            entries.append((task, constraints, strings(payloads.get("sources")), ahead, held))
+        return entries
 
     async def events(self, task_id: str, after: int, limit: int) -> Sequence[Event]:
         await self.task(task_id)

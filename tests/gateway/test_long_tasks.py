@@ -281,6 +281,9 @@ async def test_a_continuation_over_rest_holds_the_task_and_says_so(
     assert (shown["kind"], shown["waiting"], shown["catchup_window"]) == ("window", True, "600s")
     assert shown["label"] == "waiting for its next window at 09:00 (truerun must be running)"
     assert (await http.get(path, headers=AUTH)).json()["continuation"] == shown
+    listed = (await http.get(TASKS, headers=AUTH)).json()["long_tasks"]
+    [entry] = [t for t in listed if t["long_task_id"] == "later"]
+    assert entry["continuation"] == shown and entry.get("queue_position", 0) == 0
 
 
 async def test_listing_by_owner_active_and_pages(http: httpx.AsyncClient) -> None:
