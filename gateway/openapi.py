@@ -364,6 +364,7 @@ def _long_task_schemas() -> dict[str, Schema]:
         ("RevisePlanBody", "RevisePlanRequest", ("etag", "reason")),
         ("AnswerDecisionBody", "AnswerDecisionRequest", ("etag", "decision_id", "answer")),
         ("EditCriterionBody", "EditCriterionRequest", ("etag", "criterion_id")),
+        ("ScheduleContinuationBody", "ScheduleContinuationRequest", ("etag", "continuation")),
     ):
         schemas[body] = message_schema(
             messages[request], request=True, omit=path, required=required

@@ -41,6 +41,7 @@ class ErrorReason(StrEnum):
     AUTO_PROMOTION_REFUSED = "AUTO_PROMOTION_REFUSED"
     NOTICE_WEBHOOK_INVALID = "NOTICE_WEBHOOK_INVALID"
     NOTICES_OF_ANOTHER_OWNER = "NOTICES_OF_ANOTHER_OWNER"
+    INVALID_CONTINUATION = "INVALID_CONTINUATION"
 
 
 class DomainError(Exception):
@@ -218,3 +219,10 @@ class NoticesOfAnotherOwner(DomainError):
     """A person's token asked for another owner's notices or deliveries."""
 
     reason = ErrorReason.NOTICES_OF_ANOTHER_OWNER
+
+
+class InvalidContinuation(DomainError):
+    """A long task's continuation cannot be used (no time, a bad cron or zone, a window that
+    never opens, a catch-up window out of range); the message names the field."""
+
+    reason = ErrorReason.INVALID_CONTINUATION

@@ -3,8 +3,8 @@
 Prints the import graph between truerun's top-level packages and fails (exit 1) when an
 import goes up a floor or sideways into a cycle, when a module outside a table's owner
 writes that table, or when a module reaches the run store's writes around the one door
-(coordinator/service/transitions.py, with door_tx.py). `make lint` runs it; tests/unit/test_architecture.py
-keeps it true.
+(coordinator/service/transitions.py, with door_tx.py). `make lint` runs it;
+tests/unit/test_architecture.py keeps it true.
 
     python scripts/architecture.py
 """
@@ -70,6 +70,7 @@ TABLE_WRITERS: dict[str, tuple[str, ...]] = {
             "long_task_notices",
             "long_task_notice_webhooks",
             "long_task_notice_deliveries",
+            "long_task_continuations",
         ),
         ("longtasks/store/",),
     ),

@@ -8,10 +8,8 @@ transaction through the coordinator's door. docs/automations.md has the rules in
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from zoneinfo import ZoneInfo
 
-from automations.domain.calendar import fires_between, jitter_for, next_fire
+from automations.domain.calendar import clock_text, fires_between, jitter_for, next_fire
 from automations.domain.model import (
     MAX_BUFFERED,
     MAX_FIRES_PER_ROUND,
@@ -37,12 +35,6 @@ class Plan:
     creates: tuple[Fire, ...] = ()
     cancels: tuple[str, ...] = ()
     notes: tuple[Note, ...] = ()
-
-
-def clock_text(ms: int, zone: str) -> str:
-    """A fire time as a person reads it in the schedule's zone: 09:00, or 09:00:05."""
-    local = datetime.fromtimestamp(ms / 1000, UTC).astimezone(ZoneInfo(zone))
-    return local.strftime("%H:%M:%S" if local.second or ms % 1000 else "%H:%M")
 
 
 def _zone(schedule: Schedule) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from automations.domain.calendar import clock_text
 from automations.domain.model import Fire, Note, OpenRun, Schedule, Source
-from automations.domain.plan import Plan, clock_text
+from automations.domain.plan import Plan
 from automations.store.sql import ScheduleSql
 from coordinator.domain import commands as c
 from coordinator.domain.display import explain

@@ -53,6 +53,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.AUTO_PROMOTION_REFUSED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorReason.NOTICE_WEBHOOK_INVALID: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorReason.NOTICES_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorReason.INVALID_CONTINUATION: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 

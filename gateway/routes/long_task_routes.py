@@ -71,6 +71,13 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "Waives (waive) or rewords (text) one acceptance criterion: a new plan version "
         "authored by the caller; the edit survives later versions.",
     ),
+    "scheduleContinuation": (
+        "ScheduleContinuationBody",
+        "Schedules the next attempt of a task with no live attempt for later (at a time, or "
+        "the next window of a cron or interval): planned is queued, paused resumed, and the "
+        "task waits until the continuation is due; missed times past the catch-up window are "
+        "reported, never replayed. 400 INVALID_CONTINUATION when it cannot be used.",
+    ),
 }
 
 

@@ -1,7 +1,7 @@
 """Long tasks (LongTaskService, docs/long-tasks.md): create, list, get, the commands a person
 gives (start, pause, resume, cancel, clearRecovery, continue, revisePlan, answer,
-editCriterion), the task's log and its Markdown export; the one action contract
-(``longTasks:act``, a task named by id or short handle, exactly once per action id) and
+editCriterion, scheduleContinuation), the task's log and its Markdown export; the one action
+contract (``longTasks:act``, a task named by id or short handle, exactly once per action id) and
 the text commands of chat surfaces without buttons (``longTasks:text``).
 
 Every command carries the task's etag as the caller read it, in the body: the services
@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, type[Message]]] = {
     "revisePlan": ("RevisePlan", pb.RevisePlanRequest),
     "answer": ("AnswerDecision", pb.AnswerDecisionRequest),
     "editCriterion": ("EditCriterion", pb.EditCriterionRequest),
+    "scheduleContinuation": ("ScheduleContinuation", pb.ScheduleContinuationRequest),
 }
 
 

@@ -333,6 +333,30 @@ run_preflights = Table(
     Column("decided_at_ms", BigInteger, nullable=True),
 )
 
+# A task's continuation (docs/long-tasks.md "Continuations and catch-up", migration 0017): at
+# most one per task, replaced by the next; it holds the queued task back from the scheduler
+# while ``expected_version`` is the task's state_version and it has not fired.
+long_task_continuations = Table(
+    "long_task_continuations",
+    metadata,
+    Column("task_id", ID, _task(), primary_key=True),
+    Column("kind", String(16), nullable=False),  # at | window
+    Column("expected_version", BigInteger, nullable=False),
+    Column("due_ms", BigInteger, nullable=True),  # None: missed, waiting for a person
+    Column("time_zone", String(64), nullable=False, server_default=text("'UTC'")),
+    Column("cron", String(256), nullable=True),
+    Column("every_ms", BigInteger, nullable=True),
+    Column("catchup_window_ms", BigInteger, nullable=False),
+    Column("missed_total", Integer, nullable=False, server_default=text("0")),
+    Column("note", String(1024), nullable=False, server_default=text("''")),
+    Column("reason", String(1024), nullable=False, server_default=text("''")),
+    Column("requested_by", String(256), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("fired_at_ms", BigInteger, nullable=True),
+    CheckConstraint("kind IN ('at', 'window')", name="continuation_kind"),
+    Index("ix_long_task_continuations_due_ms", "due_ms"),
+)
+
 LONG_TASK_TABLES: tuple[Table, ...] = (
     long_tasks,
     long_task_plan_versions,
@@ -346,6 +370,7 @@ LONG_TASK_TABLES: tuple[Table, ...] = (
     long_task_usage,
     long_task_actions,
     run_preflights,
+    long_task_continuations,
 )
 
 # The notices outbox (kernel/db/notice_tables.py), written in the long-task door's commits.

@@ -22,6 +22,7 @@ from kernel.errors import InvalidArgument
 from kernel.ids import now_ms
 from longtasks.api import drafts
 from longtasks.api.briefing import briefing, judged, lease_expiry, server_side
+from longtasks.api.continuations import continuation_from_proto
 from longtasks.api.convert import decision_to_proto, enum_number, step_to_proto, task_state
 from longtasks.api.credentials import AttemptAuth
 from longtasks.domain.checks import attempt_verdict_refusal
@@ -226,6 +227,14 @@ class LongTaskAttemptServicer(long_task_service_pb2_grpc.LongTaskAttemptServiceS
     ) -> pb.TaskAck:
         a = await self._auth.attempt(request.credential)
         return self._task_ack(await self._door.ready_for_verification(a.task_id, a.id), a)
+
+    @unary
+    async def ContinueLater(self, request: pb.ContinueLaterRequest, context: Ctx) -> pb.TaskAck:
+        """The attempt ends; its task waits for the continuation (docs/long-tasks.md
+        "Continuations and catch-up")."""
+        a = await self._auth.attempt(request.credential)
+        asked = continuation_from_proto(request.continuation, a.task_id, now_ms())
+        return self._task_ack(await self._door.continue_later(a.task_id, a.id, asked), a)
 
     @unary
     async def RecordVerification(

@@ -12,7 +12,9 @@ from google.protobuf import duration_pb2, struct_pb2
 from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api.convert import timestamp
+from longtasks.api.continuations import continuation_to_proto
 from longtasks.domain.actions import format_handle
+from longtasks.domain.continuations import Continuation, waiting_text
 from longtasks.domain.display import display
 from longtasks.domain.model import (
     Attempt,
@@ -230,10 +232,13 @@ def task_summary(
     constraints: tuple[str, ...],
     sources: tuple[str, ...],
     queue_position: int | None = None,
+    continuation: Continuation | None = None,
 ) -> pb.LongTask:
     """The task without its steps, criteria, decisions, plan versions and attempts (a list
-    entry); ``queue_position`` for a queued task."""
-    shown = display(task.state, ahead=queue_position)
+    entry); ``queue_position`` for a queued task; ``continuation``: the one holding it."""
+    holds = continuation is not None and continuation.holds(task.state_version)
+    waiting = waiting_text(continuation, continuation.due_ms) if continuation and holds else None
+    shown = display(task.state, ahead=queue_position, waiting=waiting)
     return pb.LongTask(
         name=f"projects/{task.project_id}/longTasks/{task.id}",
         project_id=task.project_id,
@@ -257,12 +262,17 @@ def task_summary(
         update_time=timestamp(task.updated_at_ms),
         finish_time=_ts(task.finished_at_ms),
         handle=format_handle(task.handle),
+        continuation=continuation_to_proto(continuation, task.state_version)
+        if continuation is not None
+        else None,
     )
 
 
 def task_to_proto(view: TaskView) -> pb.LongTask:
     """The whole task: its current plan's steps and criteria, decisions, plans, attempts."""
-    message = task_summary(view.task, view.constraints, view.sources, view.queue_position)
+    message = task_summary(
+        view.task, view.constraints, view.sources, view.queue_position, view.continuation
+    )
     message.steps.extend(step_to_proto(s, view) for s in view.steps)
     message.criteria.extend(criterion_to_proto(c, view) for c in view.criteria)
     task = view.task

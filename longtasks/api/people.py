@@ -24,7 +24,9 @@ from kernel.errors import (
     LongTaskNotFound,
     PermissionDenied,
 )
+from kernel.ids import now_ms
 from longtasks.api import drafts
+from longtasks.api.continuations import continuation_from_proto
 from longtasks.api.convert import event_to_proto, task_summary, task_to_proto
 from longtasks.api.notices import NoticeRpcs
 from longtasks.domain.actions import Action
@@ -173,6 +175,15 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
         task = await self._seen(request.project_id, request.long_task_id)
         note = drafts.text(request.note, "note", 1024)
         await self._door.cancel(task.id, _etag(request.etag), _actor(), note)
+        return await self._answer(task.id)
+
+    @unary
+    async def ScheduleContinuation(
+        self, request: pb.ScheduleContinuationRequest, context: Ctx
+    ) -> pb.LongTask:
+        task = await self._seen(request.project_id, request.long_task_id)
+        asked = continuation_from_proto(request.continuation, task.id, now_ms())
+        await self._door.schedule_continuation(task.id, _etag(request.etag), _actor(), asked)
         return await self._answer(task.id)
 
     @unary

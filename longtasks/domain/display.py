@@ -61,10 +61,14 @@ FOLDING: Mapping[TaskState, Display] = {
 }
 
 
-def display(state: TaskState, *, ahead: int | None = None) -> Display:
+def display(state: TaskState, *, ahead: int | None = None, waiting: str | None = None) -> Display:
     """The display of a task in ``state``; ``ahead``: for a queued task, how many of its
-    owner's tasks are before it."""
+    owner's tasks are before it; ``waiting``: for a queued task its continuation holds,
+    what it waits for (``continuations.waiting_text``: "waiting for its next window at
+    09:00 (truerun must be running)"), so it never reads as waiting for a slot."""
     shown = FOLDING[state]
+    if state is T.QUEUED and waiting is not None:
+        return replace(shown, label=waiting)
     if state is T.QUEUED and ahead is not None:
         return replace(shown, label=f"queued: {ahead} ahead of it")
     return shown

@@ -155,3 +155,4 @@ class AttemptOutcome(StrEnum):
     RUN_ENDED = "run_ended"  # its run ended (or its holder died) before the task settled
     ASKED_USER = "asked_user"  # it asked a person; the answer goes to a new attempt
     VERIFIED = "verified"  # verification settled the task (completed, partial, a question)
+    CONTINUES_LATER = "continues_later"  # it asked for its next attempt later (a continuation)

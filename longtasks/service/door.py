@@ -27,6 +27,8 @@ Who calls what:
   up moves the task to ``partial`` and cancels the run);
 - an ordinary run's runtime: ``preflight``, ``record_verdict``, ``promote`` (promotion.py:
   the run becomes a long task whose first attempt it is).
+- continuations (continuations.py): the lease holder's ``continue_later``, a person's
+  ``schedule_continuation``, the watcher's ``fire_continuation``.
 
 Listeners (``listen``, observed.py) hear every committed change after its commit: the
 release metrics.
@@ -39,6 +41,7 @@ kind after the commit.
 from __future__ import annotations
 
 from longtasks.service.asks import Asks
+from longtasks.service.continuations import Continuations
 from longtasks.service.endings import Endings
 from longtasks.service.observed import Observed
 from longtasks.service.promotion import Promotions
@@ -49,7 +52,15 @@ from longtasks.service.usage import Usage
 
 
 class LongTaskDoor(
-    Observed, TaskCommands, Revisions, StepActions, Asks, Endings, Usage, Promotions
+    Observed,
+    TaskCommands,
+    Revisions,
+    StepActions,
+    Asks,
+    Endings,
+    Usage,
+    Promotions,
+    Continuations,
 ):
     """Every long-task write (built over the coordinator's ``Transitions`` and the
     long-task statements: ``LongTaskDoor(transitions, sql, clock=...)``)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel.errors import LongTaskNotFound
+from longtasks.domain.continuations import Continuation, waiting_text
 from longtasks.domain.display import Display, display
 from longtasks.domain.model import (
     Attempt,
@@ -50,6 +51,7 @@ class TaskView:
     decisions: tuple[Decision, ...]  # newest first
     attempts: tuple[Attempt, ...]  # oldest first
     queue_position: int | None = None  # queued: how many of the owner's tasks start first
+    continuation: Continuation | None = None  # the last one asked for, if any
 
     def effects_of(self, step_id: str) -> list[Effect]:
         return [e for e in self.effects if e.step_id == step_id]
@@ -108,12 +110,16 @@ class TaskReads:
         payloads = await self._sql.task_display(task_id)
         effects = await self._sql.effects(None, task_id)
         decisions = await self._sql.decisions(None, task_id)
-        ahead = await self.queue_position(task)
+        continuation = await self._sql.continuation(None, task_id)
+        waiting = None
+        if continuation is not None and continuation.holds(task.state_version):
+            waiting = waiting_text(continuation, continuation.due_ms)
+        ahead = None if waiting is not None else await self.queue_position(task)
         return TaskView(
             task=task,
             constraints=strings(payloads.get("constraints")),
             sources=strings(payloads.get("sources")),
-            display=display(task.state, ahead=ahead),
+            display=display(task.state, ahead=ahead, waiting=waiting),
             plans=tuple(await self._sql.plans(task_id)),
             steps=tuple(await self._sql.steps(None, task_id, task.plan_version)),
             criteria=tuple(await self._sql.criteria(None, task_id, task.plan_version)),
@@ -122,6 +128,7 @@ class TaskReads:
             decisions=tuple(sorted(decisions, key=lambda d: (d.created_at_ms, d.id))[::-1]),
             attempts=tuple(await self._sql.attempts(None, task_id)),
             queue_position=ahead,
+            continuation=continuation,
         )
 
     async def queue_position(self, task: Task) -> int | None:
@@ -137,19 +144,21 @@ class TaskReads:
         active_only: bool,
         after: tuple[int, str] | None,
         limit: int,
-    ) -> list[tuple[Task, tuple[str, ...], tuple[str, ...], int | None]]:
-        """A project's tasks, newest first, each with its constraints, sources and (queued)
-        queue position."""
+    ) -> list[tuple[Task, tuple[str, ...], tuple[str, ...], int | None, Continuation | None]]:
+        """A project's tasks, newest first, each with its constraints, sources, and for a
+        queued task its queue position or the continuation holding it (one more read per
+        queued task only)."""
         rows = await self._sql.tasks_of_project(project_id, owner_id, active_only, after, limit)
-        return [
-            (
-                task,
-                strings(payloads.get("constraints")),
-                strings(payloads.get("sources")),
-                await self.queue_position(task),
-            )
-            for task, payloads in rows
-        ]
+        entries = []
+        for task, payloads in rows:
+            held = None
+            if task.state is TaskState.QUEUED:
+                held = await self._sql.continuation(None, task.id)
+                held = held if held is not None and held.holds(task.state_version) else None
+            ahead = None if held is not None else await self.queue_position(task)
+            constraints = strings(payloads.get("constraints"))
+            entries.append((task, constraints, strings(payloads.get("sources")), ahead, held))
+        return entries
 
     async def events(self, task_id: str, after: int, limit: int) -> Sequence[Event]:
         await self.task(task_id)

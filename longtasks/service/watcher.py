@@ -4,8 +4,12 @@ every reconciler replica and by `truerun dev`, with no leader. Each round
 1. ends the attempts whose run has ended (``liveness.RUN_ENDED``: terminal, lost, dead
    letter; never a run shown ``unknown``, whose process may still be working) through
    ``LongTaskDoor.attempt_ended``, with the run's status and reasons in words;
-2. starts queued tasks through ``LongTaskDoor.start_attempt``, oldest first per owner,
-   while the owner has a free concurrency slot (``queue.starts_this_round``).
+2. fires the due continuations through ``LongTaskDoor.fire_continuation`` (docs/long-tasks.md
+   "Continuations and catch-up"): the ones missed while truerun was not running coalesce
+   into one release of the task, or are reported while it waits for its next window;
+3. starts queued tasks through ``LongTaskDoor.start_attempt``, oldest first per owner,
+   while the owner has a free concurrency slot (``queue.starts_this_round``); a task held
+   by its continuation is not in the queue.
 
 Its first round also settles what died while no watcher ran (``held_by_the_dead``), naming
 as dead only attempts it saw with an ended run: an attempt started since by another replica
@@ -24,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
@@ -50,6 +54,8 @@ MAX_IDLE_S = 1.0
 MIN_IDLE_S = 0.01
 #: How many queued tasks one round looks at (every owner's, oldest first).
 QUEUED_PER_ROUND = 1_000
+#: How many due continuations one round fires (the rest: next round).
+CONTINUATIONS_PER_ROUND = 500
 #: How many queued tasks of an owner past its free slots one round looks at: room for the
 #: ones it skips because their last attempt is still open.
 SKIP_ROOM = 16
@@ -73,6 +79,7 @@ class Round:
     started: list[str]
     exhausted: list[str]
     settled_at_start: list[str]
+    continued: list[str] = field(default_factory=list)  # tasks a continuation released
 
 
 def owner_lock(owner_id: str) -> str:
@@ -92,7 +99,8 @@ class LongTaskWatcher:
         queued_per_round: int = QUEUED_PER_ROUND,
     ) -> None:
         """``on_action(action, label)``: ``("ended", run status)``, ``("started", "")``,
-        ``("budget_exhausted", "")``, ``("settled_at_start", "")`` (metrics)."""
+        ``("budget_exhausted", "")``, ``("settled_at_start", "")``, ``("continuation",
+        "released" | "missed")`` (metrics)."""
         self._door = door
         self._sql = sql
         self._name = name
@@ -109,8 +117,29 @@ class LongTaskWatcher:
         succeeded once), then the queued tasks."""
         ended = await self._end_attempts()
         settled = [] if self._started else await self._settle_the_dead()
+        continued = await self._fire_continuations()
         started, exhausted = await self._start_queued()
-        return Round(ended, started, exhausted, settled)
+        return Round(ended, started, exhausted, settled, continued)
+
+    async def _fire_continuations(self) -> list[str]:
+        """Each due continuation in its own door transaction: two replicas firing one make
+        one change and one no-op (the second finds it fired, or the version moved on)."""
+        released: list[str] = []
+        for task_id in await self._door.due_continuations(CONTINUATIONS_PER_ROUND):
+            try:
+                firing = await self._door.fire_continuation(task_id)
+            except (*_LOST_RACES, LongTaskNotFound):
+                continue
+            except Exception:  # one bad task never starves the others
+                log.exception("firing the continuation of long task %s failed", task_id)
+                self._note("error", "fire_continuation")
+                continue
+            if firing is None:
+                continue
+            if firing.release:
+                released.append(task_id)
+            self._note("continuation", "released" if firing.release else "missed")
+        return released
 
     # -- 1. attempts whose run ended ----------------------------------------------------
 

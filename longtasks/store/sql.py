@@ -33,6 +33,7 @@ from longtasks.domain.states import CriterionResult, TaskState
 from longtasks.store import records as rec
 from longtasks.store import rows as r
 from longtasks.store.action_sql import ActionStatements
+from longtasks.store.continuation_sql import CONTINUATION_HOLDS, ContinuationStatements
 from longtasks.store.notice_sql import NoticeStatements
 from longtasks.store.preflight_sql import PreflightStatements
 from longtasks.store.usage_sql import UsageStatements
@@ -85,10 +86,10 @@ _TASKS_OF_PROJECT = (
     "ORDER BY created_at_ms DESC, id DESC LIMIT ?"
 )
 #: How many of an owner's queued tasks come before one (creation order, then id: the order
-#: the scheduler starts them in).
+#: the scheduler starts them in); a task its continuation holds waits for no slot.
 _QUEUED_AHEAD = (
     "SELECT COUNT(*) AS ahead FROM long_tasks WHERE owner_id = ? AND state = 'queued' "
-    "AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))"
+    f"AND NOT {CONTINUATION_HOLDS} AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))"
 )
 _INSERT_PLAN = _insert("long_task_plan_versions", r.PLAN)
 _CLOSE_PLAN = (
@@ -156,7 +157,13 @@ Read = Callable[..., Awaitable[list[Any]]]
 Tx = RunTxReader
 
 
-class LongTaskSql(UsageStatements, ActionStatements, PreflightStatements, NoticeStatements):
+class LongTaskSql(
+    UsageStatements,
+    ActionStatements,
+    PreflightStatements,
+    NoticeStatements,
+    ContinuationStatements,
+):
     """The long-task reads and writes on one backend. ``read`` runs a read outside any
     transaction (the pool, or SQLite's reader connection); every write takes the
     transaction the door opened."""

@@ -9,6 +9,7 @@ from longtasks.domain.liveness import OpenAttempt
 from longtasks.domain.model import Task
 from longtasks.domain.states import TASK_LEASED, TASK_TERMINAL
 from longtasks.store import rows as r
+from longtasks.store.continuation_sql import CONTINUATION_HOLDS
 from longtasks.store.sql import LongTaskSql, Tx
 
 _LEASED = tuple(sorted(s.value for s in TASK_LEASED))
@@ -25,11 +26,13 @@ _OPEN_ATTEMPT_RUNS = (
     "WHERE a.ended_at_ms IS NULL ORDER BY a.started_at_ms, a.id"
 )
 #: The front of every owner's queue (its first ``?`` tasks by creation), owners with all
-#: their slots taken left out, so a long queue of a full owner never hides another's.
+#: their slots taken left out, so a long queue of a full owner never hides another's; a
+#: task its continuation holds (not due yet) is not in the queue.
 _QUEUED = (
     f"SELECT {', '.join(r.TASK)} FROM (SELECT {', '.join(r.TASK)}, ROW_NUMBER() OVER "
     "(PARTITION BY owner_id ORDER BY created_at_ms, id) AS place FROM long_tasks "
-    "WHERE state = 'queued' AND owner_id NOT IN (SELECT owner_id FROM long_tasks "
+    f"WHERE state = 'queued' AND NOT {CONTINUATION_HOLDS} "
+    "AND owner_id NOT IN (SELECT owner_id FROM long_tasks "
     f"WHERE {_IN_LEASED} GROUP BY owner_id HAVING COUNT(*) >= ?)) q "
     "WHERE place <= ? ORDER BY created_at_ms, id LIMIT ?"
 )

@@ -1,5 +1,5 @@
 """`truerun task create | ls | show | answer | start | pause | resume | cancel | clear-recovery |
-continue | events | export | act`: long tasks (LongTaskService, docs/long-tasks.md) from the
+continue | later | events | export | act`: long tasks (LongTaskService, docs/long-tasks.md) from the
 command line. ``act`` is the one action contract: a task by id or short handle (``#3``),
 exactly once per ``--action-id`` (default: a new one per invocation).
 
@@ -17,6 +17,7 @@ bad token).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from google.protobuf.message import Message
 from truerun.v1 import long_task_service_pb2 as pb
 from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceStub as Stub
 
+from services.cli import task_later
 from services.cli.client import Client, fail
 from services.cli.schedule import BAD_INPUT, _OneLineParser
 from services.cli.task_file import RequestFileError, draft, load, plan
@@ -100,6 +102,8 @@ def add_parsers(
     go_on.add_argument(
         "--file", "-f", default="", help="new steps/criteria (default: the unfinished steps)"
     )
+    later = command("later", "schedule the next attempt: at a time, or in the next window")
+    task_later.add_flags(later)
     act = command("act", "the one action contract: a task by id or handle (#3)", named=False)
     act.add_argument("task", help="a task id, or its owner's handle like #3")
     act.add_argument(
@@ -224,6 +228,29 @@ def _continue(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
     return after, moved_text(after, f"continued as plan v{after.plan_version}")
 
 
+def _later(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
+    asked = task_later.spec(args, local_zone())
+    task = _read(stub, client, args)
+    ask = pb.ScheduleContinuationRequest(
+        project_id=task.project_id, long_task_id=task.long_task_id, etag=task.etag
+    )
+    ask.continuation.CopyFrom(asked)
+    after = stub.ScheduleContinuation(ask, timeout=client.timeout)
+    return after, moved_text(after, "continuation scheduled")
+
+
+def local_zone() -> str:
+    """This machine's IANA zone when it can be told (TZ, /etc/localtime), else ""."""
+    named = os.environ.get("TZ", "")
+    if named and "/" in named:
+        return named.lstrip(":")
+    try:
+        target = os.path.realpath("/etc/localtime")
+    except OSError:
+        return ""
+    return target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
+
+
 def _act(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
     ask = pb.ActRequest(
         project_id=_project(args),
@@ -273,6 +300,7 @@ _COMMANDS: dict[str, Callable[[Stub, Client, argparse.Namespace], Shown]] = {
     "answer": _answer,
     **{name: _move(name) for name in _MOVES},
     "continue": _continue,
+    "later": _later,
     "events": _events,
     "export": _export,
     "act": _act,

@@ -42,7 +42,9 @@ def state_words(task: pb.LongTask) -> str:
     except ValueError:
         return "unknown state"
     queued = task.state == pb.LONG_TASK_STATE_QUEUED
-    shown = display(state, ahead=task.queue_position if queued else None)
+    waiting = task.continuation.label if task.continuation.waiting else None
+    ahead = task.queue_position if queued and waiting is None else None
+    shown = display(state, ahead=ahead, waiting=waiting)
     words = shown.shown.value.replace("_", " ")
     if shown.wait_kind is not None:
         words += f" ({task.wait_kind or shown.wait_kind.value})"
@@ -220,6 +222,24 @@ def budget_warning(b: pb.LongTaskBudget) -> str | None:
     )
 
 
+def continuation_lines(task: pb.LongTask) -> list[str]:
+    """The continuation: when the next attempt may start (in the continuation's zone), and
+    what the last catch-up said ("missed 3 continuations while truerun was not running")."""
+    if not task.HasField("continuation"):
+        return []
+    c = task.continuation
+    when = c.cron or (f"every {c.every.ToSeconds()}s" if c.HasField("every") else "at")
+    head = f"continue   {c.kind}: {when}" + (f" ({c.time_zone})" if c.cron else "")
+    if c.HasField("due_time"):
+        head += f", next {local(c.due_time, c.time_zone, exact=False)}"
+    if c.HasField("fire_time"):
+        head += f", fired {local(c.fire_time, exact=False)}"
+    lines = [head]
+    if c.note:
+        lines.append(f"catch-up   {c.note}")
+    return lines
+
+
 def describe(task: pb.LongTask) -> str:
     """Everything `task show` prints about one task."""
     lines = [
@@ -233,6 +253,7 @@ def describe(task: pb.LongTask) -> str:
     warning = budget_warning(task.budget)
     if warning is not None:
         lines.append(warning)
+    lines.extend(continuation_lines(task))
     if task.constraints:
         lines.append("constraints")
         lines.extend(f"  - {c}" for c in task.constraints)

@@ -262,6 +262,30 @@ async def test_continue_a_finished_task_with_new_steps(http: httpx.AsyncClient) 
     )
 
 
+async def test_a_continuation_over_rest_holds_the_task_and_says_so(
+    http: httpx.AsyncClient,
+) -> None:
+    created = await _created(http, task_id="later")
+    path = f"{TASKS}/later"
+    window = {"cron": "0 9 * * *", "time_zone": "Europe/Berlin", "catchup_window": "600s"}
+    refused = await http.post(
+        f"{path}:scheduleContinuation",
+        json={"etag": created["etag"], "continuation": {**window, "time_zone": "Mars/Olympus"}},
+        headers=AUTH,
+    )
+    assert_problem(refused, 400, "INVALID_CONTINUATION")
+    body = {"etag": created["etag"], "continuation": window}
+    task = await _command(http, "scheduleContinuation", body, path)
+    assert task["state"] == "LONG_TASK_STATE_QUEUED" and task["display_state"] == "queued"
+    shown = task["continuation"]
+    assert (shown["kind"], shown["waiting"], shown["catchup_window"]) == ("window", True, "600s")
+    assert shown["label"] == "waiting for its next window at 09:00 (truerun must be running)"
+    assert (await http.get(path, headers=AUTH)).json()["continuation"] == shown
+    listed = (await http.get(TASKS, headers=AUTH)).json()["long_tasks"]
+    [entry] = [t for t in listed if t["long_task_id"] == "later"]
+    assert entry["continuation"] == shown and entry.get("queue_position", 0) == 0
+
+
 async def test_listing_by_owner_active_and_pages(http: httpx.AsyncClient) -> None:
     first = await _created(http, task_id="one")
     await _created(http, task_id="two", owner_id="bob")
@@ -308,6 +332,7 @@ async def test_every_long_task_route_wants_a_token(
         ("POST", f"{REPORT}:revisePlan", {**etag, "reason": "x"}),
         ("POST", f"{REPORT}:answer", {**etag, "decision_id": "d", "answer": "y"}),
         ("POST", f"{REPORT}:editCriterion", {**etag, "criterion_id": "tone", "waive": True}),
+        ("POST", f"{REPORT}:scheduleContinuation", {**etag, "continuation": {"cron": "0 9 * * *"}}),
         ("GET", f"{REPORT}/events", None),
         ("GET", f"{REPORT}/export", None),
         ("POST", f"{TASKS}:act", {"task": "#1", "owner_id": "alice", "action": "pause"}),

@@ -367,11 +367,10 @@ async def test_long_tasks_of_another_project_do_not_exist(address: str) -> None:
     """Every LongTaskService RPC that names a task of another project answers as for a
     missing task; creating or listing there is denied; nothing changes."""
     scoped, service = long_task_requests("proj-q", "lt-q"), "truerun.v1.LongTaskService"
-    denied = {
-        "CreateLongTask": "PERMISSION_DENIED",
-        "ListLongTasks": "PERMISSION_DENIED",
-        "TextCommand": "PERMISSION_DENIED",
-    }
+    project_wide = ("CreateLongTask", "ListLongTasks", "TextCommand", "ListNotices")
+    denied = dict.fromkeys(
+        (*project_wide, "RegisterNoticeWebhook", "ListNoticeDeliveries"), "PERMISSION_DENIED"
+    )
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
         created = await _call(ops, service, "CreateLongTask", False, scoped["CreateLongTask"])
     assert created.created_by == "ops@example"

@@ -28,6 +28,9 @@ def long_task_requests(project: str, task: str) -> dict[str, Message]:
         "ResumeLongTask": lt.ResumeLongTaskRequest(**named, etag="1"),
         "CancelLongTask": lt.CancelLongTaskRequest(**named, etag="1"),
         "ClearRecovery": lt.ClearRecoveryRequest(**named, etag="1"),
+        "ScheduleContinuation": lt.ScheduleContinuationRequest(
+            **named, etag="1", continuation=lt.ContinuationSpec(cron="0 9 * * *")
+        ),
         "RevisePlan": lt.RevisePlanRequest(**named, etag="1", reason="r"),
         "ContinueLongTask": lt.ContinueLongTaskRequest(**named, etag="1", reason="r"),
         "AnswerDecision": lt.AnswerDecisionRequest(**named, etag="1", decision_id="d", answer="a"),
@@ -41,6 +44,11 @@ def long_task_requests(project: str, task: str) -> dict[str, Message]:
         "TextCommand": lt.TextCommandRequest(
             project_id=project, owner_id="o", text="/longtask pause #1", action_id="a"
         ),
+        "ListNotices": lt.ListNoticesRequest(project_id=project, owner_id="o"),
+        "RegisterNoticeWebhook": lt.RegisterNoticeWebhookRequest(
+            project_id=project, owner_id="o", url="http://127.0.0.1:9/hook"
+        ),
+        "ListNoticeDeliveries": lt.ListNoticeDeliveriesRequest(project_id=project, owner_id="o"),
     }
 
 
@@ -71,6 +79,9 @@ def attempt_requests(credential: lt.AttemptCredential) -> dict[str, Message]:
         "RenewLease": lt.RenewLeaseRequest(credential=credential),
         "ReportUsage": lt.ReportUsageRequest(credential=credential, tokens=1, usage_id="u"),
         "ReadEvidence": lt.ReadEvidenceRequest(credential=credential, evidence_id="e"),
+        "ContinueLater": lt.ContinueLaterRequest(
+            credential=credential, continuation=lt.ContinuationSpec(cron="0 9 * * *")
+        ),
         **promotion_requests(credential),
     }
 

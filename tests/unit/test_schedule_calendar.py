@@ -17,7 +17,6 @@ from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automations.domain import calendar as calendar_module
 from automations.domain.calendar import (
     Calendar,
     Cron,
@@ -33,6 +32,7 @@ from automations.domain.calendar import (
     upcoming,
     validate,
 )
+from kernel import calendar as calendar_module
 
 NY, BERLIN, LH = "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"
 HOUR_MS = 3_600_000

@@ -227,3 +227,24 @@ def test_an_event_line_in_local_time() -> None:
         "     3  2025-12-01 13:00:00 CET  state              paused  (running -> paused)"
         "  by user:alice"
     )
+
+
+def test_a_task_waiting_for_its_window_says_so_and_shows_the_catch_up() -> None:
+    label = "waiting for its next window at 09:00 (truerun must be running)"
+    every = pb.LongTaskContinuation(
+        kind="window", cron="0 9 * * *", time_zone="Europe/Berlin", waiting=True, label=label
+    )
+    every.due_time.CopyFrom(_at(AT_MS + 20 * 3_600_000))  # 2025-12-02 09:00 in Berlin
+    every.note = "missed 3 continuations while truerun was not running (09:00..09:00)"
+    task = pb.LongTask(
+        long_task_id="lt-1",
+        state=pb.LONG_TASK_STATE_QUEUED,
+        state_reason=label,
+        queue_position=0,
+        continuation=every,
+    )
+    assert state_words(task) == f"queued: {label}"
+    text = describe(task)
+    assert "continue   window: 0 9 * * * (Europe/Berlin), next 2025-12-02 09:00:00 CET" in text
+    assert f"catch-up   {every.note}" in text
+    assert "continue" not in describe(pb.LongTask(long_task_id="lt-2"))

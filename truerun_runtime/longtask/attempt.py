@@ -317,6 +317,17 @@ class LongTaskAttempt:
             ),
         )
 
+    async def continue_later(self, continuation: pb.ContinuationSpec) -> pb.TaskAck:
+        """Asks for the task's next attempt later ("continue tomorrow 09:00": ``at``; the
+        next window of a ``cron`` or ``every``): THIS ATTEMPT ENDS (no step may be running)
+        and the task waits queued until the continuation is due; the process should exit.
+        Times missed while truerun was not running coalesce into one attempt or are
+        reported; nothing is replayed (docs/long-tasks.md "Continuations and catch-up")."""
+        return await self.call(
+            self.stub().ContinueLater,
+            pb.ContinueLaterRequest(credential=self.credential, continuation=continuation),
+        )
+
     # -- verification --------------------------------------------------------------------------
 
     async def ready_for_verification(self) -> pb.TaskAck:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0018_notices"
-down_revision: str | None = "0016_run_preflight"
+down_revision: str | None = "0017_long_task_continuations"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

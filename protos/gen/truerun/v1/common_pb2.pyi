@@ -539,6 +539,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_NOTICES_OF_ANOTHER_OWNER: _ErrorReason.ValueType  # 37
     """PERMISSION_DENIED: a person's token asked for another owner's notices."""
+    ERROR_REASON_INVALID_CONTINUATION: _ErrorReason.ValueType  # 34
+    """INVALID_ARGUMENT: a long task's continuation cannot be used (no time, a bad
+    cron or zone, a window that never opens, a catch-up window out of range).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -660,6 +664,10 @@ URL, or webhooks are not configured (no TRUERUN_WEBHOOK_KEY).
 """
 ERROR_REASON_NOTICES_OF_ANOTHER_OWNER: ErrorReason.ValueType  # 37
 """PERMISSION_DENIED: a person's token asked for another owner's notices."""
+ERROR_REASON_INVALID_CONTINUATION: ErrorReason.ValueType  # 34
+"""INVALID_ARGUMENT: a long task's continuation cannot be used (no time, a bad
+cron or zone, a window that never opens, a catch-up window out of range).
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

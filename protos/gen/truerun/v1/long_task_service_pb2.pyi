@@ -1075,6 +1075,7 @@ class LongTask(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     FINISH_TIME_FIELD_NUMBER: _builtins.int
     HANDLE_FIELD_NUMBER: _builtins.int
+    CONTINUATION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """projects/{project_id}/longTasks/{long_task_id}"""
     project_id: _builtins.str
@@ -1153,6 +1154,12 @@ class LongTask(_message.Message):
     def finish_time(self) -> _timestamp_pb2.Timestamp:
         """When it reached a terminal state."""
 
+    @_builtins.property
+    def continuation(self) -> Global___LongTaskContinuation:
+        """Its last continuation, if one was asked for: what it waits for, or what the
+        last catch-up said (missed, coalesced).
+        """
+
     def __init__(
         self,
         *,
@@ -1183,10 +1190,11 @@ class LongTask(_message.Message):
         update_time: _timestamp_pb2.Timestamp | None = ...,
         finish_time: _timestamp_pb2.Timestamp | None = ...,
         handle: _builtins.str = ...,
+        continuation: Global___LongTaskContinuation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "create_time", b"create_time", "finish_time", b"finish_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "continuation", b"continuation", "create_time", b"create_time", "finish_time", b"finish_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3515,3 +3523,205 @@ class ListNoticeDeliveriesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListNoticeDeliveriesResponse: _TypeAlias = ListNoticeDeliveriesResponse  # noqa: Y015
+
+@_typing.final
+class ContinuationSpec(_message.Message):
+    """When a task's next attempt may start (docs/long-tasks.md "Continuations and
+    catch-up"). Exactly one of at, cron and every.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AT_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    EVERY_FIELD_NUMBER: _builtins.int
+    TIME_ZONE_FIELD_NUMBER: _builtins.int
+    CATCHUP_WINDOW_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    cron: _builtins.str
+    """The next opening of a window: a cron expression (5 fields, or 6 with seconds
+    first) read on the wall clock of time_zone.
+    """
+    time_zone: _builtins.str
+    """The IANA zone the cron is read in and times are shown in (default UTC)."""
+    reason: _builtins.str
+    """Why, in words (kept in the task's log)."""
+    @_builtins.property
+    def at(self) -> _timestamp_pb2.Timestamp:
+        """One instant ("continue tomorrow 09:00"); a past one is due at once."""
+
+    @_builtins.property
+    def every(self) -> _duration_pb2.Duration:
+        """The next opening of an epoch-aligned interval window."""
+
+    @_builtins.property
+    def catchup_window(self) -> _duration_pb2.Duration:
+        """Times missed longer ago than this are reported, not run (default 15 min,
+        2 s to 7 days).
+        """
+
+    def __init__(
+        self,
+        *,
+        at: _timestamp_pb2.Timestamp | None = ...,
+        cron: _builtins.str = ...,
+        every: _duration_pb2.Duration | None = ...,
+        time_zone: _builtins.str = ...,
+        catchup_window: _duration_pb2.Duration | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "catchup_window", b"catchup_window", "every", b"every"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at", b"at", "catchup_window", b"catchup_window", "cron", b"cron", "every", b"every", "reason", b"reason", "time_zone", b"time_zone"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContinuationSpec: _TypeAlias = ContinuationSpec  # noqa: Y015
+
+@_typing.final
+class LongTaskContinuation(_message.Message):
+    """A task's continuation as stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
+    TIME_ZONE_FIELD_NUMBER: _builtins.int
+    CRON_FIELD_NUMBER: _builtins.int
+    EVERY_FIELD_NUMBER: _builtins.int
+    CATCHUP_WINDOW_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    MISSED_TOTAL_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    FIRE_TIME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """at | window."""
+    time_zone: _builtins.str
+    """The zone its times are shown in."""
+    cron: _builtins.str
+    """The window's cron expression, if it has one."""
+    waiting: _builtins.bool
+    """True while it holds the task queued (not waiting for a slot)."""
+    label: _builtins.str
+    """What the task waits for, in words ("waiting for its next window at 09:00
+    (truerun must be running)"); empty when it holds nothing.
+    """
+    missed_total: _builtins.int
+    """How many times it missed while truerun was not running, in all."""
+    note: _builtins.str
+    """The last catch-up in words ("missed 3 continuations while truerun was not
+    running ...", "coalesced ..."), or why it was dropped.
+    """
+    reason: _builtins.str
+    """Why it was asked for."""
+    requested_by: _builtins.str
+    """Who asked for it (an attempt, or a person)."""
+    @_builtins.property
+    def due_time(self) -> _timestamp_pb2.Timestamp:
+        """When it is due next; unset once fired, or when missed with no next window."""
+
+    @_builtins.property
+    def every(self) -> _duration_pb2.Duration:
+        """The window's interval, if it has one."""
+
+    @_builtins.property
+    def catchup_window(self) -> _duration_pb2.Duration:
+        """Its catch-up window."""
+
+    @_builtins.property
+    def fire_time(self) -> _timestamp_pb2.Timestamp:
+        """When it released the task (or was dropped); unset while it waits."""
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
+        time_zone: _builtins.str = ...,
+        cron: _builtins.str = ...,
+        every: _duration_pb2.Duration | None = ...,
+        catchup_window: _duration_pb2.Duration | None = ...,
+        waiting: _builtins.bool = ...,
+        label: _builtins.str = ...,
+        missed_total: _builtins.int = ...,
+        note: _builtins.str = ...,
+        fire_time: _timestamp_pb2.Timestamp | None = ...,
+        reason: _builtins.str = ...,
+        requested_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["catchup_window", b"catchup_window", "due_time", b"due_time", "every", b"every", "fire_time", b"fire_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup_window", b"catchup_window", "cron", b"cron", "due_time", b"due_time", "every", b"every", "fire_time", b"fire_time", "kind", b"kind", "label", b"label", "missed_total", b"missed_total", "note", b"note", "reason", b"reason", "requested_by", b"requested_by", "time_zone", b"time_zone", "waiting", b"waiting"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LongTaskContinuation: _TypeAlias = LongTaskContinuation  # noqa: Y015
+
+@_typing.final
+class ScheduleContinuationRequest(_message.Message):
+    """ScheduleContinuation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    LONG_TASK_ID_FIELD_NUMBER: _builtins.int
+    ETAG_FIELD_NUMBER: _builtins.int
+    CONTINUATION_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    long_task_id: _builtins.str
+    """The task."""
+    etag: _builtins.str
+    """The task's etag as the caller read it."""
+    @_builtins.property
+    def continuation(self) -> Global___ContinuationSpec:
+        """When."""
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        long_task_id: _builtins.str = ...,
+        etag: _builtins.str = ...,
+        continuation: Global___ContinuationSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["continuation", b"continuation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["continuation", b"continuation", "etag", b"etag", "long_task_id", b"long_task_id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScheduleContinuationRequest: _TypeAlias = ScheduleContinuationRequest  # noqa: Y015
+
+@_typing.final
+class ContinueLaterRequest(_message.Message):
+    """ContinueLater."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    CONTINUATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def credential(self) -> Global___AttemptCredential:
+        """The attempt's credential."""
+
+    @_builtins.property
+    def continuation(self) -> Global___ContinuationSpec:
+        """When."""
+
+    def __init__(
+        self,
+        *,
+        credential: Global___AttemptCredential | None = ...,
+        continuation: Global___ContinuationSpec | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["continuation", b"continuation", "credential", b"credential"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["continuation", b"continuation", "credential", b"credential"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContinueLaterRequest: _TypeAlias = ContinueLaterRequest  # noqa: Y015

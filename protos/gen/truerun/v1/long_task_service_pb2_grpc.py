@@ -131,6 +131,11 @@ class LongTaskServiceStub:
                 request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesResponse.FromString,
                 _registered_method=True)
+        self.ScheduleContinuation = channel.unary_unary(
+                '/truerun.v1.LongTaskService/ScheduleContinuation',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ScheduleContinuationRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.LongTask.FromString,
+                _registered_method=True)
 
 
 class LongTaskServiceServicer:
@@ -282,6 +287,17 @@ class LongTaskServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleContinuation(self, request, context):
+        """Schedule the task's next attempt for later ("continue tomorrow 09:00", the
+        next window of a cron or interval), on a task with no live attempt (planned:
+        queued now; paused: resumed now; queued). It replaces any earlier
+        continuation. Errors: INVALID_CONTINUATION, LONG_TASK_VERSION_CONFLICT,
+        INVALID_LONG_TASK_TRANSITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LongTaskServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -379,6 +395,11 @@ def add_LongTaskServiceServicer_to_server(servicer, server):
                     servicer.ListNoticeDeliveries,
                     request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_long__task__service__pb2.ListNoticeDeliveriesResponse.SerializeToString,
+            ),
+            'ScheduleContinuation': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScheduleContinuation,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ScheduleContinuationRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.LongTask.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -906,6 +927,33 @@ class LongTaskService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ScheduleContinuation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskService/ScheduleContinuation',
+            truerun_dot_v1_dot_long__task__service__pb2.ScheduleContinuationRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.LongTask.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class LongTaskAttemptServiceStub:
     """The attempt holding a task's lease: its briefing and its step actions.
@@ -1006,6 +1054,11 @@ class LongTaskAttemptServiceStub:
                 '/truerun.v1.LongTaskAttemptService/ReadEvidence',
                 request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ReadEvidenceRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.EvidenceContent.FromString,
+                _registered_method=True)
+        self.ContinueLater = channel.unary_unary(
+                '/truerun.v1.LongTaskAttemptService/ContinueLater',
+                request_serializer=truerun_dot_v1_dot_long__task__service__pb2.ContinueLaterRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
                 _registered_method=True)
 
 
@@ -1142,6 +1195,15 @@ class LongTaskAttemptServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ContinueLater(self, request, context):
+        """The attempt's "continue later": it ends cleanly (no step may be running) and
+        the task waits queued until the continuation is due. A repeat by the same
+        attempt after it ended so changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1234,6 +1296,11 @@ def add_LongTaskAttemptServiceServicer_to_server(servicer, server):
                     servicer.ReadEvidence,
                     request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ReadEvidenceRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_long__task__service__pb2.EvidenceContent.SerializeToString,
+            ),
+            'ContinueLater': grpc.unary_unary_rpc_method_handler(
+                    servicer.ContinueLater,
+                    request_deserializer=truerun_dot_v1_dot_long__task__service__pb2.ContinueLaterRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_long__task__service__pb2.TaskAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1723,6 +1790,33 @@ class LongTaskAttemptService:
             '/truerun.v1.LongTaskAttemptService/ReadEvidence',
             truerun_dot_v1_dot_long__task__service__pb2.ReadEvidenceRequest.SerializeToString,
             truerun_dot_v1_dot_long__task__service__pb2.EvidenceContent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ContinueLater(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.LongTaskAttemptService/ContinueLater',
+            truerun_dot_v1_dot_long__task__service__pb2.ContinueLaterRequest.SerializeToString,
+            truerun_dot_v1_dot_long__task__service__pb2.TaskAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,13 @@ class LongTaskServiceStub:
     """
     ListNoticeDeliveries: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ListNoticeDeliveriesRequest, _long_task_service_pb2.ListNoticeDeliveriesResponse]
     """The owner's notice deliveries to their webhooks, with their state."""
+    ScheduleContinuation: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ScheduleContinuationRequest, _long_task_service_pb2.LongTask]
+    """Schedule the task's next attempt for later ("continue tomorrow 09:00", the
+    next window of a cron or interval), on a task with no live attempt (planned:
+    queued now; paused: resumed now; queued). It replaces any earlier
+    continuation. Errors: INVALID_CONTINUATION, LONG_TASK_VERSION_CONFLICT,
+    INVALID_LONG_TASK_TRANSITION.
+    """
 
 @_typing.type_check_only
 class LongTaskServiceAsyncStub(LongTaskServiceStub):
@@ -175,6 +182,13 @@ class LongTaskServiceAsyncStub(LongTaskServiceStub):
     """
     ListNoticeDeliveries: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ListNoticeDeliveriesRequest, _long_task_service_pb2.ListNoticeDeliveriesResponse]  # type: ignore[assignment]
     """The owner's notice deliveries to their webhooks, with their state."""
+    ScheduleContinuation: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ScheduleContinuationRequest, _long_task_service_pb2.LongTask]  # type: ignore[assignment]
+    """Schedule the task's next attempt for later ("continue tomorrow 09:00", the
+    next window of a cron or interval), on a task with no live attempt (planned:
+    queued now; paused: resumed now; queued). It replaces any earlier
+    continuation. Errors: INVALID_CONTINUATION, LONG_TASK_VERSION_CONFLICT,
+    INVALID_LONG_TASK_TRANSITION.
+    """
 
 class LongTaskServiceServicer(metaclass=_abc_1.ABCMeta):
     """Long tasks for people: create, read, revise, answer, pause, resume, cancel,
@@ -353,6 +367,19 @@ class LongTaskServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_long_task_service_pb2.ListNoticeDeliveriesResponse, _abc.Awaitable[_long_task_service_pb2.ListNoticeDeliveriesResponse]]:
         """The owner's notice deliveries to their webhooks, with their state."""
 
+    @_abc_1.abstractmethod
+    def ScheduleContinuation(
+        self,
+        request: _long_task_service_pb2.ScheduleContinuationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.LongTask, _abc.Awaitable[_long_task_service_pb2.LongTask]]:
+        """Schedule the task's next attempt for later ("continue tomorrow 09:00", the
+        next window of a cron or interval), on a task with no live attempt (planned:
+        queued now; paused: resumed now; queued). It replaces any earlier
+        continuation. Errors: INVALID_CONTINUATION, LONG_TASK_VERSION_CONFLICT,
+        INVALID_LONG_TASK_TRANSITION.
+        """
+
 def add_LongTaskServiceServicer_to_server(servicer: LongTaskServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class LongTaskAttemptServiceStub:
@@ -404,6 +431,11 @@ class LongTaskAttemptServiceStub:
     """Reads one evidence reference of the attempt's own task (read-only; bounded
     per read and per attempt; the content is untrusted).
     """
+    ContinueLater: _grpc.UnaryUnaryMultiCallable[_long_task_service_pb2.ContinueLaterRequest, _long_task_service_pb2.TaskAck]
+    """The attempt's "continue later": it ends cleanly (no step may be running) and
+    the task waits queued until the continuation is due. A repeat by the same
+    attempt after it ended so changes nothing.
+    """
 
 @_typing.type_check_only
 class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
@@ -451,6 +483,11 @@ class LongTaskAttemptServiceAsyncStub(LongTaskAttemptServiceStub):
     ReadEvidence: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ReadEvidenceRequest, _long_task_service_pb2.EvidenceContent]  # type: ignore[assignment]
     """Reads one evidence reference of the attempt's own task (read-only; bounded
     per read and per attempt; the content is untrusted).
+    """
+    ContinueLater: _aio.UnaryUnaryMultiCallable[_long_task_service_pb2.ContinueLaterRequest, _long_task_service_pb2.TaskAck]  # type: ignore[assignment]
+    """The attempt's "continue later": it ends cleanly (no step may be running) and
+    the task waits queued until the continuation is due. A repeat by the same
+    attempt after it ended so changes nothing.
     """
 
 class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -604,6 +641,17 @@ class LongTaskAttemptServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_long_task_service_pb2.EvidenceContent, _abc.Awaitable[_long_task_service_pb2.EvidenceContent]]:
         """Reads one evidence reference of the attempt's own task (read-only; bounded
         per read and per attempt; the content is untrusted).
+        """
+
+    @_abc_1.abstractmethod
+    def ContinueLater(
+        self,
+        request: _long_task_service_pb2.ContinueLaterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_long_task_service_pb2.TaskAck, _abc.Awaitable[_long_task_service_pb2.TaskAck]]:
+        """The attempt's "continue later": it ends cleanly (no step may be running) and
+        the task waits queued until the continuation is due. A repeat by the same
+        attempt after it ended so changes nothing.
         """
 
 def add_LongTaskAttemptServiceServicer_to_server(servicer: LongTaskAttemptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
