@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,8 @@ from typing import Any
 
 from google.protobuf import json_format
 from truerun.v1 import runtime_service_pb2 as pb
+
+from truerun_runtime.longtask.toolspec import TOOLS, TOOLS_ENV, ToolSpecError, parse_tools
 
 from .procfs import read_json, write_json_atomic
 from .supervisor import HANDLE, LAUNCH, LOG, STATUS, SUPERVISOR
@@ -43,7 +46,8 @@ class Spec:
     env: dict[str, str] = field(default_factory=dict)
     #: env name -> the name of a secret this runtime resolves (truerun never had its value)
     secret_env: dict[str, str] = field(default_factory=dict)
-    #: an attempt of a long task: the step driver runs it, and it needs truerun's address
+    #: a process that talks to truerun itself (a long task's step driver, an ordinary run's
+    #: tool runner): it needs truerun's address
     long_task: bool = False
 
 
@@ -51,19 +55,32 @@ SECRET_REF = "secret_ref"
 LONG_TASK = "long_task"
 #: what runs a long task's attempt whose spec names no command: the step driver
 LONG_TASK_ARGV = (sys.executable, "-m", "truerun_runtime.longtask")
+#: what runs an ordinary run whose spec declares tool calls and no command: the tool runner
+TOOLS_ARGV = (*LONG_TASK_ARGV, "tools")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 def parse_spec(spec: dict[str, Any]) -> Spec:
     """``{"command": "<shell>"}`` or ``{"argv": [...]}``, optionally ``timeout_s``,
     ``grace_ms`` (for timeouts) and ``env`` (string values). A long task's attempt
-    (``{"long_task": {...}}`` and no command) runs the step driver."""
+    (``{"long_task": {...}}`` and no command) runs the step driver; an ordinary run that
+    declares tool calls (``{"tools": {...}}`` and no command) runs the tool runner, given
+    the section in TRUERUN_TOOLS (docs/runtime-protocol.md "Declared tool calls")."""
     command, argv = spec.get("command"), spec.get("argv")
     long_task = LONG_TASK in spec and command is None and argv is None
+    tools = TOOLS in spec and command is None and argv is None and not long_task
+    extra_env: dict[str, str] = {}
     if long_task:
         if not isinstance(spec[LONG_TASK], dict):
             raise SpecError("long_task must be an object")
         args = list(LONG_TASK_ARGV)
+    elif tools:
+        try:
+            parse_tools(spec[TOOLS])
+        except ToolSpecError as error:
+            raise SpecError(str(error)) from None
+        args = list(TOOLS_ARGV)
+        extra_env[TOOLS_ENV] = json.dumps(spec[TOOLS], separators=(",", ":"))
     elif isinstance(command, str) and command.strip() and argv is None:
         args = ["/bin/sh", "-c", command]
     elif isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
@@ -81,7 +98,7 @@ def parse_spec(spec: dict[str, Any]) -> Spec:
     env = spec.get("env") or {}
     if not isinstance(env, dict):
         raise SpecError('env must map names to strings or {"secret_ref": NAME}')
-    plain = {str(k): v for k, v in env.items() if isinstance(v, str)}
+    plain = {str(k): v for k, v in env.items() if isinstance(v, str)} | extra_env
     refs = {str(k): _secret_ref(v) for k, v in env.items() if not isinstance(v, str)}
     return Spec(
         args,
@@ -89,7 +106,7 @@ def parse_spec(spec: dict[str, Any]) -> Spec:
         int(grace) if grace is not None else None,
         plain,
         refs,
-        long_task,
+        long_task or tools,
     )
 
 
@@ -124,7 +141,7 @@ class TaskRecord:
     trace_parent: str = ""  # the Start's W3C traceparent, echoed on every event
     #: env name -> secret name, resolved only when the command starts (never on disk here)
     secret_env: dict[str, str] = field(default_factory=dict)
-    #: a long task's attempt: the step driver, given truerun's address (``env``)
+    #: a process that talks to truerun (step driver, tool runner), given its address (``env``)
     long_task: bool = False
 
     @property

@@ -1,7 +1,9 @@
 """``python -m truerun_runtime.longtask``: the step driver of a long-task attempt (the
-reference agent starts it for a Start whose spec has ``long_task``). Works in the current
-directory; reads TRUERUN_SERVER, TRUERUN_RUN_ID, TRUERUN_ATTEMPT_ID, TRUERUN_CALLBACK_TOKEN
-(and TRUERUN_TLS_* for TLS) from the environment."""
+reference agent starts it for a Start whose spec has ``long_task``); ``python -m
+truerun_runtime.longtask tools``: the tool runner of an ordinary run whose spec declares
+``tools`` (``tools.py``; the section in TRUERUN_TOOLS). Works in the current directory; reads
+TRUERUN_SERVER, TRUERUN_RUN_ID, TRUERUN_ATTEMPT_ID, TRUERUN_CALLBACK_TOKEN (and TRUERUN_TLS_*
+for TLS) from the environment."""
 
 from __future__ import annotations
 
@@ -13,9 +15,17 @@ from pathlib import Path
 
 from .attempt import AttemptConfigError, LongTaskAttempt
 from .driver import NOT_RUNNABLE, StepDriver
+from .tools import run_tools
+
+TOOLS_COMMAND = "tools"
 
 
 async def _main() -> int:
+    if sys.argv[1:] == [TOOLS_COMMAND]:
+        return await run_tools()
+    if sys.argv[1:]:
+        print(f"truerun long task: usage: [{TOOLS_COMMAND}]", file=sys.stderr)
+        return NOT_RUNNABLE
     try:
         attempt = LongTaskAttempt.from_env()
     except (AttemptConfigError, ValueError) as error:

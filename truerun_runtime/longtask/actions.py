@@ -11,7 +11,10 @@ An action is one of:
   step's title; ``prepare``: a command that must touch nothing outside, run after the step
   begins and before any approval or intent, e.g. to render what the effect will send: when
   it fails the step is blocked, since no effect was started);
-- ``{"ask": "<question>", "options": [...]}``: a question to a person.
+- ``{"ask": "<question>", "options": [...]}``: a question to a person;
+- ``{"continue": {"at" | "cron" | "every": ..., "zone": .., "catchup": ..}}``: the attempt
+  asks for the task's next attempt later and ends; that attempt completes the step and goes
+  on with the rest (``continuing.py``).
 
 A probe is ``{"run": "<shell>"}``: exit 0 = done, 1 = not done, anything else = unknown.
 """
@@ -21,6 +24,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from truerun.v1 import long_task_service_pb2 as pb
+
+from .continuing import ContinueError, parse_continue
 
 RECEIPT_JSON = "json"
 RECEIPT_NONE = "none"
@@ -40,16 +47,30 @@ class Action:
     prepare: str = ""
     ask: str = ""
     options: tuple[str, ...] = field(default_factory=tuple)
+    later: pb.ContinuationSpec | None = None  # a declared continuation
 
     @property
     def is_question(self) -> bool:
         return bool(self.ask)
 
+    @property
+    def is_continuation(self) -> bool:
+        return self.later is not None
+
 
 def parse_action(spec: dict[str, Any]) -> Action:
     """The action from its spec; an ActionError names what is wrong."""
     if not isinstance(spec, dict) or not spec:
-        raise ActionError('the step declares no action ({"run": ...} or {"ask": ...})')
+        raise ActionError(
+            'the step declares no action ({"run": ...}, {"ask": ...} or {"continue": ...})'
+        )
+    if "continue" in spec:
+        if "run" in spec or "ask" in spec:
+            raise ActionError("an action is a command, a question or a continuation, one only")
+        try:
+            return Action(later=parse_continue(spec["continue"]))
+        except ContinueError as error:
+            raise ActionError(str(error)) from None
     ask = spec.get("ask")
     if ask is not None:
         options = spec.get("options") or []

@@ -55,6 +55,7 @@ class Activation:
         credentials: grpc.ChannelCredentials | None = None,
         budget_threshold: float = 0.8,
         timeout_s: float = 30.0,
+        criteria: Sequence[pb.CriterionDraft] = (),
     ) -> None:
         self.credential = pb.AttemptCredential(
             run_id=run_id, run_attempt_id=run_attempt_id, callback_token=callback_token
@@ -62,6 +63,8 @@ class Activation:
         self.request = request
         self.classifier: Classifier = classifier or RuleClassifier()
         self.budget_threshold = budget_threshold
+        #: the long task's criteria if it is promoted (with checkers); else in words
+        self.criteria = list(criteria)
         self.long_task_id = request.long_task_id
         self.preflights = 0  # how many preflights truerun asked for (RPC answers)
         self._done: list[tuple[ToolCall, pb.Receipt | None]] = []
@@ -109,10 +112,16 @@ class Activation:
         await self._promote(pb.ACTIVATION_PATH_DETERMINISTIC, why, None, plan, criteria)
         return self.long_task_id
 
-    async def before_tool(self, call: ToolCall, plan: Sequence[pb.StepDraft] = ()) -> str:
+    async def before_tool(
+        self,
+        call: ToolCall,
+        plan: Sequence[pb.StepDraft] = (),
+        then: Sequence[pb.StepDraft] = (),
+    ) -> str:
         """Before ``call`` runs: ALLOWED (run it as an ordinary run's call) or PROMOTED (the
         run is now a long task; ``call`` is its first remaining step, after ``plan``'s own
-        steps if given). Pure calls and a suppressing request never ask truerun."""
+        steps if given, followed by ``then``'s). Pure calls and a suppressing request never
+        ask truerun."""
         if self.promoted:
             return PROMOTED
         if call.tier == "pure" or self.request.suppress:
@@ -139,7 +148,7 @@ class Activation:
         await self._call("RecordClassification", told)
         if not verdict.promote:
             return ALLOWED
-        steps = [*plan, _step(call)] if plan else [_step(call)]
+        steps = [*plan, step_draft(call), *then]
         await self._promote(
             pb.ACTIVATION_PATH_LAZY, verdict.reason, verdict, steps, verdict.criteria
         )
@@ -186,7 +195,8 @@ class Activation:
         draft = pb.LongTaskDraft(
             goal=goal[:4000],
             steps=list(plan),
-            criteria=[
+            criteria=self.criteria
+            or [
                 pb.CriterionDraft(criterion_id=f"c{n}", text=text)
                 for n, text in enumerate(texts, 1)
             ],
@@ -205,14 +215,18 @@ class Activation:
         self.long_task_id = answer.long_task_id
 
 
-def _step(call: ToolCall) -> pb.StepDraft:
-    return pb.StepDraft(
+def step_draft(call: ToolCall) -> pb.StepDraft:
+    """The step a call becomes in a long task's plan (its action, if the call declares one)."""
+    step = pb.StepDraft(
         step_id=call.step_id,
         title=call.title,
         side_effect=_TIER[call.tier],
         idempotency_key=call.idempotency_key,
         input_summary=call.summary,
     )
+    if call.action:
+        step.action.update(dict(call.action))
+    return step
 
 
 def _absorbed(call: ToolCall, receipt: pb.Receipt | None) -> pb.AbsorbedCall:

@@ -104,6 +104,12 @@ class LongTaskAttempt:
             **options,
         )
 
+    @property
+    def channel_credentials(self) -> grpc.ChannelCredentials | None:
+        """How this attempt dials truerun (None: plain), for another client of the same
+        process (an ``Activation`` of the same run attempt)."""
+        return self._credentials
+
     # -- the channel and the lease -----------------------------------------------------------
 
     async def __aenter__(self) -> LongTaskAttempt:

@@ -11,9 +11,9 @@ before any tool runs) or ``suppress`` (never promoted, no preflight at all).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 #: The side-effect tiers, lowest first (pure never needs a preflight).
 TIERS = ("pure", "idempotent", "queryable", "non_idempotent")
@@ -43,6 +43,9 @@ class ToolCall:
     target: str
     summary: str
     idempotency_key: str = ""
+    #: what runs it as a long task's step (the step driver's action spec), if declared: a
+    #: promotion at this call makes it the task's first remaining step with this action
+    action: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.tier not in TIERS:

@@ -4,6 +4,9 @@ steps are declared commands (``actions.py``), through the SDK's step context.
 The loop: read the briefing; work on its current step; read it again; when no step is left,
 declare the steps done, run the runtime's checkers and record their verdicts. For a step:
 
+- a continuation (``continue``): the attempt asks truerun for its next attempt later
+  (``ContinueLater``) and ends; the attempt the continuation starts completes the step and
+  goes on;
 - a question (``ask``): its answer, once a person gave it, completes the step (evidence:
   the answer); until then the question is asked and the attempt ends;
 - uncertain and queryable, not probed in this try: the probe runs (read-only) and is
@@ -48,6 +51,7 @@ from .actions import (
 )
 from .attempt import LongTaskAttempt, evidence
 from .commands import file_evidence, run_shell
+from .continuing import WAITS_FOR
 from .errors import LongTaskError
 from .step import StepContext
 from .verify import check_criteria
@@ -118,6 +122,9 @@ class StepDriver:
             return
         if action.is_question:
             await self._question(briefing, step, action)
+            return
+        if action.later is not None:
+            await self._continue(briefing, step, action.later)
             return
         if (
             step.state == pb.STEP_STATE_UNCERTAIN
@@ -253,6 +260,29 @@ class StepDriver:
                     )
                 ]
             )
+
+    async def _continue(
+        self, briefing: pb.Briefing, step: pb.LongTaskStep, later: pb.ContinuationSpec
+    ) -> None:
+        """A declared continuation. Reached first, the attempt asks for its next attempt
+        later and ends (nothing may be running: the steps before it are settled). The attempt
+        that continuation starts (its briefing says the previous attempt continued later
+        for this step) completes the step and goes on. An attempt that dies in between makes
+        the step wait once more: a wait is never skipped."""
+        waits = WAITS_FOR.format(step_id=step.step_id)
+        if waits in briefing.previous_failure:
+            if step.state not in _BEGINNABLE:
+                raise Stop(NOT_RUNNABLE, f"step {step.step_id} is {pb.StepState.Name(step.state)}")
+            async with self.attempt.step(step.step_id) as ctx:
+                said = f"attempt {briefing.attempt_no} started by its continuation"
+                await ctx.complete([evidence("continuation", briefing.attempt_id, said)])
+            log.info("step %s completed: %s", step.step_id, said)
+            return
+        asked = pb.ContinuationSpec()
+        asked.CopyFrom(later)
+        asked.reason = f"{waits}: {later.reason}" if later.reason else waits
+        ack = await self.attempt.continue_later(asked)
+        raise Stop(OK, f"step {step.step_id}: {ack.state_reason}")
 
     async def _probe(self, step: pb.LongTaskStep, probe: str) -> None:
         """The read-only probe of an uncertain queryable step, recorded; the door then allows
