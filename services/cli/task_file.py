@@ -19,6 +19,9 @@ as state, and nothing here touches the network or the store.
         receipt: json             # the command prints its receipt as JSON
         probe: "uploaded out/report.md"   # read-only: exit 0 done, 1 not done
         approval: "upload out/report.md"  # a person approves this exact action first
+      - id: tomorrow
+        title: Wait for tomorrow's window
+        continue: {cron: "0 9 * * *", zone: Europe/Berlin}  # the attempt ends; the next goes on
     criteria:
       - id: report
         text: The report exists
@@ -52,7 +55,10 @@ _TASK_KEYS = {"id", "goal", "owner", "project", "agent", "constraints", "sources
 _PLAN_KEYS = {"steps", "criteria"}
 _STEP_KEYS = {"id", "title", "class", "idempotency_key", "input", "probe"}
 # What the runtime runs: opaque to truerun, kept as the step's action (docs/long-tasks.md).
-_ACTION_KEYS = {"run", "receipt", "writes", "approval", "target", "prepare", "ask", "options"}
+_ACTION_KEYS = {
+    *("run", "receipt", "writes", "approval", "target", "prepare", "ask", "options"),
+    "continue",  # {at | cron | every, zone, catchup}: the attempt continues later here
+}
 _CRITERION_KEYS = {"id", "text", "checker", "optional"}
 _BUDGET_KEYS = {"max_attempts", "max_tokens", "lifetime", "max_corrections"}
 

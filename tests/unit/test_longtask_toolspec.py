@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import json_format
 from truerun.v1 import long_task_service_pb2 as pb
 
+from services.cli.task_file import draft, load
 from truerun_runtime.agent.tasks import SpecError, parse_spec
 from truerun_runtime.longtask.actions import ActionError, parse_action
 from truerun_runtime.longtask.continuing import ContinueError, duration_ms, parse_continue
@@ -161,3 +164,20 @@ def test_the_agent_runs_declared_tools_with_the_tool_runner() -> None:
     assert driver.argv == [sys.executable, "-m", "truerun_runtime.longtask"]
     with pytest.raises(SpecError, match="tier must be one of"):
         parse_spec({"tools": {"calls": [{"id": "a", "run": "x"}]}})
+
+
+def test_the_examples_parse_as_the_agent_and_the_step_driver_read_them() -> None:
+    examples = Path(__file__).parents[2] / "docs" / "examples"
+    body = json.loads((examples / "tools-run.json").read_text())
+    spec = parse_tools(body["spec"]["tools"])
+    assert [(c.step_id, c.tier) for c in spec.calls] == [
+        ("edit", "idempotent"),
+        ("send", "non_idempotent"),
+    ]
+    assert [c.checker_kind for c in spec.criteria] == ["receipt_present"]
+    made = draft(load(str(examples / "continue-later.yaml")), "")
+    actions = [parse_action(json_format.MessageToDict(s.action)) for s in made.steps]
+    assert [a.is_continuation for a in actions] == [False, True, False]
+    later = actions[1].later
+    assert later is not None and (later.cron, later.time_zone) == ("0 6 * * *", "Europe/Berlin")
+    assert later.catchup_window.ToMilliseconds() == 2 * 3_600_000
