@@ -22,6 +22,7 @@ from truerun_runtime.longtask.continuing import ContinueError, duration_ms, pars
 from truerun_runtime.longtask.toolspec import TOOLS_ENV, ToolSpecError, parse_tools
 
 EDIT = {"id": "edit", "tier": "idempotent", "run": "echo edit", "receipt": "json"}
+T = {"text": "do it"}
 SEND = {"id": "send", "title": "send it", "tier": "non_idempotent", "run": "echo sent"}
 
 
@@ -58,8 +59,10 @@ def test_a_tools_section_reads_its_request_calls_plan_and_default_criteria() -> 
         ("c-later", "step_completed", {"step_id": "later"}),
         ("c-tell", "step_completed", {"step_id": "tell"}),
     ]
-    given = parse_tools({"calls": [], "force": True, "criteria": [{"text": "done"}]})
-    assert given.request.force and given.calls == () and given.steps == ()
+    given = parse_tools(
+        {"text": "look", "plan": [SEND], "force": True, "criteria": [{"text": "done"}]}
+    )
+    assert given.request.force and given.calls == () and given.steps == given.plan
     assert [(c.criterion_id, c.text, c.checker_kind) for c in given.criteria] == [
         ("c1", "done", "")
     ]
@@ -69,26 +72,31 @@ def test_a_tools_section_reads_its_request_calls_plan_and_default_criteria() -> 
     ("section", "words"),
     [
         ("x", "tools must be an object"),
-        ({"calls": [EDIT], "extra": 1}, "unknown keys: extra"),
-        ({"text": 3}, "tools.text must be a string"),
-        ({"force": True, "suppress": True}, "force or suppress"),
-        ({"force": "yes"}, "true or false"),
-        ({"calls": {"id": "x"}}, "tools.calls must be a list"),
-        ({"calls": ["echo"]}, "tools.calls[0] must be an object"),
-        ({"calls": [{**EDIT, "id": "bad id"}]}, "tools.calls[0].id"),
-        ({"calls": [{**EDIT, "title": ""}]}, ".title must be a non-empty string"),
-        ({"calls": [{"id": "a", "run": "x"}]}, "tier must be one of"),
-        ({"calls": [{**EDIT, "tier": "risky"}]}, "tier must be one of"),
-        ({"calls": [{**EDIT, "receipt": "xml"}]}, "receipt must be"),
-        ({"calls": [{**EDIT, "run": ""}]}, "run must be a non-empty"),
-        ({"calls": [{**EDIT, "ask": "why?"}]}, "unknown keys: ask"),
-        ({"calls": [{**EDIT, "idempotency_key": 7}]}, "idempotency_key must be a string"),
-        ({"calls": [EDIT], "plan": [{**SEND, "id": "edit"}]}, "unique: edit"),
-        ({"plan": [{"id": "w", "tier": "idempotent", "continue": {"every": "1h"}}]}, "is pure"),
-        ({"plan": [{"id": "w", "continue": {"every": "soon"}}]}, "every must be a duration"),
-        ({"criteria": [{"text": ""}]}, "criteria[0].text"),
-        ({"criteria": [{"text": "t", "checker": []}]}, "checker must be an object"),
-        ({"criteria": [{"text": "t", "why": 1}]}, "unknown keys: why"),
+        ({**T, "calls": [EDIT], "extra": 1}, "unknown keys: extra"),
+        ({"text": 3}, "tools.text must be the user's request"),
+        ({"calls": [EDIT]}, "tools.text must be the user's request"),
+        ({"text": "t", "force": True, "suppress": True}, "force or suppress"),
+        ({"text": "t", "force": "yes"}, "true or false"),
+        ({"text": "t", "force": True}, "needs a call or a plan step"),
+        ({**T, "calls": {"id": "x"}}, "tools.calls must be a list"),
+        ({**T, "calls": ["echo"]}, "tools.calls[0] must be an object"),
+        ({**T, "calls": [{**EDIT, "id": "bad id"}]}, "tools.calls[0].id"),
+        ({**T, "calls": [{**EDIT, "title": ""}]}, ".title must be a non-empty string"),
+        ({**T, "calls": [{"id": "a", "run": "x"}]}, "tier must be one of"),
+        ({**T, "calls": [{**EDIT, "tier": "risky"}]}, "tier must be one of"),
+        ({**T, "calls": [{**EDIT, "receipt": "xml"}]}, "receipt must be"),
+        ({**T, "calls": [{**EDIT, "run": ""}]}, "run must be a non-empty"),
+        ({**T, "calls": [{**EDIT, "ask": "why?"}]}, "unknown keys: ask"),
+        ({**T, "calls": [{**EDIT, "idempotency_key": 7}]}, "idempotency_key must be a string"),
+        ({**T, "calls": [EDIT], "plan": [{**SEND, "id": "edit"}]}, "unique: edit"),
+        (
+            {**T, "plan": [{"id": "w", "tier": "idempotent", "continue": {"every": "1h"}}]},
+            "is pure",
+        ),
+        ({**T, "plan": [{"id": "w", "continue": {"every": "soon"}}]}, "every must be a duration"),
+        ({**T, "criteria": [{"text": ""}]}, "criteria[0].text"),
+        ({**T, "criteria": [{"text": "t", "checker": []}]}, "checker must be an object"),
+        ({**T, "criteria": [{"text": "t", "why": 1}]}, "unknown keys: why"),
     ],
 )
 def test_a_tools_section_that_cannot_run_is_refused_naming_why(section: Any, words: str) -> None:
@@ -163,7 +171,7 @@ def test_the_agent_runs_declared_tools_with_the_tool_runner() -> None:
     driver = parse_spec({"tools": section, "long_task": {"id": "lt"}})  # an attempt: the driver
     assert driver.argv == [sys.executable, "-m", "truerun_runtime.longtask"]
     with pytest.raises(SpecError, match="tier must be one of"):
-        parse_spec({"tools": {"calls": [{"id": "a", "run": "x"}]}})
+        parse_spec({"tools": {**T, "calls": [{"id": "a", "run": "x"}]}})
 
 
 def test_the_examples_parse_as_the_agent_and_the_step_driver_read_them() -> None:

@@ -94,27 +94,48 @@ class ToolRunner:
         if await a.begin(plan=drafts):
             log.info("the request is a long task before any call: %s", a.long_task_id)
             return await self._as_long_task()
-        for n, step in enumerate(calls):
-            if await a.before_tool(step.call(), then=drafts[n + 1 :]) == PROMOTED:
+        code = await self._calls(calls, drafts, 0)
+        if code is not None:
+            return code
+        waits = any(s.waits for s in plan)
+        if plan and await a.plan_proposed(drafts[len(calls) :], waits=waits):
+            return await self._as_long_task()
+        # a plan that made no long task (one stage waiting for nothing, or a suppressed
+        # request): its stages are more calls of this run
+        code = await self._calls(plan, drafts, len(calls))
+        if code is not None:
+            return code
+        steps = len(calls) + len(plan)
+        log.info("%d calls ran as an ordinary run (%d preflights)", steps, a.preflights)
+        return OK
+
+    async def _calls(
+        self, steps: tuple[DeclaredStep, ...], drafts: list[pb.StepDraft], offset: int
+    ) -> int | None:
+        """Runs ``steps`` as the run's calls; None when all ran, else the exit status (a
+        promotion hands the rest to the step driver, whose status it is)."""
+        for n, step in enumerate(steps, offset):
+            if await self.activation.before_tool(step.call(), then=drafts[n + 1 :]) == PROMOTED:
                 return await self._as_long_task()
+            if step.waits:
+                log.error(
+                    "step %s waits for a person or a time: only a long task can", step.step_id
+                )
+                return NOT_RUNNABLE
             code = await self._execute(step)
             if code != OK:
                 return code
-        if plan:
-            if await a.plan_proposed(drafts[len(calls) :], waits=any(s.waits for s in plan)):
-                return await self._as_long_task()
-            (stage,) = plan  # a single stage that waits for nothing: one more call
-            if await a.before_tool(stage.call()) == PROMOTED:
-                return await self._as_long_task()
-            return await self._execute(stage)
-        log.info("%d calls ran as an ordinary run (%d preflights)", len(calls), a.preflights)
-        return OK
+        return None
 
     async def _execute(self, step: DeclaredStep) -> int:
         call = step.call()
         env = dict(self.env)
         if step.idempotency_key:
             env[IDEMPOTENCY_ENV] = step.idempotency_key
+        prepare = step.action.get("prepare")
+        if prepare and not (await run_shell(str(prepare), cwd=self.cwd, env=env)).ok:
+            log.error("call %s: its preparation failed", step.step_id)
+            return STEP_FAILED
         result = await run_shell(str(step.action["run"]), cwd=self.cwd, env=env)
         if not result.ok:
             log.error("call %s exited %d", step.step_id, result.exit_code)

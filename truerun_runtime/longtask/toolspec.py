@@ -100,14 +100,16 @@ def parse_tools(section: Any) -> ToolsSpec:
     _no_unknown(section, _SECTION_KEYS, "tools")
     text = section.get("text", "")
     force, suppress = section.get("force", False), section.get("suppress", False)
-    if not isinstance(text, str):
-        raise ToolSpecError("tools.text must be a string (the user's request)")
+    if not isinstance(text, str) or not text.strip():
+        raise ToolSpecError("tools.text must be the user's request (a non-empty string)")
     if not isinstance(force, bool) or not isinstance(suppress, bool):
         raise ToolSpecError("tools.force and tools.suppress must be true or false")
     if force and suppress:
         raise ToolSpecError("a request may force or suppress a long task, not both")
     calls = tuple(_step(x, f"tools.calls[{n}]", True) for n, x in _numbered(section, "calls"))
     plan = tuple(_step(x, f"tools.plan[{n}]", False) for n, x in _numbered(section, "plan"))
+    if force and not (calls or plan):
+        raise ToolSpecError("a forced long task needs a call or a plan step to do")
     ids = [s.step_id for s in (*calls, *plan)]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
