@@ -114,6 +114,20 @@ class Metrics:
             buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 3 * 86400, float("inf")),
             registry=r,
         )
+        self.long_task_false_completions = Counter(
+            "long_task_false_completion_total",
+            "Completed long tasks later found not complete, by who found it: person (a "
+            "person continued the completed task), verifier (on the continued plan the "
+            "verifier failed a criterion the completion had passed)",
+            ["found_by"],
+            registry=r,
+        )
+        self.long_task_duplicate_effects = Counter(
+            "long_task_duplicate_effect_total",
+            "Side-effect receipts recorded for an intent (idempotency key, else the step) "
+            "that already had one from another try, naming another external id",
+            registry=r,
+        )
         self.non_terminal_age = Gauge(
             "run_non_terminal_age_seconds",
             "Age of the oldest run in each non-terminal status",
@@ -154,6 +168,12 @@ class Metrics:
         waited = observed.queue_wait_ms(c)
         if waited is not None:
             self.long_task_queue_wait.observe(waited / 1000)
+        found_by = observed.false_completion(c)
+        if found_by is not None:
+            self.long_task_false_completions.labels(found_by).inc()
+        duplicates = observed.duplicate_effects(c)
+        if duplicates:
+            self.long_task_duplicate_effects.inc(duplicates)
 
     def count_refusals(self, refused: Mapping[str, int]) -> None:
         """Expose ``refused`` (runtime messages refused as evidence of nothing, by reason;
