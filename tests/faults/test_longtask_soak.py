@@ -45,8 +45,8 @@ pytestmark = pytest.mark.timeout(600)
 TASKS = int(os.environ.get("TRUERUN_LONG_TASK_SOAK_TASKS", "120"))
 KILLS = int(os.environ.get("TRUERUN_LONG_TASK_SOAK_KILLS", "24"))
 AGENTS, LIMIT = 2, 4
-KILL_GAP_S = (0.8, 2.5)
-DOWN_S = (0.2, 1.0)
+KILL_GAP_S = (0.4, 1.5)
+DOWN_S = (0.1, 0.6)
 DRAIN_S = 420.0
 KINDS = ("file", "idempotent", "queryable", "non_idempotent")
 
@@ -106,7 +106,7 @@ class Person:
 
 
 class Chaos(threading.Thread):
-    """``KILLS`` kills, one every 0.8-2.5 s, each target drawn from a shuffled deck; after each
+    """``KILLS`` kills, one every 0.4-1.5 s, each target drawn from a shuffled deck; after each
     kill the next batch of planned tasks is started (``feed``)."""
 
     def __init__(self, w: World, stop: threading.Event, feed: Feed) -> None:
