@@ -142,6 +142,20 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, float("inf")),
             registry=r,
         )
+        self.long_task_false_completions = Counter(
+            "long_task_false_completion_total",
+            "Completed long tasks later found not complete, by who found it: person (a "
+            "person continued the completed task), verifier (on the continued plan the "
+            "verifier failed a criterion the completion had passed)",
+            ["found_by"],
+            registry=r,
+        )
+        self.long_task_duplicate_effects = Counter(
+            "long_task_duplicate_effect_total",
+            "Side-effect receipts recorded for an intent (idempotency key, else the step) "
+            "that already had one from another try, naming another external id",
+            registry=r,
+        )
         self.non_terminal_age = Gauge(
             "run_non_terminal_age_seconds",
             "Age of the oldest run in each non-terminal status",
@@ -188,6 +202,12 @@ class Metrics:
         waited = observed.queue_wait_ms(c)
         if waited is not None:
             self.long_task_queue_wait.observe(waited / 1000)
+        found_by = observed.false_completion(c)
+        if found_by is not None:
+            self.long_task_false_completions.labels(found_by).inc()
+        duplicates = observed.duplicate_effects(c)
+        if duplicates:
+            self.long_task_duplicate_effects.inc(duplicates)
 
     def preflight_decided(self, tier: str, verdict: str, seconds: float) -> None:
         """A long-task door's preflight listener: one decided preflight."""

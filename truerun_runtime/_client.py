@@ -74,6 +74,7 @@ class RuntimeClient:
         self._agent_version = agent_version
         self._lineage = lineage
         self._backoff = backoff or Backoff()
+        self._welcomed = False  # the current (or last) stream got its Welcome
         self._credentials = credentials
         self._keepalive_ms = keepalive_ms
         self._welcome_timeout_s = welcome_timeout_s
@@ -133,7 +134,9 @@ class RuntimeClient:
             except Exception:  # a bug or a full disk: log it, keep trying (events stay on disk)
                 welcomed = False
                 log.exception("runtime stream to %s broke", self.address)
-            failures = 0 if welcomed else failures + 1
+            # a stream that got its Welcome was healthy: its end (an error too, as when the
+            # server dies) starts the backoff again from the first delay
+            failures = 0 if welcomed or self._welcomed else failures + 1
             if self._stopping.is_set():
                 break
             delay = self._backoff.delay(max(1, failures))
@@ -183,7 +186,9 @@ class RuntimeClient:
         return grpc.aio.insecure_channel(self.address, options=options)
 
     async def _connect_once(self) -> bool:
-        """One stream, from Hello to its end; True when it got as far as a Welcome."""
+        """One stream, from Hello to its end; True when it got as far as a Welcome and ended
+        cleanly (``_welcomed`` tells whether it got one, however it ended)."""
+        self._welcomed = False
         async with self._channel() as channel:
             stub = runtime_service_pb2_grpc.RuntimeServiceStub(channel)
             call = stub.Connect(None)
@@ -199,6 +204,7 @@ class RuntimeClient:
                     log.warning("runtime stream: no Welcome from %s", self.address)
                     return False
                 self._opened(session, first.welcome)
+                self._welcomed = True
                 heartbeats = asyncio.create_task(self._heartbeats(session, first.welcome))
                 try:
                     await self._read(call, session, writer, stopper)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from kernel.errors import InvalidArgument
 from longtasks.domain.completion import Completion, Outcome, Source, Verdict, evaluate
 from longtasks.domain.decisions import ApprovalAnswer, VerificationAnswer
+from longtasks.domain.findings import disputed_completion
 from longtasks.domain.model import CriterionRecord, Evidence
 from longtasks.domain.rules import (
     Refusal,
@@ -20,7 +21,7 @@ from longtasks.domain.rules import (
     decide_task,
     verification_refusal,
 )
-from longtasks.domain.states import AttemptOutcome, DecisionKind, StepState
+from longtasks.domain.states import AttemptOutcome, CriterionResult, DecisionKind, StepState
 from longtasks.service.base import DoorBase, Work
 from longtasks.service.errors import step_error, task_error
 from longtasks.service.inputs import Changed, VerdictIn
@@ -173,6 +174,7 @@ class Asks(DoorBase):
     ) -> None:
         sources = {v.criterion_id: v.source.value for v in given}
         task = work.task
+        plans = None
         for record in records:
             cid = record.criterion.id
             result = completion.results[cid]
@@ -183,6 +185,13 @@ class Asks(DoorBase):
                 work.tx, task.id, task.plan_version, cid, result, source or "", work.now
             )
             work.note("criterion_result", f"{cid}: {result} ({source})")
+            if record.result is CriterionResult.PASSED and result is not record.result:
+                plans = plans or await self._sql.plans(task.id, work.tx)
+                completed = disputed_completion(record, result, plans)
+                if completed is not None:  # the release metric's finding, in the log too
+                    version = completed.version
+                    why = f"{cid} passed when plan version {version} completed: now {result}"
+                    work.note("completion_disputed", why)
 
     async def _settle(self, work: Work, completion: Completion, attempt_id: str) -> None:
         attempt = await self._attempt(work, attempt_id)

@@ -150,3 +150,21 @@ def queue_wait_ms(c: Committed) -> int | None:
     if c.queued_at_ms is None:
         return None
     return max(0, c.at_ms - c.queued_at_ms)
+
+
+def false_completion(c: Committed) -> str | None:
+    """Who found a completed task not complete in this change: ``person`` (a person
+    continued a ``completed`` task, the only way out of it), ``verifier`` (on the continued
+    plan the verifier failed a criterion whose pass the completion stood on:
+    ``completion_disputed``), None: neither."""
+    if c.before.state is TaskState.COMPLETED and c.after.state is not TaskState.COMPLETED:
+        return "person"
+    if any(event.type == "completion_disputed" for event in c.events):
+        return "verifier"
+    return None
+
+
+def duplicate_effects(c: Committed) -> int:
+    """Receipts recorded in this change for an intent that already had one (``domain/
+    findings.py``): an effect that happened twice."""
+    return sum(1 for event in c.events if event.type == "duplicate_effect")

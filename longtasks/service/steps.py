@@ -20,6 +20,7 @@ from typing import Any
 
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
+from longtasks.domain.findings import duplicate_of
 from longtasks.domain.model import Effect, Evidence, PlanStep, Receipt, Step
 from longtasks.domain.recovery import recover_step
 from longtasks.domain.rules import Refusal, Refused, StepCommand
@@ -161,6 +162,10 @@ class StepActions(DoorBase):
                 recorded_at_ms=work.now,
             )
             await self._sql.record_receipt(work.tx, effect, stored)
+            earlier = duplicate_of(list(effects.values()), effect, receipt.external_id)
+            if earlier is not None:  # the release metric's finding, visible in the log too
+                why = f"a second receipt for the intent of try {earlier.try_no} ({earlier.id})"
+                work.note("duplicate_effect", why, step_id=step_id, attempt_id=attempt_id)
             work.made = effect.id
 
         return await self._on_step(task_id, attempt_id, step_id, expected_version, body)

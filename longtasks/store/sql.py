@@ -274,8 +274,8 @@ class LongTaskSql(
     ) -> None:
         await self._cas(tx, _CLOSE_PLAN, state.value, now_ms, task_id, version)
 
-    async def plans(self, task_id: str) -> list[PlanVersion]:
-        return [r.plan_from_row(row) for row in await self._fetch(None, _PLANS, task_id)]
+    async def plans(self, task_id: str, tx: Tx | None = None) -> list[PlanVersion]:
+        return [r.plan_from_row(row) for row in await self._fetch(tx, _PLANS, task_id)]
 
     async def insert_steps(self, tx: Tx, steps: Sequence[PlanStep]) -> None:
         for step in steps:

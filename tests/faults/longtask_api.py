@@ -65,6 +65,14 @@ class LongTasks:
         )
         return list(self.stub.ListLongTaskEvents(request, timeout=self.timeout_s).events)
 
+    def start(self, task_id: str) -> pb.LongTask:
+        """Start a planned task (StartLongTask with its etag as read now)."""
+        task = self.get(task_id)
+        request = pb.StartLongTaskRequest(
+            project_id=self.project_id, long_task_id=task_id, etag=task.etag
+        )
+        return self.stub.StartLongTask(request, timeout=self.timeout_s)
+
     def answer(self, task_id: str, decision_id: str, answer: str, note: str = "") -> pb.LongTask:
         task = self.get(task_id)
         request = pb.AnswerDecisionRequest(

@@ -129,7 +129,11 @@ class World:
         }
 
     def create(
-        self, task_id: str, steps: list[dict[str, Any]], criteria: list[dict[str, Any]]
+        self,
+        task_id: str,
+        steps: list[dict[str, Any]],
+        criteria: list[dict[str, Any]],
+        start: bool = True,
     ) -> str:
         draft = {
             "longTaskId": task_id,
@@ -138,7 +142,7 @@ class World:
             "steps": steps,
             "criteria": criteria,
         }
-        return self.tasks.create(draft).long_task_id
+        return self.tasks.create(draft, start=start).long_task_id
 
     # -- the outside world ---------------------------------------------------------------------
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.faults.conftest import CLUSTERS, seed_from_env
 from tests.faults.harness import Cluster
 from tests.faults.longtask_api import open_decisions, state, step, step_state
 from tests.faults.longtask_world import TOOL_TIMEOUT_S, World, world
@@ -37,13 +37,33 @@ pytestmark = pytest.mark.timeout(180)
 DATABASES = ["sqlite", "postgres"]
 
 
-@pytest.fixture(params=DATABASES)
-def lt(
-    request: pytest.FixtureRequest, make_cluster: Callable[..., Cluster], tmp_path: Path
+@pytest.fixture(scope="module", params=DATABASES)
+def shared(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
-    cluster = make_cluster(database=request.param, redis=request.param == "postgres")
-    with world(cluster, tmp_path) as w:
-        yield w
+    """One cluster per database for every scenario (starting one costs seconds): the
+    scenarios use task ids, effect keys, gates and files of their own, and each ends with
+    its task finished, so none sees another's work; a kill lands on the scenario's own
+    attempt (``World.crash`` asserts the live commands it finds)."""
+    tmp = tmp_path_factory.mktemp(f"longtask-recovery-{request.param}")
+    database = str(request.param)
+    cluster = Cluster(
+        tmp / "cluster", database=database, redis=database == "postgres", seed=seed_from_env()
+    )
+    print(f"fault cluster: {cluster.describe()}")
+    try:
+        cluster.start()
+        with world(cluster, tmp) as w:
+            yield w
+    finally:
+        cluster.close()
+    assert not cluster.leftovers(), f"processes left behind: {cluster.leftovers()}"
+
+
+@pytest.fixture
+def lt(shared: World, request: pytest.FixtureRequest) -> World:
+    request.node.stash[CLUSTERS] = [shared.cluster]  # a failure reports its seed and logs
+    return shared
 
 
 def _has_intent(step_id: str) -> Callable[..., bool]:

@@ -3,6 +3,7 @@ fallback, and self-fencing when truerun cannot be reached."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from truerun.v1 import capacity_service_pb2 as cpb
@@ -11,7 +12,7 @@ from truerun.v1 import runtime_service_pb2 as pb
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import OWNER, TOKEN, eventually, handle_of, process_alive
 from tests.support.fake_runtime_server import FakeRuntimeServer, task_id
-from truerun_runtime import Outbox, RuntimeClient, make_event
+from truerun_runtime import Backoff, Outbox, RuntimeClient, make_event
 
 RUNNING = pb.RUNTIME_EVENT_TYPE_RUNNING
 SIGNALLED = pb.RUNTIME_EVENT_TYPE_SIGNALLED
@@ -166,3 +167,18 @@ async def test_a_runs_own_self_fence_wins_over_the_agents_default(
     terminal = await server.wait_for(lambda: server.terminal("a1"), what="a1 terminal")
     assert terminal.type == pb.RUNTIME_EVENT_TYPE_FAILED and terminal.error_code == "SELF_FENCED"
     assert SIGNALLED not in server.types("a2")
+
+
+async def test_a_healthy_stream_that_breaks_reconnects_at_the_first_delay_every_time(
+    server: FakeRuntimeServer, start_agent: StartAgent
+) -> None:
+    """A server that dies again and again (each stream welcomed, then broken with an error)
+    never pushes the runtime's reconnect delay up: only failed connects grow the backoff (it
+    grew with every server restart: 0.3, 0.6, 1.2, 2.4 s here, up to 15 s by default)."""
+    await start_agent(backoff=Backoff(initial_s=0.3, max_s=10.0, jitter=0.0))
+    await server.connected(1)
+    for count in range(2, 6):
+        server.abort()
+        broke = time.monotonic()
+        await server.connected(count)
+        assert time.monotonic() - broke < 1.0, f"reconnect {count - 1} waited too long"

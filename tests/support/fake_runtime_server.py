@@ -27,10 +27,14 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 T = pb.RuntimeEventType
 
 
+class Aborted:
+    """What makes the fake server break a stream with an error."""
+
+
 class FakeSession:
     def __init__(self, hello: pb.Hello) -> None:
         self.hello = hello
-        self.outgoing: asyncio.Queue[pb.ConnectResponse | None] = asyncio.Queue()
+        self.outgoing: asyncio.Queue[pb.ConnectResponse | None | Aborted] = asyncio.Queue()
         self.received: list[pb.ConnectRequest] = []
         self.closed = False
 
@@ -40,6 +44,10 @@ class FakeSession:
     def send_close(self) -> None:
         """End this stream from the server's side."""
         self.outgoing.put_nowait(None)
+
+    def send_abort(self) -> None:
+        """Break this stream with UNAVAILABLE, as a server that died does."""
+        self.outgoing.put_nowait(Aborted())
 
     def events(self, attempt_id: str | None = None) -> list[pb.RuntimeEvent]:
         return [
@@ -80,6 +88,8 @@ class FakeRuntimeServer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         reader = asyncio.create_task(self._read(session, request_iterator))
         try:
             while (message := await session.outgoing.get()) is not None:
+                if isinstance(message, Aborted):
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "the server died (test)")
                 yield message
         finally:
             session.closed = True
@@ -224,6 +234,10 @@ class FakeRuntimeServer(runtime_service_pb2_grpc.RuntimeServiceServicer):
     def drop(self) -> None:
         """End the current stream (the runtime must reconnect)."""
         self.session.send_close()
+
+    def abort(self) -> None:
+        """Break the current stream with an error, as a server that died does."""
+        self.session.send_abort()
 
     # -- reading what arrived --------------------------------------------------------------
 
