@@ -64,6 +64,9 @@ def body_of(notice: StoredNotice, delivery_id: str) -> bytes:
             "title": notice.title,
             "text": notice.text,
             "create_time_ms": notice.created_at_ms,
+            "source_run_id": notice.source_run_id or "",
+            "source_ref": notice.source_ref,
+            "command": notice.command,
         },
     }
     return json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
