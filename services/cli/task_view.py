@@ -264,6 +264,9 @@ def describe(task: pb.LongTask) -> str:
     if warning is not None:
         lines.append(warning)
     lines.extend(continuation_lines(task))
+    if task.source_run_id or task.source_ref:
+        came = [f"promoted from run {task.source_run_id}"] if task.source_run_id else []
+        lines.append("source     " + "   ".join([*came, *filter(None, [task.source_ref])]))
     if task.constraints:
         lines.append("constraints")
         lines.extend(f"  - {c}" for c in task.constraints)

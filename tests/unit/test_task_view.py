@@ -212,6 +212,14 @@ def test_ls_shows_active_then_recent() -> None:
     assert ls_text([], []) == "active    (none)"
 
 
+def test_show_names_where_the_task_came_from() -> None:
+    promoted = describe(_task(source_run_id="run-9"))
+    assert "source     promoted from run run-9" in promoted
+    asked = describe(_task(source_ref="https://chat.example/t/1"))
+    assert "source     https://chat.example/t/1" in asked
+    assert "source " not in describe(_task())
+
+
 def test_ls_shows_a_held_task_waiting_for_its_window_not_plain_queued() -> None:
     label = "waiting for its next window at 09:00 CET (truerun must be running)"
     held = pb.LongTaskContinuation(kind="window", waiting=True, label=label)
