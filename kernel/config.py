@@ -130,12 +130,19 @@ class Settings:
         "the first wait before a failed long-task notice delivery is tried again; each "
         "further failure doubles it (at most one hour)",
     )
+    notice_webhook_allow: str = setting(
+        "",
+        "the hosts long-task notice webhooks may post to: comma-separated host, host:port, "
+        "*.domain or *.domain:port (empty = any host); checked at registration "
+        "(NOTICE_WEBHOOK_NOT_ALLOWED) and before every post. Link-local and cloud metadata "
+        "addresses (169.254.0.0/16, fe80::/10, metadata hosts) are always refused",
+    )
     long_task_retention_days: int = setting(
         90,
         "a long task finished (completed, partial, failed, cancelled) longer ago than this "
         "is trimmed by the reconciler: its state changes, criteria results and summaries "
-        "stay, other events and evidence payloads go (0 = keep forever); an unfinished "
-        "task is never trimmed",
+        "stay, other events, evidence payloads and its notices with their webhook "
+        "deliveries go (0 = keep forever); an unfinished task is never trimmed",
     )
     metrics_addr: str = setting(
         "127.0.0.1:0", "host:port of the Prometheus /metrics endpoint (port 0 = any)"

@@ -42,6 +42,7 @@ class ErrorReason(StrEnum):
     NOTICE_WEBHOOK_INVALID = "NOTICE_WEBHOOK_INVALID"
     NOTICES_OF_ANOTHER_OWNER = "NOTICES_OF_ANOTHER_OWNER"
     INVALID_CONTINUATION = "INVALID_CONTINUATION"
+    NOTICE_WEBHOOK_NOT_ALLOWED = "NOTICE_WEBHOOK_NOT_ALLOWED"
 
 
 class DomainError(Exception):
@@ -213,6 +214,13 @@ class NoticeWebhookInvalid(DomainError):
     """A notice webhook URL that is not an absolute http(s) URL, or no TRUERUN_WEBHOOK_KEY."""
 
     reason = ErrorReason.NOTICE_WEBHOOK_INVALID
+
+
+class NoticeWebhookNotAllowed(DomainError):
+    """A notice webhook URL the server does not post to (TRUERUN_NOTICE_WEBHOOK_ALLOW, or a
+    link-local / metadata address): nothing registered."""
+
+    reason = ErrorReason.NOTICE_WEBHOOK_NOT_ALLOWED
 
 
 class NoticesOfAnotherOwner(DomainError):

@@ -41,6 +41,7 @@ from longtasks.service.notices import NoticeDesk
 from longtasks.service.retention import BrokenReferences, LongTaskRetention
 from longtasks.service.upkeep import Upkeep
 from longtasks.service.watcher import LongTaskWatcher
+from longtasks.service.webhook_guard import WebhookGuard
 from longtasks.store.sql import LongTaskSql
 from longtasks.store.upkeep_sql import UpkeepSql
 from longtasks.store.watcher_sql import WatcherSql
@@ -292,10 +293,11 @@ def long_task_watcher(
     return watcher
 
 
-def notice_desk(app: Coordinator, webhook_key: str) -> NoticeDesk:
+def notice_desk(app: Coordinator, webhook_key: str, webhook_allow: str = "") -> NoticeDesk:
     """The owners' notices and webhook subscriptions (docs/long-tasks.md "Notices")."""
     key = webhook_key.encode() if webhook_key else None
-    return NoticeDesk(app.transitions, longtask_sql(app.store), key)
+    guard = WebhookGuard(webhook_allow)
+    return NoticeDesk(app.transitions, longtask_sql(app.store), key, guard=guard)
 
 
 def notice_delivery(
@@ -304,8 +306,10 @@ def notice_delivery(
     max_tries: int,
     retry_base_ms: int,
     metrics: Metrics | None = None,
+    webhook_allow: str = "",
 ) -> NoticeDelivery:
-    """The loop posting notices to the owners' webhooks (any number of replicas)."""
+    """The loop posting notices to the owners' webhooks (any number of replicas), only to
+    URLs ``webhook_allow`` allows (checked again before every post)."""
     return NoticeDelivery(
         app.transitions,
         longtask_sql(app.store),
@@ -313,6 +317,7 @@ def notice_delivery(
         max_tries=max_tries,
         retry_base_ms=retry_base_ms,
         on_outcome=metrics.notice_delivery if metrics is not None else None,
+        guard=WebhookGuard(webhook_allow),
     )
 
 

@@ -146,6 +146,7 @@ async def start_serving(
     long_tasks: LongTaskDoor | None = None,
     long_task_max_unfinished: int = 0,
     notice_webhook_key: str = "",
+    notice_webhook_allow: str = "",
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
@@ -156,7 +157,7 @@ async def start_serving(
     auth), LongTaskAttemptService and RunPromotionService (each call's callback token); an
     owner may keep ``long_task_max_unfinished`` unfinished long tasks (0 = no cap); the
     owners' notice webhooks sign with secrets derived from ``notice_webhook_key`` (empty:
-    none register)."""
+    none register), to URLs ``notice_webhook_allow`` allows (TRUERUN_NOTICE_WEBHOOK_ALLOW)."""
     needs_tokens = capacity is not None or schedules is not None or long_tasks is not None
     if (run_service or needs_tokens) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
@@ -191,7 +192,7 @@ async def start_serving(
                     long_tasks,
                     reads,
                     long_task_max_unfinished,
-                    notice_desk(app, notice_webhook_key),
+                    notice_desk(app, notice_webhook_key, notice_webhook_allow),
                 ),
             ),
             (

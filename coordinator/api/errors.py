@@ -54,6 +54,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.NOTICE_WEBHOOK_INVALID: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorReason.NOTICES_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.INVALID_CONTINUATION: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.NOTICE_WEBHOOK_NOT_ALLOWED: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 

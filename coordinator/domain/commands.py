@@ -181,6 +181,9 @@ class StartAccepted(RunCommand):
     attempt_id: str = ""
 
 
+#: A long task's notice shown on its source runs (docs/long-tasks.md "Notices"): the only
+#: note a finished run still takes, since the task it became goes on after it.
+LONG_TASK_NOTICE = "long_task.notice"
 #: The run events ``NoteRun`` may append (docs/long-tasks.md "Activation and promotion").
 NOTE_TYPES = frozenset(
     {
@@ -189,15 +192,16 @@ NOTE_TYPES = frozenset(
         "activation.promoted",
         "activation.promotion_refused",
         "activation.promotion_failed",
+        LONG_TASK_NOTICE,
     }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class NoteRun(RunCommand):
-    """A fact about an unfinished run that changes none of its state (activation's
-    preflights, verdicts and promotions): one event of a type in ``NOTE_TYPES`` is appended
-    with its allow-listed, size-capped ``details``."""
+    """A fact about a run that changes none of its state (activation's preflights, verdicts
+    and promotions on an unfinished run; a long task's notice on any): one event of a type
+    in ``NOTE_TYPES`` is appended with its allow-listed, size-capped ``details``."""
 
     type: str = ""
     details: dict[str, Any] = field(default_factory=dict)

@@ -191,6 +191,11 @@ PAYLOAD_KEYS = frozenset(
         "confidence",
         "long_task_id",
         "absorbed",
+        # a long task's notice shown on its source runs (docs/long-tasks.md "Notices")
+        "kind",
+        "title",
+        "handle",
+        "command",
     }
 )
 #: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).

@@ -111,7 +111,8 @@ NOTICE_ROUTES: tuple[Entry, ...] = (
                 "Truerun-Signature t=<ms>,v1=<hex HMAC-SHA256 over '<t>.<Truerun-Delivery>."
                 "<body>'>. The secret is in this answer only (registering the same url "
                 "again rotates it). 400 NOTICE_WEBHOOK_INVALID: not an http(s) URL, or no "
-                "TRUERUN_WEBHOOK_KEY on the server.",
+                "TRUERUN_WEBHOOK_KEY on the server. 400 NOTICE_WEBHOOK_NOT_ALLOWED: a host "
+                "not in TRUERUN_NOTICE_WEBHOOK_ALLOW, or a link-local or metadata address.",
                 parameters=(PROJECT,),
                 body="RegisterNoticeWebhookBody",
                 body_required=True,

@@ -86,6 +86,10 @@ long_tasks = Table(
     # reused, so a handle in an old message can only ever name this task (docs/long-tasks.md
     # "One action contract and short handles").
     Column("handle", Integer, nullable=False),
+    # Where the task came from (0019): the run it was promoted from, and the reference its
+    # creator gave (a chat thread's URL); notices are shown there too ("Notices").
+    Column("source_run_id", ID, nullable=True),
+    Column("source_ref", String(2048), nullable=False, server_default=text("''")),
     CheckConstraint("state_version >= 1", name="state_version_positive"),
     CheckConstraint("plan_version >= 1", name="plan_version_positive"),
     Index("ix_long_tasks_owner_state", "owner_id", "state"),

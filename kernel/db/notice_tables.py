@@ -40,8 +40,13 @@ long_task_notices = Table(
     Column("title", String(256), nullable=False),
     Column("text", Text, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
+    # the task's source, copied (0019): where else the notice is shown
+    Column("source_run_id", ID, nullable=True),
+    Column("source_ref", String(2048), nullable=False, server_default=text("''")),
+    Column("command", String(512), nullable=False, server_default=text("''")),  # the answer
     UniqueConstraint("dedupe_key"),
     Index("ix_long_task_notices_owner_created", "project_id", "owner_id", "created_at_ms"),
+    Index("ix_long_task_notices_task", "task_id"),  # retention trims by task
 )
 
 # A webhook an owner registered for their notices in one project.
@@ -85,6 +90,7 @@ long_task_notice_deliveries = Table(
     Column("created_at_ms", BigInteger, nullable=False),
     UniqueConstraint("notice_id", "webhook_id"),
     Index("ix_long_task_notice_deliveries_due", "state", "next_at_ms"),
+    Index("ix_long_task_notice_deliveries_notice", "notice_id"),
 )
 
 NOTICE_TABLES = (long_task_notices, long_task_notice_webhooks, long_task_notice_deliveries)

@@ -265,6 +265,8 @@ def task_summary(
         continuation=continuation_to_proto(continuation, task.state_version)
         if continuation is not None
         else None,
+        source_run_id=task.source_run_id or "",
+        source_ref=task.source_ref,
     )
 
 

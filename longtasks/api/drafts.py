@@ -13,6 +13,7 @@ from google.protobuf import json_format, struct_pb2
 from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api import validation
+from coordinator.domain.redaction import secret_values
 from kernel.errors import InvalidArgument
 from longtasks.domain.checks import checker_kind_refusal
 from longtasks.domain.model import StepDraft
@@ -38,6 +39,18 @@ def text(value: str, field: str, limit: int = MAX_TEXT, required: bool = False) 
     if len(value) > limit:
         raise InvalidArgument(f"{field} is longer than {limit} characters")
     return value
+
+
+MAX_SOURCE_REF = 2048
+
+
+def source_ref(value: str) -> str:
+    """Where a task was asked for (a chat thread's URL): shown on every notice and posted to
+    webhooks, so it must hold no secret (a URL with a token in it is refused)."""
+    ref = text(value.strip(), "source_ref", MAX_SOURCE_REF)
+    if secret_values(ref):
+        raise InvalidArgument("source_ref looks like it holds a secret; give one without it")
+    return ref
 
 
 def texts(values: Sequence[str], field: str) -> tuple[str, ...]:
@@ -164,6 +177,7 @@ def new_task(draft: pb.LongTaskDraft) -> NewTask:
         criteria=criterion_drafts(draft.criteria) or (),
         constraints=texts(draft.constraints, "constraints"),
         sources=texts(draft.sources, "sources"),
+        source_ref=source_ref(draft.source_ref),
         agent_id=validation.name(draft.agent_id, "agent_id", required=False),
         task_id=validation.name(draft.long_task_id, "long_task_id", required=False),
         max_tokens=budget.max_tokens or None,

@@ -69,6 +69,9 @@ def notice_to_proto(notice: StoredNotice) -> pb.Notice:
         text=notice.text,
         create_time=timestamp(notice.created_at_ms),
         cursor=cursor_of(notice),
+        source_run_id=notice.source_run_id or "",
+        source_ref=notice.source_ref,
+        command=notice.command,
     )
 
 

@@ -125,6 +125,8 @@ class Task:
     updated_at_ms: int = 0
     finished_at_ms: int | None = None
     handle: int = 0  # the owner's short handle (``#3``), given at creation, never changed
+    source_run_id: str | None = None  # the run it was promoted from (its first attempt's)
+    source_ref: str = ""  # where its creator asked for it (a chat thread's URL), if given
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from enum import StrEnum
 from longtasks.domain.actions import format_handle
 from longtasks.domain.model import Decision
 from longtasks.domain.states import DecisionKind, TaskState
-from longtasks.domain.text_commands import prompt
+from longtasks.domain.text_commands import prompt, reply_command
 
 
 class NoticeKind(StrEnum):
@@ -80,6 +80,7 @@ class Notice:
     title: str
     text: str
     decision_id: str | None = None
+    command: str = ""  # the exact command that answers it; empty: nothing to answer
 
 
 def _short(goal: str) -> str:
@@ -108,6 +109,7 @@ def notice_for(facts: ChangeFacts) -> Notice | None:
             f"{tag} was interrupted",
             text,
             asked.id if asked is not None else None,
+            reply_command(facts.handle, asked, facts.version) if asked is not None else "",
         )
     if asked is not None:
         approval = asked.kind is DecisionKind.APPROVAL
@@ -121,6 +123,7 @@ def notice_for(facts: ChangeFacts) -> Notice | None:
             title,
             f"{name}\n{prompt(facts.handle, asked, facts.version)}",
             asked.id,
+            reply_command(facts.handle, asked, facts.version),
         )
     if facts.after in NOTICED_ENDINGS and facts.before is not facts.after:
         return Notice(

@@ -150,10 +150,15 @@ def action_of(kind: DecisionKind, answer: str) -> Action:
 def prompt(handle: int, decision: Decision, version: int) -> str:
     """How a person answers ``decision`` from a chat without buttons: its task's handle and
     the exact command, with the version it was shown at (a later change refuses it)."""
-    tag = format_handle(handle)
-    head = f"{tag} asks ({decision.kind}): {decision.question}"
+    head = f"{format_handle(handle)} asks ({decision.kind}): {decision.question}"
     if decision.repeat_count > 1:
         head += f" [request {decision.repeat_count} for the same permission]"
+    return f"{head}\nReply: {reply_command(handle, decision, version)}"
+
+
+def reply_command(handle: int, decision: Decision, version: int) -> str:
+    """The exact command (or the choice of commands) that answers ``decision``."""
+    tag = format_handle(handle)
     if decision.kind is DecisionKind.APPROVAL:
         how = f"/longtask approve {tag} {version} or /longtask deny {tag} {version}"
     elif decision.kind is DecisionKind.QUESTION:
@@ -161,4 +166,4 @@ def prompt(handle: int, decision: Decision, version: int) -> str:
     else:
         offered = EffectAnswer if decision.kind is DecisionKind.EFFECT else VerificationAnswer
         how = " or ".join(f"/longtask answer {tag} v{version} {a.value}" for a in offered)
-    return f"{head}\nReply: {how}"
+    return how

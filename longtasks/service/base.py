@@ -39,7 +39,7 @@ from longtasks.domain.rules import (
 from longtasks.domain.states import AttemptOutcome, Basis, DecisionKind, DecisionState, StepState
 from longtasks.service.errors import step_error, task_error
 from longtasks.service.inputs import Changed
-from longtasks.service.notify import notice_facts, write_notice
+from longtasks.service.notify import notice_facts, notice_runs, show_on_runs, write_notice
 from longtasks.store.rows import dumps
 from longtasks.store.sql import LongTaskSql, Stale
 
@@ -209,9 +209,13 @@ class DoorBase:
         await self._sql.update_task(work.tx, task, before.state_version)
         await self._sql.append(work.tx, task.id, events)
         work.task = task
-        work.noticed = await write_notice(
+        notice = await write_notice(
             self._sql, work.tx, notice_facts(work), task, work.now, self._new_id
         )
+        if notice is not None:
+            work.noticed = notice.kind
+            runs = notice_runs(work)
+            work.results += await show_on_runs(self._transitions, work.tx, notice, runs, SYSTEM)
 
     # -- the pure rules, applied --------------------------------------------------------
 

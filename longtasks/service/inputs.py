@@ -30,6 +30,7 @@ class NewTask:
     criteria: tuple[NewCriterion, ...]
     constraints: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # optional source references (chat, session, document)
+    source_ref: str = ""  # where it was asked for (a chat thread's URL): notices name it
     agent_id: str | None = None
     task_id: str | None = None  # None: a new id
     author: PlanAuthor = PlanAuthor.USER  # who wrote the first plan and criteria

@@ -28,6 +28,7 @@ from kernel.ids import now_ms
 from kernel.webhook_signing import sign
 from longtasks.domain.notices import after_failure, retry_after_ms
 from longtasks.service.notices import webhook_secret
+from longtasks.service.webhook_guard import WebhookGuard
 from longtasks.store.notice_sql import DELIVERED, Due, NoticeStatements, StoredNotice, Webhook
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ def body_of(notice: StoredNotice, delivery_id: str) -> bytes:
             "title": notice.title,
             "text": notice.text,
             "create_time_ms": notice.created_at_ms,
+            "source_run_id": notice.source_run_id or "",
+            "source_ref": notice.source_ref,
+            "command": notice.command,
         },
     }
     return json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
@@ -107,7 +111,9 @@ class NoticeDelivery:
         post: Post = post_http,
         clock: Callable[[], int] = now_ms,
         on_outcome: Callable[[str], None] | None = None,
+        guard: WebhookGuard | None = None,
     ) -> None:
+        self._guard = guard or WebhookGuard()
         self._transitions = transitions
         self._sql = sql
         self._key = key
@@ -144,7 +150,11 @@ class NoticeDelivery:
             "Truerun-Notice": due.notice.id,
             "User-Agent": "truerun-notices",
         }
-        posted = await self._post(due.url, body, headers)
+        refused = await self._guard.refusal(due.url)  # the list or the name may have changed
+        if refused is not None:
+            posted = Posted(None, f"not posted: {refused}")
+        else:
+            posted = await self._post(due.url, body, headers)
         now = self._clock()
         if posted.status is not None and 200 <= posted.status < 300:
             state, next_at, delivered, outcome = DELIVERED, now, now, "delivered"

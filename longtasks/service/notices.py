@@ -9,8 +9,10 @@ from collections.abc import Callable
 
 from coordinator.domain.model import Actor
 from coordinator.service.transitions import Transitions
+from kernel.errors import NoticeWebhookNotAllowed
 from kernel.ids import now_ms, uuid7
 from kernel.webhook_signing import derive_secret
+from longtasks.service.webhook_guard import WebhookGuard
 from longtasks.store.notice_sql import Delivery, NoticeStatements, StoredNotice, Webhook
 
 PURPOSE = "truerun-notice-webhook"
@@ -29,8 +31,11 @@ class NoticeDesk:
         key: bytes | None,
         clock: Callable[[], int] = now_ms,
         new_id: Callable[[], str] = uuid7,
+        guard: WebhookGuard | None = None,
     ) -> None:
-        """``key``: TRUERUN_WEBHOOK_KEY (None: no webhooks can be registered)."""
+        """``key``: TRUERUN_WEBHOOK_KEY (None: no webhooks can be registered); ``guard``:
+        the URLs it may post to (TRUERUN_NOTICE_WEBHOOK_ALLOW)."""
+        self._guard = guard or WebhookGuard()
         self._transitions = transitions
         self._sql = sql
         self._key = key
@@ -44,8 +49,14 @@ class NoticeDesk:
     async def register(
         self, project_id: str, owner_id: str, url: str, actor: Actor
     ) -> tuple[Webhook, str]:
-        """The subscription as stored and its secret (shown this once)."""
+        """The subscription as stored and its secret (shown this once). A URL the server
+        does not post to is refused (``NOTICE_WEBHOOK_NOT_ALLOWED``), nothing stored."""
         assert self._key is not None
+        refused = await self._guard.refusal(url)
+        if refused is not None:
+            raise NoticeWebhookNotAllowed(
+                f"the server does not post notices to this URL: {refused}", field="url"
+            )
         asked = Webhook(
             id=self._new_id(),
             project_id=project_id,

@@ -3,14 +3,24 @@
 raises is inserted in the same transaction, with one pending delivery per webhook the
 task's owner registered in its project. The dedupe key is unique: when a second writer
 meets the same fact (process start and the watcher both burying one attempt), its insert
-is a no-op and it writes no deliveries either."""
+is a no-op and it writes no deliveries either.
+
+The notice is also shown where a person watching a run is (issue #14: "shown where the
+person is ... never only inside the attempt"): on the task's source run (the run it was
+promoted from) and on the run of the attempt that held the lease when the change was made,
+as a ``long_task.notice`` run event appended through the coordinator's door (``NoteRun``)
+in the same transaction. Its payload is allow-listed: kind, title, text, long_task_id,
+handle, command."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from coordinator.store.base import RunTxReader
+from coordinator.domain import commands as c
+from coordinator.domain.model import Actor
+from coordinator.service.transitions import DoorTx, Result, Transitions
+from longtasks.domain.actions import format_handle
 from longtasks.domain.model import Task
 from longtasks.domain.notices import ChangeFacts, notice_for
 from longtasks.store.notice_sql import PENDING, Delivery, NoticeStatements, StoredNotice
@@ -36,16 +46,48 @@ def notice_facts(work: Work) -> ChangeFacts:
     )
 
 
+def notice_runs(work: Work) -> list[str]:
+    """The runs a change's notice is shown on: the task's source run, then the run of the
+    attempt that held the lease before the change (an interruption's: the one that ended)
+    and after it; each once."""
+    task, before = work.task, work.before
+    found = (
+        task.source_run_id,
+        before.lease.run_id if before.lease else None,
+        task.lease.run_id if task.lease else None,
+    )
+    return list(dict.fromkeys(run for run in found if run))
+
+
+async def show_on_runs(
+    transitions: Transitions, tx: DoorTx, notice: StoredNotice, runs: Iterable[str], actor: Actor
+) -> list[Result]:
+    """Append the notice to each run's events (``NoteRun``, in the caller's transaction)."""
+    details: dict[str, object] = {
+        "kind": notice.kind,
+        "title": notice.title,
+        "text": notice.text,
+        "long_task_id": notice.task_id,
+        "handle": format_handle(notice.handle),
+        "command": notice.command,
+    }
+    results = []
+    for run_id in runs:
+        note = c.NoteRun(run_id, actor, type=c.LONG_TASK_NOTICE, details=dict(details))
+        results.append(await transitions.execute_in(tx, note))
+    return results
+
+
 async def write_notice(
     sql: NoticeStatements,
-    tx: RunTxReader,
+    tx: DoorTx,
     facts: ChangeFacts,
     task: Task,
     now: int,
     new_id: Callable[[], str],
-) -> str | None:
-    """Insert the change's notice and its deliveries; the notice's kind, or None (no notice,
-    or the same fact was noticed already)."""
+) -> StoredNotice | None:
+    """Insert the change's notice and its deliveries; the notice, or None (no notice, or the
+    same fact was noticed already)."""
     notice = notice_for(facts)
     if notice is None:
         return None
@@ -63,6 +105,9 @@ async def write_notice(
         title=notice.title[:256],
         text=notice.text,
         created_at_ms=now,
+        source_run_id=task.source_run_id,
+        source_ref=task.source_ref,
+        command=notice.command[:512],
     )
     if not await sql.insert_notice(tx, stored):
         return None
@@ -82,4 +127,4 @@ async def write_notice(
             created_at_ms=now,
         )
         await sql.insert_delivery(tx, delivery)
-    return stored.kind
+    return stored

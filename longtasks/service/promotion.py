@@ -262,6 +262,7 @@ class Promotions(DoorBase):
             budget=replace(task.budget, attempts_used=1),
             handle=await self._sql.next_handle(tx, new.owner_id),
             event_sequence=len(events),
+            source_run_id=run_id,
         )
         try:
             await self._sql.insert_task(

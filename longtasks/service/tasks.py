@@ -269,4 +269,5 @@ def _new_task(task_id: str, new: NewTask, actor: Actor, now: int, created: Moved
         created_by=actor.id,
         created_at_ms=now,
         updated_at_ms=now,
+        source_ref=new.source_ref,
     )

@@ -83,12 +83,13 @@ class Upkeep(DoorBase):
                 return  # trimmed since it last finished
             counts = await self._upkeep.trim(work.tx, task_id, work.now, TRIMMED)
             trimmed.append(True)
-            events, evidence, effects, decisions = counts
+            events, evidence, effects, decisions, notices = counts
             work.note(
                 "retention_trimmed",
                 f"finished more than {retention_days} days ago: kept the state changes, "
                 f"criteria results and summaries; trimmed {events} events, {evidence} evidence "
-                f"payloads, {effects} receipt details, {decisions} decision materials",
+                f"payloads, {effects} receipt details, {decisions} decision materials, "
+                f"{notices} notices with their deliveries",
             )
 
         await self._act(task_id, SYSTEM, change)

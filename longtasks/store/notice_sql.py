@@ -32,6 +32,9 @@ class StoredNotice:
     title: str
     text: str
     created_at_ms: int
+    source_run_id: str | None = None
+    source_ref: str = ""
+    command: str = ""
 
 
 @dataclass(frozen=True, slots=True)

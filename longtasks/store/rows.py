@@ -31,13 +31,17 @@ TASK = (
     *("lease_expires_at_ms", "attempts_used", "max_attempts", "tokens_used", "max_tokens"),
     *("deadline_ms", "verify_interruptions", "max_verify_interruptions", "corrections_used"),
     *("max_corrections", "event_sequence", "created_by", "created_at_ms", "updated_at_ms"),
-    *("finished_at_ms", "handle"),
+    *("finished_at_ms", "handle", "source_run_id", "source_ref"),
 )
 #: What a change of the task may write (its identity, handle and creation never change).
 TASK_MUTABLE = tuple(
     c
     for c in TASK
-    if c not in ("id", "project_id", "owner_id", "created_by", "created_at_ms", "handle")
+    if c
+    not in (
+        *("id", "project_id", "owner_id", "created_by", "created_at_ms", "handle"),
+        *("source_run_id", "source_ref"),
+    )
 )
 #: The task's display payloads, written at creation, read only through ``display_json``.
 TASK_DISPLAY = ("constraints", "sources")
@@ -107,6 +111,8 @@ def task_values(task: Task) -> dict[str, Any]:
         "updated_at_ms": task.updated_at_ms,
         "finished_at_ms": task.finished_at_ms,
         "handle": task.handle,
+        "source_run_id": task.source_run_id,
+        "source_ref": task.source_ref[:2048],
     }
 
 
@@ -142,6 +148,8 @@ def task_from_row(row: Any) -> Task:
         updated_at_ms=int(row["updated_at_ms"]),
         finished_at_ms=opt_int(row["finished_at_ms"]),
         handle=int(row["handle"]),
+        source_run_id=row["source_run_id"],
+        source_ref=row["source_ref"] or "",
     )
 
 

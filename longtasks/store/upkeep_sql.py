@@ -57,6 +57,13 @@ _TRIM_DECISIONS = (
     "UPDATE long_task_decisions SET material = '{}' WHERE task_id = ? AND material <> '{}' "
     "RETURNING id"
 )
+#: A trimmed task's notices and their deliveries go (0019): a notice is a message about a
+#: change, not the record of it (the state changes stay in the task's log).
+_TRIM_DELIVERIES = (
+    "DELETE FROM long_task_notice_deliveries WHERE notice_id IN "
+    "(SELECT id FROM long_task_notices WHERE task_id = ?) RETURNING id"
+)
+_TRIM_NOTICES = "DELETE FROM long_task_notices WHERE task_id = ? RETURNING id"
 _TRIMMED = (
     f"UPDATE long_tasks SET trimmed_at_ms = ? WHERE id = ? AND {_UNTRIMMED} "
     f"AND state IN {_IN_FINISHED} RETURNING id"
@@ -99,14 +106,19 @@ class UpkeepSql(WatcherSql):
         value = rows[0]["trimmed_at_ms"] if rows else None
         return int(value) if value is not None else None
 
-    async def trim(self, tx: Tx, task_id: str, now: int, why: str) -> tuple[int, int, int, int]:
+    async def trim(
+        self, tx: Tx, task_id: str, now: int, why: str
+    ) -> tuple[int, int, int, int, int]:
         """Trim a finished task's bulky records (Stale if it is not finished or was trimmed
         since it last finished): events other than state changes, evidence render payloads (the
-        references marked unavailable, their summaries kept), receipt details and decision
-        materials. Criteria results, the task's state and reason stay. How many of each."""
+        references marked unavailable, their summaries kept), receipt details, decision
+        materials, and its notices with their deliveries. Criteria results, the task's state
+        and reason stay. How many of each (deliveries not counted apart)."""
         await self._cas(tx, _TRIMMED, now, task_id, *_FINISHED)
         events = len(await self._fetch(tx, _TRIM_EVENTS, task_id))
         evidence = len(await self._fetch(tx, _TRIM_EVIDENCE, why[:512], task_id))
         effects = len(await self._fetch(tx, _TRIM_EFFECTS, task_id))
         decisions = len(await self._fetch(tx, _TRIM_DECISIONS, task_id))
-        return events, evidence, effects, decisions
+        await self._fetch(tx, _TRIM_DELIVERIES, task_id)
+        notices = len(await self._fetch(tx, _TRIM_NOTICES, task_id))
+        return events, evidence, effects, decisions, notices

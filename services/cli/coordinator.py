@@ -81,6 +81,7 @@ async def run_coordinator(settings: Settings) -> None:
             long_tasks=long_tasks(app, metrics=metrics),
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
             notice_webhook_key=settings.webhook_key,
+            notice_webhook_allow=settings.notice_webhook_allow,
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),

@@ -90,6 +90,7 @@ async def run_dev(settings: Settings) -> None:
             long_tasks=long_tasks(app, metrics=metrics),
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
             notice_webhook_key=_webhook_key(settings),
+            notice_webhook_allow=settings.notice_webhook_allow,
         )
         lease_scan = LeaseReconciler(
             app.transitions,
@@ -116,6 +117,7 @@ async def run_dev(settings: Settings) -> None:
                     settings.notice_max_deliveries,
                     settings.notice_retry_base_ms,
                     metrics=metrics,
+                    webhook_allow=settings.notice_webhook_allow,
                 ).serve()
             ),
             asyncio.create_task(metrics.watch_ages(store)),

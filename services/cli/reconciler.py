@@ -77,6 +77,7 @@ async def run_reconciler(settings: Settings) -> None:
                             settings.notice_max_deliveries,
                             settings.notice_retry_base_ms,
                             metrics=metrics,
+                            webhook_allow=settings.notice_webhook_allow,
                         ).serve()
                     )
                 ]

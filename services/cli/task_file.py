@@ -51,7 +51,7 @@ CLASSES = {
     "queryable": pb.SIDE_EFFECT_CLASS_QUERYABLE,
     "non_idempotent": pb.SIDE_EFFECT_CLASS_NON_IDEMPOTENT,
 }
-_TASK_KEYS = {"id", "goal", "owner", "project", "agent", "constraints", "sources"}
+_TASK_KEYS = {"id", "goal", "owner", "project", "agent", "constraints", "sources", "source_ref"}
 _PLAN_KEYS = {"steps", "criteria"}
 _STEP_KEYS = {"id", "title", "class", "idempotency_key", "input", "probe"}
 # What the runtime runs: opaque to truerun, kept as the step's action (docs/long-tasks.md).
@@ -106,6 +106,7 @@ def draft(document: dict[str, Any], project: str) -> pb.LongTaskDraft:
         goal=_text(document, "goal", "the request"),
         constraints=_strings(document, "constraints"),
         sources=_strings(document, "sources"),
+        source_ref=_text(document, "source_ref", "the request"),
         steps=steps,
         criteria=criteria,
     )

@@ -62,6 +62,16 @@ def _short(text: str, width: int) -> str:
     return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
 
 
+def ls_state(task: pb.LongTask) -> str:
+    """The STATE column: the state as people read it; a queued task its continuation holds
+    says what it waits for (``queued, waiting for its next window at 09:00 (truerun must be
+    running)``), never a plain "queued" that reads as waiting for a slot."""
+    held = task.continuation.waiting and task.continuation.label
+    if task.state == pb.LONG_TASK_STATE_QUEUED and held:
+        return f"queued, {task.continuation.label}"
+    return state_words(task).split(":")[0]
+
+
 def ls_text(active: Sequence[pb.LongTask], recent: Sequence[pb.LongTask]) -> str:
     """The active tasks, then the recently finished ones, as two tables."""
     header = ["ID", "HANDLE", "STATE", "OWNER", "PLAN", "UPDATED (local)", "GOAL"]
@@ -71,7 +81,7 @@ def ls_text(active: Sequence[pb.LongTask], recent: Sequence[pb.LongTask]) -> str
             [
                 t.long_task_id,
                 t.handle or "-",
-                state_words(t).split(":")[0],
+                ls_state(t),
                 t.owner_id,
                 f"v{t.plan_version}",
                 local(t.update_time, exact=False) if t.HasField("update_time") else "-",
@@ -254,6 +264,9 @@ def describe(task: pb.LongTask) -> str:
     if warning is not None:
         lines.append(warning)
     lines.extend(continuation_lines(task))
+    if task.source_run_id or task.source_ref:
+        came = [f"promoted from run {task.source_run_id}"] if task.source_run_id else []
+        lines.append("source     " + "   ".join([*came, *filter(None, [task.source_ref])]))
     if task.constraints:
         lines.append("constraints")
         lines.extend(f"  - {c}" for c in task.constraints)

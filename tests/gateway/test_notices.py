@@ -27,6 +27,7 @@ async def test_notices_stream_as_committed_resume_and_stay_the_owners(
             "long_task_id": "lt-n",
             "owner_id": "alice",
             "goal": "tell alice",
+            "source_ref": "https://chat.example/threads/9",
             "start": True,
             "steps": [{"step_id": "s", "title": "s", "side_effect": "SIDE_EFFECT_CLASS_PURE"}],
             "criteria": [{"criterion_id": "c", "text": "c"}],
@@ -39,15 +40,28 @@ async def test_notices_stream_as_committed_resume_and_stay_the_owners(
     async with open_stream(
         http, f"{NOTICES}:stream", headers=bearer(P_TOKEN), params=mine
     ) as stream:
-        attempt = (await door.start_attempt("lt-n", SCHEDULER)).made
-        assert attempt is not None
-        await door.request_approval("lt-n", attempt, "send:team", "May I send it?")
-        first = await stream.next_message()
-        assert first.event == "notice"
-        assert (first.json()["kind"], first.json()["title"]) == (
-            "approval",
-            "#1 asks for your approval",
-        )
+        started = await door.start_attempt("lt-n", SCHEDULER)
+        attempt, run = started.made, started.run_id
+        assert attempt is not None and run is not None
+        run_events = f"/v1/projects/proj-p/runs/{run}/events"
+        async with open_stream(http, f"{run_events}:stream", headers=bearer(P_TOKEN)) as on_run:
+            await door.request_approval("lt-n", attempt, "send:team", "May I send it?")
+            first = await stream.next_message()
+            assert first.event == "notice"
+            assert (first.json()["kind"], first.json()["title"]) == (
+                "approval",
+                "#1 asks for your approval",
+            )
+            assert first.json()["source_ref"] == "https://chat.example/threads/9"
+            # the attempt's run shows it too: its SSE stream and its event page
+            shown = await on_run.next_message()
+            while shown.json()["type"] != "long_task.notice":
+                shown = await on_run.next_message()
+        payload = shown.json()["payload"]
+        assert (payload["title"], payload["text"]) == (first.json()["title"], first.json()["text"])
+        assert payload["command"] == first.json()["command"] and payload["handle"] == "#1"
+        listed = (await http.get(run_events, headers=bearer(P_TOKEN))).json()["events"]
+        assert [e["payload"] for e in listed if e["type"] == "long_task.notice"] == [payload]
         await door.attempt_ended("lt-n", attempt, "its run was lost")
         second = await stream.next_message()
         assert second.json()["kind"] == "interruption"

@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0018_notices"
+HEAD = "0019_notice_upkeep"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")

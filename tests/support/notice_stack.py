@@ -42,7 +42,7 @@ class NoticeStack:
 
 
 @contextlib.asynccontextmanager
-async def notice_stack(database_url: str) -> AsyncIterator[NoticeStack]:
+async def notice_stack(database_url: str, webhook_allow: str = "") -> AsyncIterator[NoticeStack]:
     await upgrade(database_url)
     store = await open_store(database_url)
     app = coordinator(store)
@@ -59,6 +59,7 @@ async def notice_stack(database_url: str) -> AsyncIterator[NoticeStack]:
         tokens=server_tokens(people),
         long_tasks=door,
         notice_webhook_key=WEBHOOK_KEY,
+        notice_webhook_allow=webhook_allow,
     )
     address = f"127.0.0.1:{serving.port}"
     channels = [aio_channel(address, t) for t in (ALICE_TOKEN, CAROL_TOKEN, BOB_TOKEN, "")]

@@ -158,3 +158,20 @@ def test_truerun_task_show_prints_an_open_approval_in_its_notices_words() -> Non
     assert "      reply    /longtask approve #3 9 or /longtask deny #3 9" in shown
     notice = notice_for(replace(BASE, after=T.WAITING_FOR_APPROVAL, asked=(asked(repeat=3),)))
     assert notice is not None and words in notice.text
+
+
+def test_a_notice_carries_the_one_command_that_answers_it_and_none_when_nothing_is_asked() -> None:
+    approval = notice_for(replace(BASE, after=T.WAITING_FOR_APPROVAL, asked=(asked(repeat=2),)))
+    assert approval is not None
+    assert approval.command == "/longtask approve #3 9 or /longtask deny #3 9"
+    assert f"Reply: {approval.command}" in approval.text  # the same words as the prompt
+    effect = (asked(DecisionKind.EFFECT),)
+    folded = replace(BASE, after=T.WAITING_FOR_USER, interrupted_attempt="a-7", asked=effect)
+    interrupted = notice_for(folded)
+    assert interrupted is not None and interrupted.command.startswith("/longtask answer #3 v9 ")
+    for facts in (
+        replace(BASE, after=T.RECOVERY_REQUIRED, interrupted_attempt="a-7"),
+        replace(BASE, after=T.COMPLETED),
+    ):
+        notice = notice_for(facts)
+        assert notice is not None and notice.command == ""

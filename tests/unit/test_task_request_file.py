@@ -42,6 +42,7 @@ def test_json_reads_the_same_as_yaml() -> None:
     document = {
         "goal": "g",
         "owner": "o",
+        "source_ref": "https://chat.example/t/1",
         "steps": [
             {"id": "a", "title": "A", "class": "non-idempotent", "ask": "ok?", "options": ["y"]},
             {"id": "b", "title": "B", "class": "idempotent", "idempotency_key": "k-1"},
@@ -52,6 +53,7 @@ def test_json_reads_the_same_as_yaml() -> None:
     from_yaml = draft(parse(json.dumps(document)), "proj")
     assert from_json == from_yaml
     assert from_json.project_id == "proj"
+    assert from_json.source_ref == "https://chat.example/t/1"
     assert from_json.steps[0].side_effect == pb.SIDE_EFFECT_CLASS_NON_IDEMPOTENT
     assert json_format.MessageToDict(from_json.steps[0].action) == {"ask": "ok?", "options": ["y"]}
     assert from_json.steps[1].idempotency_key == "k-1"

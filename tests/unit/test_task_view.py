@@ -212,6 +212,26 @@ def test_ls_shows_active_then_recent() -> None:
     assert ls_text([], []) == "active    (none)"
 
 
+def test_show_names_where_the_task_came_from() -> None:
+    promoted = describe(_task(source_run_id="run-9"))
+    assert "source     promoted from run run-9" in promoted
+    asked = describe(_task(source_ref="https://chat.example/t/1"))
+    assert "source     https://chat.example/t/1" in asked
+    assert "source " not in describe(_task())
+
+
+def test_ls_shows_a_held_task_waiting_for_its_window_not_plain_queued() -> None:
+    label = "waiting for its next window at 09:00 CET (truerun must be running)"
+    held = pb.LongTaskContinuation(kind="window", waiting=True, label=label)
+    queued = [
+        _task(long_task_id="lt-3", handle="#3", state=pb.LONG_TASK_STATE_QUEUED, continuation=held),
+        _task(long_task_id="lt-4", handle="#4", state=pb.LONG_TASK_STATE_QUEUED, queue_position=2),
+    ]
+    lines = ls_text(queued, []).splitlines()
+    assert f"queued, {label}" in lines[2] and lines[2].startswith("lt-3")
+    assert lines[3].split()[:3] == ["lt-4", "#4", "queued"] and "waiting" not in lines[3]
+
+
 def test_an_event_line_in_local_time() -> None:
     event = pb.LongTaskEvent(
         sequence=3,

@@ -543,6 +543,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: a long task's continuation cannot be used (no time, a bad
     cron or zone, a window that never opens, a catch-up window out of range).
     """
+    ERROR_REASON_NOTICE_WEBHOOK_NOT_ALLOWED: _ErrorReason.ValueType  # 38
+    """INVALID_ARGUMENT: a notice webhook URL the server does not post to: its host
+    is not in TRUERUN_NOTICE_WEBHOOK_ALLOW, or it is (or resolves to) a
+    link-local or cloud metadata address. Nothing is registered.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -667,6 +672,11 @@ ERROR_REASON_NOTICES_OF_ANOTHER_OWNER: ErrorReason.ValueType  # 37
 ERROR_REASON_INVALID_CONTINUATION: ErrorReason.ValueType  # 34
 """INVALID_ARGUMENT: a long task's continuation cannot be used (no time, a bad
 cron or zone, a window that never opens, a catch-up window out of range).
+"""
+ERROR_REASON_NOTICE_WEBHOOK_NOT_ALLOWED: ErrorReason.ValueType  # 38
+"""INVALID_ARGUMENT: a notice webhook URL the server does not post to: its host
+is not in TRUERUN_NOTICE_WEBHOOK_ALLOW, or it is (or resolves to) a
+link-local or cloud metadata address. Nothing is registered.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 

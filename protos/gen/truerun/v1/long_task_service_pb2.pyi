@@ -476,6 +476,7 @@ class LongTaskDraft(_message.Message):
     STEPS_FIELD_NUMBER: _builtins.int
     CRITERIA_FIELD_NUMBER: _builtins.int
     BUDGET_FIELD_NUMBER: _builtins.int
+    SOURCE_REF_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project the task belongs to."""
     long_task_id: _builtins.str
@@ -486,6 +487,11 @@ class LongTaskDraft(_message.Message):
     """The agent that runs its attempts; empty = any."""
     goal: _builtins.str
     """The goal, in the user's words."""
+    source_ref: _builtins.str
+    """Where the task was asked for (a chat thread's URL, at most 2048
+    characters, no secret in it): kept, returned, and carried by every notice
+    of the task and its webhooks' posts.
+    """
     @_builtins.property
     def constraints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Constraints the attempts must keep."""
@@ -519,10 +525,11 @@ class LongTaskDraft(_message.Message):
         steps: _abc.Iterable[Global___StepDraft] | None = ...,
         criteria: _abc.Iterable[Global___CriterionDraft] | None = ...,
         budget: Global___LongTaskBudget | None = ...,
+        source_ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "budget", b"budget", "constraints", b"constraints", "criteria", b"criteria", "goal", b"goal", "long_task_id", b"long_task_id", "owner_id", b"owner_id", "project_id", b"project_id", "sources", b"sources", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "budget", b"budget", "constraints", b"constraints", "criteria", b"criteria", "goal", b"goal", "long_task_id", b"long_task_id", "owner_id", b"owner_id", "project_id", b"project_id", "source_ref", b"source_ref", "sources", b"sources", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1076,6 +1083,8 @@ class LongTask(_message.Message):
     FINISH_TIME_FIELD_NUMBER: _builtins.int
     HANDLE_FIELD_NUMBER: _builtins.int
     CONTINUATION_FIELD_NUMBER: _builtins.int
+    SOURCE_RUN_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_REF_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """projects/{project_id}/longTasks/{long_task_id}"""
     project_id: _builtins.str
@@ -1110,6 +1119,12 @@ class LongTask(_message.Message):
     """The owner's short handle, like "#3": unique among the owner's tasks,
     never given to another of them, so it names this task in any message.
     """
+    source_run_id: _builtins.str
+    """The run the task was promoted from (its first attempt's run); empty for a
+    task created explicitly. Its notices are shown on that run's events too.
+    """
+    source_ref: _builtins.str
+    """Where its creator asked for it (LongTaskDraft.source_ref); empty if not given."""
     @_builtins.property
     def constraints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Constraints."""
@@ -1191,10 +1206,12 @@ class LongTask(_message.Message):
         finish_time: _timestamp_pb2.Timestamp | None = ...,
         handle: _builtins.str = ...,
         continuation: Global___LongTaskContinuation | None = ...,
+        source_run_id: _builtins.str = ...,
+        source_ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "continuation", b"continuation", "create_time", b"create_time", "finish_time", b"finish_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "source_ref", b"source_ref", "source_run_id", b"source_run_id", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3228,6 +3245,9 @@ class Notice(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    SOURCE_RUN_ID_FIELD_NUMBER: _builtins.int
+    SOURCE_REF_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
     notice_id: _builtins.str
     """Server-assigned notice id (UUIDv7)."""
     kind: _builtins.str
@@ -3254,6 +3274,14 @@ class Notice(_message.Message):
     """The full text, with the exact command that answers it from a chat."""
     cursor: _builtins.str
     """The resume cursor of this notice (ListNoticesRequest.after_cursor)."""
+    source_run_id: _builtins.str
+    """The run the task was promoted from; empty for a task created explicitly."""
+    source_ref: _builtins.str
+    """Where the task's creator asked for it (LongTaskDraft.source_ref)."""
+    command: _builtins.str
+    """The exact command that answers it from a chat without buttons; empty when
+    there is nothing to answer.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the change was made."""
@@ -3274,10 +3302,13 @@ class Notice(_message.Message):
         text: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         cursor: _builtins.str = ...,
+        source_run_id: _builtins.str = ...,
+        source_ref: _builtins.str = ...,
+        command: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "cursor", b"cursor", "decision_id", b"decision_id", "etag", b"etag", "handle", b"handle", "kind", b"kind", "long_task_id", b"long_task_id", "notice_id", b"notice_id", "owner_id", b"owner_id", "project_id", b"project_id", "task_state", b"task_state", "text", b"text", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "create_time", b"create_time", "cursor", b"cursor", "decision_id", b"decision_id", "etag", b"etag", "handle", b"handle", "kind", b"kind", "long_task_id", b"long_task_id", "notice_id", b"notice_id", "owner_id", b"owner_id", "project_id", b"project_id", "source_ref", b"source_ref", "source_run_id", b"source_run_id", "task_state", b"task_state", "text", b"text", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
