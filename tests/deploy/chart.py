@@ -14,6 +14,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "truerun"
 HA_VALUES = CHART / "ci" / "ha-values.yaml"
+# On an existing CloudNativePG cluster and Redis, with ingresses, ServiceMonitor and dashboard.
+CNPG_VALUES = CHART / "ci" / "cnpg-values.yaml"
 BROKEN_VALUES = Path(__file__).resolve().parent / "broken-values.yaml"
 # A version kubernetes-validate bundles and the chart's kubeVersion (>=1.25) admits.
 KUBE_VERSION = "1.33.0"
@@ -56,6 +58,11 @@ def _documents(files: dict[str, str]) -> Iterator[Manifest]:
         for body in yaml.safe_load_all(text):
             if body:
                 yield Manifest(template, body)
+
+
+def probe_handler(probe: dict[str, Any]) -> dict[str, Any]:
+    """What a probe checks, without its timing."""
+    return {k: v for k, v in probe.items() if k in ("httpGet", "tcpSocket", "grpc", "exec")}
 
 
 def one(manifests: list[Manifest], kind: str, name: str) -> Manifest:

@@ -56,12 +56,14 @@ def test_tls_mounts_the_secret_and_sets_every_service_to_serve_it(
         assert ("TRUERUN_TLS_CLIENT_CERT_FILE" in env) == (client_auth and component in CLIENTS)
         requires_certs = client_auth and component != "gateway"  # the gateway serves browsers
         assert ("TRUERUN_TLS_CLIENT_CA_FILE" in env) == requires_certs, component
-        for probe in (container["readinessProbe"], container["livenessProbe"]):
-            if component == "gateway":
-                assert probe["httpGet"]["scheme"] == "HTTPS"
-            else:
-                # Kubernetes' gRPC probe has no TLS: it would fail against a TLS port
-                assert "grpc" not in probe and probe["tcpSocket"] == {"port": "grpc"}
+        probe = container["readinessProbe"]
+        if component == "gateway":
+            assert probe["httpGet"]["scheme"] == "HTTPS"
+        else:
+            # Kubernetes' gRPC probe has no TLS: it would fail against a TLS port
+            assert "grpc" not in probe and probe["tcpSocket"] == {"port": "grpc"}
+        # a TCP connect, which TLS does not change
+        assert container["livenessProbe"]["tcpSocket"] == {"port": "metrics"}
 
 
 def test_without_tls_nothing_is_mounted_and_probes_stay_grpc() -> None:

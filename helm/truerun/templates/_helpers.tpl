@@ -158,3 +158,22 @@ tls.crt. Call with (dict "root" $ "component" "coordinator"). */}}
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The servers' certificate Secret: the one named, else the one the chart creates from the
+PEM values (tls-secret.yaml). */}}
+{{- define "truerun.tlsSecretName" -}}
+{{- if .Values.tls.secretName -}}
+{{- .Values.tls.secretName -}}
+{{- else -}}
+{{- $_ := required "tls.secretName, or tls.certificate, tls.key and tls.ca, are required with tls.enabled" .Values.tls.certificate -}}
+{{- printf "%s-tls" (include "truerun.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of the Services that carry a component's metrics once (not the headless twins),
+what the ServiceMonitor selects. */}}
+{{- define "truerun.metricsServiceLabels" -}}
+app.kubernetes.io/name: {{ include "truerun.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+truerun.dev/metrics: "true"
+{{- end -}}
