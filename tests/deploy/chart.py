@@ -60,6 +60,23 @@ def _documents(files: dict[str, str]) -> Iterator[Manifest]:
                 yield Manifest(template, body)
 
 
+def secret_files(pod_spec: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The files of a pod's "secrets" volume: path -> (Secret, key), whether the volume is one
+    Secret or projects several (secrets.databaseUrlFrom)."""
+    files: dict[str, tuple[str, str]] = {}
+    for volume in pod_spec["volumes"]:
+        if volume["name"] != "secrets":
+            continue
+        if "secret" in volume:
+            sources = [{"name": volume["secret"]["secretName"], **volume["secret"]}]
+        else:
+            sources = [source["secret"] for source in volume["projected"]["sources"]]
+        for source in sources:
+            for item in source["items"]:
+                files[item["path"]] = (source["name"], item["key"])
+    return files
+
+
 def probe_handler(probe: dict[str, Any]) -> dict[str, Any]:
     """What a probe checks, without its timing."""
     return {k: v for k, v in probe.items() if k in ("httpGet", "tcpSocket", "grpc", "exec")}

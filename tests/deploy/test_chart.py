@@ -28,6 +28,7 @@ from tests.deploy.chart import (
     one,
     probe_handler,
     render,
+    secret_files,
     values,
 )
 
@@ -207,7 +208,7 @@ def test_migrations_run_as_a_pre_install_and_pre_upgrade_hook(values_file: Path 
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["args"] == ["migrate"]
     assert _env(container)["TRUERUN_DATABASE_URL_FILE"] == "/etc/truerun/secrets/database-url"
-    secret_name = job["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
+    secret_name, key = secret_files(job["spec"]["template"]["spec"])["database-url"]
     if values_file is None:
         # pre-install hooks run before the release's Secret exists: the hook has its own,
         # created first (a lower weight)
@@ -216,8 +217,12 @@ def test_migrations_run_as_a_pre_install_and_pre_upgrade_hook(values_file: Path 
             annotations["helm.sh/hook-weight"]
         )
         assert hook_secret["stringData"]["database-url"].startswith("postgresql://")
+    elif values_file == CNPG_VALUES:
+        # CloudNativePG's application Secret, which exists before any hook runs
+        assert (secret_name, key) == ("truerun-db-app", "uri")
+        assert not [m for m in manifests if m.kind == "Secret"]
     else:
-        assert secret_name == "truerun-secrets"  # existingSecret
+        assert (secret_name, key) == ("truerun-secrets", "database-url")  # existingSecret
         assert not [m for m in manifests if m.kind == "Secret"]
 
 
@@ -230,12 +235,7 @@ def test_secrets_reach_the_pods_as_mounted_files_only(values_file: Path | None) 
         env = _env(container)
         assert not secret_fields & set(env), "a secret as a plain variable"
         pod = one(manifests, "Deployment", f"demo-truerun-{component}").body["spec"]["template"]
-        mounted = {
-            item["key"]
-            for volume in pod["spec"]["volumes"]
-            if volume["name"] == "secrets"
-            for item in volume["secret"]["items"]
-        }
+        mounted = set(secret_files(pod["spec"]))
         wanted = {
             value.removeprefix("/etc/truerun/secrets/")
             for name, value in env.items()
@@ -301,12 +301,7 @@ def test_the_webhook_key_reaches_only_the_coordinator_and_only_when_given(tmp_pa
         found = {}
         for component in COMPONENTS:
             pod = one(manifests, "Deployment", f"demo-truerun-{component}").body["spec"]
-            found[component] = {
-                item["key"]
-                for volume in pod["template"]["spec"]["volumes"]
-                if volume["name"] == "secrets"
-                for item in volume["secret"]["items"]
-            }
+            found[component] = set(secret_files(pod["template"]["spec"]))
         return found
 
     given = mounted("secrets:\n  webhookKey: k3y\n")

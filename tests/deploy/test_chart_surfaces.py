@@ -27,6 +27,7 @@ from tests.deploy.chart import (
     one,
     probe_handler,
     render,
+    secret_files,
 )
 
 DASHBOARD = CHART / "dashboards" / "truerun.json"
@@ -184,6 +185,26 @@ def test_the_tls_secret_can_be_made_from_pem_values(tmp_path: Path) -> None:
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError) as err:
         chart.validate_schema({"tls": {"enabled": True, "certificate": "CERT-PEM"}})
     assert "/tls/key" in str(err.value) or "'key'" in str(err.value)
+
+
+def test_cnpg_values_read_the_database_url_from_the_clusters_app_secret(tmp_path: Path) -> None:
+    manifests = render(CNPG_VALUES)
+    for component in COMPONENTS:
+        pod = one(manifests, "Deployment", f"demo-truerun-{component}").body["spec"]["template"]
+        files = secret_files(pod["spec"])
+        if component != "gateway":
+            assert files["database-url"] == ("truerun-db-app", "uri"), component
+        others = {secret for path, (secret, _) in files.items() if path != "database-url"}
+        # the reconciler reads only the database URL
+        assert others == (set() if component == "reconciler" else {"truerun-secrets"}), component
+    # without existingSecret: the chart's own Secret carries the rest, not the URL
+    own = _render_with(tmp_path, {"secrets": {"databaseUrlFrom": {"name": "db-app", "key": "uri"}}})
+    assert "database-url" not in one(own, "Secret", "demo-truerun-secrets").body["stringData"]
+    assert not [m for m in own if m.name == "demo-truerun-migrate" and m.kind == "Secret"]
+    coordinator = one(own, "Deployment", "demo-truerun-coordinator").body["spec"]["template"]
+    assert secret_files(coordinator["spec"])["database-url"] == ("db-app", "uri")
+    for manifest in own:
+        kubernetes_validate.validate(manifest.body, KUBE_VERSION, strict=True)
 
 
 # PromQL words that are not metric names: functions, aggregations, keywords.

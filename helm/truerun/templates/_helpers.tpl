@@ -76,7 +76,8 @@ webhook-key: TRUERUN_WEBHOOK_KEY
 {{/* The secret values the chart renders, by key (empty values are left out). */}}
 {{- define "truerun.secretValues" -}}
 {{- $s := .Values.secrets -}}
-{{- $all := dict "database-url" $s.databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens "service-token" $s.serviceToken "webhook-key" $s.webhookKey -}}
+{{- $databaseUrl := ternary "" $s.databaseUrl (not (empty $s.databaseUrlFrom.name)) -}}
+{{- $all := dict "database-url" $databaseUrl "redis-url" $s.redisUrl "runtime-tokens" $s.runtimeTokens "api-tokens" $s.apiTokens "service-token" $s.serviceToken "webhook-key" $s.webhookKey -}}
 {{- $present := dict -}}
 {{- range $key, $value := $all -}}
 {{- if $value -}}{{- $_ := set $present $key $value -}}{{- end -}}
@@ -97,6 +98,9 @@ webhook-key: TRUERUN_WEBHOOK_KEY
 {{- end -}}
 {{- else -}}
 {{- $present := include "truerun.secretValues" .root | fromYaml -}}
+{{- if .root.Values.secrets.databaseUrlFrom.name -}}
+{{- $_ := set $present "database-url" "from databaseUrlFrom" -}}
+{{- end -}}
 {{- range $wanted -}}
 {{- if hasKey $present . -}}{{- $keys = append $keys . -}}{{- end -}}
 {{- end -}}
@@ -113,12 +117,36 @@ webhook-key: TRUERUN_WEBHOOK_KEY
 {{- end }}
 {{- end -}}
 
+{{/* With secrets.databaseUrlFrom, database-url is projected from that Secret next to the
+other keys, so every service still reads one directory. */}}
 {{- define "truerun.secretVolume" -}}
 {{- $keys := include "truerun.mountedSecretKeys" . | fromYamlArray -}}
-{{- if $keys }}
+{{- $from := .root.Values.secrets.databaseUrlFrom -}}
+{{- $secretName := .secretName | default (include "truerun.secretName" .root) -}}
+{{- if and $from.name (has "database-url" $keys) }}
+{{- $own := without $keys "database-url" }}
+- name: secrets
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- if $own }}
+      - secret:
+          name: {{ $secretName }}
+          items:
+            {{- range $own }}
+            - key: {{ . }}
+              path: {{ . }}
+            {{- end }}
+      {{- end }}
+      - secret:
+          name: {{ $from.name }}
+          items:
+            - key: {{ $from.key }}
+              path: database-url
+{{- else if $keys }}
 - name: secrets
   secret:
-    secretName: {{ .secretName | default (include "truerun.secretName" .root) }}
+    secretName: {{ $secretName }}
     defaultMode: 0440
     items:
       {{- range $keys }}
