@@ -16,6 +16,7 @@ import pytest
 import yaml
 from prometheus_client.metrics_core import Metric
 
+from gateway.metrics import GatewayMetrics
 from services.metrics import Metrics
 from tests.deploy.chart import (
     CHART,
@@ -238,7 +239,8 @@ def _sample_names(family: Metric) -> set[str]:
 def test_the_dashboard_uses_only_metrics_the_code_registers() -> None:
     metrics = Metrics()
     metrics.count_refusals({"other_owner": 1})
-    registered = set().union(*(_sample_names(f) for f in metrics.registry.collect()))
+    families = [*metrics.registry.collect(), *GatewayMetrics().registry.collect()]
+    registered = set().union(*(_sample_names(f) for f in families))
     dashboard = json.loads(DASHBOARD.read_text())
     expressions = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     expressions += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
