@@ -77,7 +77,7 @@ def test_every_container_states_its_resources() -> None:
         assert resources["limits"]["memory"], container["name"]
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError) as err:
         chart.validate_schema({"gateway": {"resources": {"requests": {"cpu": None}}}})
-    assert "cpu" in str(err.value)
+    assert "at '/gateway/resources/requests': missing property 'cpu'" in str(err.value)
 
 
 def _services(manifests: list[Manifest]) -> dict[str, dict[str, Any]]:
@@ -185,7 +185,7 @@ def test_the_tls_secret_can_be_made_from_pem_values(tmp_path: Path) -> None:
     assert not [m for m in named if m.kind == "Secret" and m.name == "demo-truerun-tls"]
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError) as err:
         chart.validate_schema({"tls": {"enabled": True, "certificate": "CERT-PEM"}})
-    assert "/tls/key" in str(err.value) or "'key'" in str(err.value)
+    assert "at '/tls/key': minLength: got 0, want 1" in str(err.value)  # all three or none
 
 
 def test_cnpg_values_read_the_database_url_from_the_clusters_app_secret(tmp_path: Path) -> None:
