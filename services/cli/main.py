@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
@@ -18,10 +17,9 @@ from truerun.v1 import common_pb2, run_service_pb2
 from coordinator.domain.redaction import RedactingFilter
 from kernel.config import Settings
 from services.cli import operator, schedule, task
-from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
+from services.cli.client import Client, fail, run_line, show_run, tls_from_env
 from services.cli.logs import logs as follow_logs
-
-TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
+from services.cli.watch import watch
 
 
 def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: str) -> None:
@@ -115,7 +113,11 @@ def _parser() -> argparse.ArgumentParser:
         ("cancel", "cancel a run (at once before start, else a durable request)"),
         ("retry", "retry a finished run as a new run"),
         ("approve", "approve a run that waits for approval"),
-        ("watch", "print a run's events as they are committed, until it ends"),
+        (
+            "watch",
+            "print a run's events as they are committed, until it ends; exit 0 if it "
+            "succeeded, 1 if it ended otherwise, 2 if truerun could not tell, 130 on Ctrl-C",
+        ),
     ):
         client(name, help_text).add_argument("run_id")
     logs = client("logs", "print a run's output (stored apart from its events)")
@@ -298,18 +300,6 @@ def _approve(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(client: Client, args: argparse.Namespace) -> int:
-    stream: Any = client.stub.WatchRunEvents(
-        run_service_pb2.WatchRunEventsRequest(run_id=args.run_id)
-    )
-    for event in stream:
-        print(event_line(event), flush=True)
-        if event.type.removeprefix("run.") in TERMINAL:
-            stream.cancel()
-            break
-    return 0
-
-
 _CLIENT_COMMANDS = {
     "submit": _submit,
     "ls": _ls,
@@ -317,7 +307,7 @@ _CLIENT_COMMANDS = {
     "cancel": _cancel,
     "retry": _retry,
     "approve": _approve,
-    "watch": _watch,
+    "watch": lambda client, args: watch(client, args.run_id),
     "logs": lambda client, args: follow_logs(client, args.run_id, args.attempt, args.follow),
     **operator.COMMANDS,
     "schedule": schedule.run,
