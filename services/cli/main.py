@@ -18,7 +18,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
 from kernel.config import ConfigError, Settings
-from services.cli import operator, schedule, task
+from services.cli import operator, runs_ls, schedule, task
 from services.cli.client import Client, fail, run_line, show_run, tls_from_env
 from services.cli.errors import EXIT_INTERRUPTED, at_least, say, server_problem
 from services.cli.logs import logs as follow_logs
@@ -123,8 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     ls = client("ls", "list runs, newest first")
-    ls.add_argument("--project", default="", help="only this project's runs")
-    ls.add_argument("--owner", default="", help="only this owner's runs")
+    runs_ls.add_parser(ls)
     ls.add_argument("--limit", type=at_least(1), default=50, help="at most this many (>= 1)")
 
     for name, help_text in (
@@ -299,18 +298,6 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _ls(client: Client, args: argparse.Namespace) -> int:
-    response = client.stub.ListRuns(
-        run_service_pb2.ListRunsRequest(
-            project_id=args.project, owner_id=args.owner, page_size=args.limit
-        ),
-        timeout=client.timeout,
-    )
-    for run in response.runs:
-        print(run_line(run))
-    return 0
-
-
 def _show(client: Client, args: argparse.Namespace) -> int:
     run = client.stub.GetRun(run_service_pb2.GetRunRequest(id=args.run_id), timeout=client.timeout)
     print(show_run(run, client.events(args.run_id)))
@@ -344,7 +331,7 @@ def _approve(client: Client, args: argparse.Namespace) -> int:
 
 _CLIENT_COMMANDS = {
     "submit": _submit,
-    "ls": _ls,
+    "ls": runs_ls.ls,
     "show": _show,
     "cancel": _cancel,
     "retry": _retry,

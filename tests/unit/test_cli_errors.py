@@ -129,3 +129,16 @@ def test_at_least() -> None:
     for bad in ("0", "-2", "1.5", ""):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(bad)
+
+
+def test_since_is_an_age_or_a_time() -> None:
+    from services.cli.runs_ls import since_type
+
+    parse = since_type(now=lambda: 100_000.0)
+    assert parse("90s") == 100_000 - 90
+    assert parse("10m") == parse("10min") == 100_000 - 600
+    assert parse("2h") == 100_000 - 7200 and parse("1d") == 100_000 - 86400
+    assert parse("1970-01-02T00:00:00+00:00") == 86400
+    for bad in ("yesterday", "-5m", "5 weeks", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(bad)
