@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 import grpc
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
@@ -22,6 +22,7 @@ from services.cli import operator, runs_ls, schedule, task
 from services.cli.client import Client, fail, run_line, show_run, tls_from_env
 from services.cli.errors import EXIT_INTERRUPTED, at_least, say, server_problem
 from services.cli.logs import logs as follow_logs
+from services.cli.output import add_output_flag, print_data
 from services.cli.schedule import _OneLineParser
 from services.cli.watch import watch
 
@@ -138,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     ):
         client(name, help_text).add_argument("run_id", help="the run's id")
+    add_output_flag(sub.choices["show"])
     logs = client("logs", "print a run's output (stored apart from its events)")
     logs.add_argument("run_id", help="the run's id")
     logs.add_argument(
@@ -300,7 +302,12 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
 
 def _show(client: Client, args: argparse.Namespace) -> int:
     run = client.stub.GetRun(run_service_pb2.GetRunRequest(id=args.run_id), timeout=client.timeout)
-    print(show_run(run, client.events(args.run_id)))
+    events = client.events(args.run_id)
+    if args.output == "text":
+        print(show_run(run, events))
+    else:
+        as_dicts = [json_format.MessageToDict(event) for event in events]
+        print_data({"run": json_format.MessageToDict(run), "events": as_dicts}, args.output)
     return 0
 
 

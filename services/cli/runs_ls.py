@@ -9,19 +9,17 @@ Text has a header and, when the limit cut the listing short, a ``more`` hint on 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
-import yaml
 from google.protobuf import json_format
 from truerun.v1 import common_pb2, run_service_pb2
 
 from services.cli.client import Client, duration, run_line
+from services.cli.output import add_output_flag, print_data
 
 STATES = [
     name.removeprefix("DISPLAY_STATE_").lower()
@@ -70,9 +68,7 @@ def add_parser(ls: argparse.ArgumentParser) -> None:
         default=None,
         help="only runs created since: an age (90s, 10m, 2h, 3d) or an ISO 8601 time",
     )
-    ls.add_argument(
-        "-o", "--output", choices=("text", "json", "yaml"), default="text", help="the format"
-    )
+    add_output_flag(ls)
 
 
 def created_s(run: common_pb2.Run) -> float:
@@ -118,14 +114,8 @@ def listed(client: Client, args: argparse.Namespace) -> tuple[list[common_pb2.Ru
 def ls(client: Client, args: argparse.Namespace) -> int:
     runs, more = listed(client, args)
     if args.output != "text":
-        data: dict[str, Any] = {
-            "runs": [json_format.MessageToDict(run) for run in runs],
-            "more": more,
-        }
-        if args.output == "json":
-            print(json.dumps(data, indent=2, sort_keys=True))
-        else:
-            print(yaml.safe_dump(data, sort_keys=True, allow_unicode=True), end="")
+        runs_data = [json_format.MessageToDict(run) for run in runs]
+        print_data({"runs": runs_data, "more": more}, args.output)
         return 0
     now = time.time()
     print(HEADER)

@@ -1,6 +1,6 @@
 """`truerun ls` against a real ``truerun dev`` (SQLite), in process: the header and rows with
 their times, the filters (--state, --owner, --since), the ``more`` hint on stderr, and the
-same listing as JSON and YAML."""
+same listing as JSON and YAML; `truerun show` as text, JSON and YAML."""
 
 from __future__ import annotations
 
@@ -49,3 +49,14 @@ def test_ls_filters_times_more_hint_and_formats(
     assert listed["runs"][0]["displayState"] == "DISPLAY_STATE_QUEUED"
     as_yaml = yaml.safe_load("\n".join(ls("-o", "yaml")[0]))
     assert as_yaml == json.loads("\n".join(ls("-o", "json")[0])) and len(as_yaml["runs"]) == 3
+
+    # show: text, and the run with its events as JSON and YAML
+    show = ["show", "--server", live.address, "--token", live.api_token, ids[0]]
+    assert main(show) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"run        {ids[0]}") and "run.created" in text
+    assert main([*show, "-o", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["run"]["id"] == ids[0] and shown["events"][0]["type"] == "run.created"
+    assert main([*show, "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == shown
