@@ -199,6 +199,9 @@ def _client_command(args: argparse.Namespace) -> int:
         return int(_CLIENT_COMMANDS[args.cmd](client, args))
     except grpc.RpcError as error:
         return fail(error)
+    except BrokenPipeError:  # the reader stopped reading (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
     except (ValueError, OSError) as error:
         return say(str(error) or type(error).__name__, "INVALID_ARGUMENT")
     except KeyboardInterrupt:

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -142,3 +145,26 @@ def test_since_is_an_age_or_a_time() -> None:
     for bad in ("yesterday", "-5m", "5 weeks", ""):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(bad)
+
+
+def test_a_reader_that_stops_reading_is_not_an_error() -> None:
+    """`truerun ... | head -1`: the rest is dropped quietly (exit 0, nothing on stderr)."""
+    script = (
+        "import sys\n"
+        "from services.cli import main as m\n"
+        "def many(client, args):\n"
+        "    for i in range(100000):\n"
+        "        print('line', i)\n"
+        "    return 0\n"
+        "m._CLIENT_COMMANDS['ls'] = many\n"
+        "sys.exit(m.main(['ls', '--server', '127.0.0.1:1', '--token', 'x']))\n"
+    )
+    shell = f'{sys.executable} -c "$SCRIPT" | head -1; echo "${{PIPESTATUS[0]}}" >&2'
+    done = subprocess.run(
+        ["bash", "-c", shell],
+        env={**os.environ, "SCRIPT": script},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.stdout, done.stderr) == ("line 0\n", "0\n")
