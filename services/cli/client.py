@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -22,6 +21,7 @@ from truerun.v1 import (
 from coordinator.api.bearer import with_bearer
 from coordinator.api.errors import reason_of
 from kernel.tls import TlsFiles, sync_channel
+from services.cli.errors import say
 
 
 def _enum_name(enum: Any, number: int, prefix: str) -> str:
@@ -146,10 +146,10 @@ class Client:
 
 
 def fail(error: grpc.RpcError) -> int:
+    """What the server said (or that none answered) in one line; exit status 2."""
     reason = reason_of(error)
     code_fn = getattr(error, "code", None)
     details_fn = getattr(error, "details", None)
     code = code_fn().name if code_fn else "UNKNOWN"
     details = details_fn() if details_fn else str(error)
-    print(f"error: {details} [{code}{' ' + reason if reason else ''}]", file=sys.stderr)
-    return 1
+    return say(str(details), f"{code}{' ' + reason if reason else ''}")

@@ -49,16 +49,20 @@ class Follower:
     sleep: Callable[[float], None] = time.sleep
     attempt_id: str = ""  # the attempt being printed ("" before the first page)
     offset: int = 0  # where the next page starts in that attempt's stored output
+    connected: bool = False  # the server answered once: a later loss is waited out
 
     def call(self, fn: Callable[[], T]) -> T:
-        """``fn()``; while following, a server that is away (restarting) is waited for."""
+        """``fn()``; while following, a server that is away (restarting) is waited for once
+        it has answered (one that never did is an error at once: a wrong or dead --server)."""
         backoff = 0.0
         while True:
             try:
-                return fn()
+                answer = fn()
+                self.connected = True
+                return answer
             except grpc.RpcError as error:
                 code = error.code() if isinstance(error, grpc.Call) else None
-                if not self.follow or code not in _RETRIED:
+                if not self.follow or code not in _RETRIED or not self.connected:
                     raise
             backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF_S)
             self.sleep(backoff)

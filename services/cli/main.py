@@ -8,20 +8,23 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import grpc
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.domain.redaction import RedactingFilter
-from kernel.config import Settings
-from services.cli import operator, schedule, task
-from services.cli.client import Client, event_line, fail, run_line, show_run, tls_from_env
+from kernel.config import ConfigError, Settings
+from services.cli import operator, runs_ls, schedule, task
+from services.cli.client import Client, fail, run_line, show_run, tls_from_env
+from services.cli.errors import EXIT_INTERRUPTED, at_least, say, server_problem
 from services.cli.logs import logs as follow_logs
-
-TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
+from services.cli.output import add_output_flag, print_data
+from services.cli.schedule import _OneLineParser
+from services.cli.watch import watch
 
 
 def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: str) -> None:
@@ -46,8 +49,15 @@ def _client_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="truerun", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    parser = _OneLineParser(prog="truerun", description=__doc__)
+    parser.add_argument(
+        "--version", action="version", version=f"truerun {_version()}", help="print the version"
+    )
+    # every subcommand's usage mistakes in one line too (the parser class is a subclass)
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="cmd", required=True, parser_class=_OneLineParser),
+    )
     sub.add_parser("agent", help="the reference runtime agent (see `truerun agent --help`)")
 
     dev = sub.add_parser("dev", help="run every service in one process on SQLite")
@@ -93,33 +103,45 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     submit = client("submit", "create a run")
-    submit.add_argument("task_id")
-    submit.add_argument("--project", default="default")
-    submit.add_argument("--owner", default=os.environ.get("USER", "me"))
-    submit.add_argument("--agent", default="")
-    submit.add_argument("--priority", type=int, default=0)
-    submit.add_argument("--max-attempts", type=int, default=1)
-    submit.add_argument("--idempotency-key", default="")
-    submit.add_argument("--requires-approval", action="store_true")
+    submit.add_argument("task_id", help="the task the run runs")
+    submit.add_argument("--project", default="default", help="(default: default)")
+    submit.add_argument(
+        "--owner", default=os.environ.get("USER", "me"), help="whose runtimes run it ($USER)"
+    )
+    submit.add_argument("--agent", default="", help="the agent to run it (default: any)")
+    submit.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    submit.add_argument(
+        "--max-attempts", type=at_least(1), default=1, help="attempts before it fails (>= 1)"
+    )
+    submit.add_argument(
+        "--idempotency-key", default="", help="a second submit with it returns the first run"
+    )
+    submit.add_argument(
+        "--requires-approval", action="store_true", help="wait for `truerun approve`"
+    )
     submit.add_argument(
         "--command", dest="run_command", default="", help="the command a runtime should run"
     )
 
     ls = client("ls", "list runs, newest first")
-    ls.add_argument("--project", default="")
-    ls.add_argument("--owner", default="")
-    ls.add_argument("--limit", type=int, default=50)
+    runs_ls.add_parser(ls)
+    ls.add_argument("--limit", type=at_least(1), default=50, help="at most this many (>= 1)")
 
     for name, help_text in (
         ("show", "show one run and its events"),
         ("cancel", "cancel a run (at once before start, else a durable request)"),
         ("retry", "retry a finished run as a new run"),
         ("approve", "approve a run that waits for approval"),
-        ("watch", "print a run's events as they are committed, until it ends"),
+        (
+            "watch",
+            "print a run's events as they are committed, until it ends; exit 0 if it "
+            "succeeded, 1 if it ended otherwise, 2 if truerun could not tell, 130 on Ctrl-C",
+        ),
     ):
-        client(name, help_text).add_argument("run_id")
+        client(name, help_text).add_argument("run_id", help="the run's id")
+    add_output_flag(sub.choices["show"])
     logs = client("logs", "print a run's output (stored apart from its events)")
-    logs.add_argument("run_id")
+    logs.add_argument("run_id", help="the run's id")
     logs.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the run ends"
     )
@@ -160,13 +182,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.cmd in ("coordinator", "capacity"):
         return _service(args)
-    client = Client(args.server, token=_token(args.token), tls=tls_from_env(os.environ))
+    return _client_command(args)
+
+
+def _client_command(args: argparse.Namespace) -> int:
+    """A client command, whose failures are one line on stderr and exit 2, never a traceback
+    (services/cli/errors.py has the exit statuses); Ctrl-C is 130, quietly."""
+    problem = server_problem(args.server)
+    if problem:
+        return say(problem, "INVALID_ARGUMENT")
+    try:
+        client = Client(args.server, token=_token(args.token), tls=tls_from_env(os.environ))
+    except ConfigError as error:  # an unreadable or mismatched TLS file
+        return say(str(error), "INVALID_ARGUMENT")
     try:
         return int(_CLIENT_COMMANDS[args.cmd](client, args))
     except grpc.RpcError as error:
         return fail(error)
+    except BrokenPipeError:  # the reader stopped reading (`| head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
+    except (ValueError, OSError) as error:
+        return say(str(error) or type(error).__name__, "INVALID_ARGUMENT")
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     finally:
         client.close()
+
+
+def _version() -> str:
+    try:
+        return version("truerun")
+    except PackageNotFoundError:  # run from a checkout without an install
+        return "unknown"
 
 
 def _token(given: str) -> str:
@@ -255,21 +303,14 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _ls(client: Client, args: argparse.Namespace) -> int:
-    response = client.stub.ListRuns(
-        run_service_pb2.ListRunsRequest(
-            project_id=args.project, owner_id=args.owner, page_size=args.limit
-        ),
-        timeout=client.timeout,
-    )
-    for run in response.runs:
-        print(run_line(run))
-    return 0
-
-
 def _show(client: Client, args: argparse.Namespace) -> int:
     run = client.stub.GetRun(run_service_pb2.GetRunRequest(id=args.run_id), timeout=client.timeout)
-    print(show_run(run, client.events(args.run_id)))
+    events = client.events(args.run_id)
+    if args.output == "text":
+        print(show_run(run, events))
+    else:
+        as_dicts = [json_format.MessageToDict(event) for event in events]
+        print_data({"run": json_format.MessageToDict(run), "events": as_dicts}, args.output)
     return 0
 
 
@@ -298,26 +339,14 @@ def _approve(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch(client: Client, args: argparse.Namespace) -> int:
-    stream: Any = client.stub.WatchRunEvents(
-        run_service_pb2.WatchRunEventsRequest(run_id=args.run_id)
-    )
-    for event in stream:
-        print(event_line(event), flush=True)
-        if event.type.removeprefix("run.") in TERMINAL:
-            stream.cancel()
-            break
-    return 0
-
-
 _CLIENT_COMMANDS = {
     "submit": _submit,
-    "ls": _ls,
+    "ls": runs_ls.ls,
     "show": _show,
     "cancel": _cancel,
     "retry": _retry,
     "approve": _approve,
-    "watch": _watch,
+    "watch": lambda client, args: watch(client, args.run_id),
     "logs": lambda client, args: follow_logs(client, args.run_id, args.attempt, args.follow),
     **operator.COMMANDS,
     "schedule": schedule.run,

@@ -32,7 +32,7 @@ def add_parsers(client: Callable[[str, str], argparse.ArgumentParser]) -> None:
         ("requeue", "put a dead-lettered run back in the queue"),
     ):
         parser = client(name, help_text + " (audited)")
-        parser.add_argument("run_id")
+        parser.add_argument("run_id", help="the run's id")
         parser.add_argument("--reason", required=True, help="why; recorded in the run's events")
         if name == "resolve":
             parser.add_argument("--as", dest="resolution", required=True, choices=_RESOLUTIONS)

@@ -43,13 +43,6 @@ EVENTS_SHOWN = 20
 UPCOMING_SHOWN = 5
 OPEN_RUNS_SHOWN = 10
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_REFUSED = {
-    grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.NOT_FOUND,
-    grpc.StatusCode.ALREADY_EXISTS,
-    grpc.StatusCode.FAILED_PRECONDITION,
-    grpc.StatusCode.OUT_OF_RANGE,
-}
 OVERLAPS = {
     "skip": pb.OVERLAP_POLICY_SKIP,
     "buffer_one": pb.OVERLAP_POLICY_BUFFER_ONE,
@@ -145,9 +138,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
         print(f"error: {exc} [INVALID_ARGUMENT]", file=sys.stderr)
         return BAD_INPUT
     except grpc.RpcError as error:
-        fail(error)
-        code = error.code() if isinstance(error, grpc.Call) else None
-        return BAD_INPUT if code in _REFUSED else 1
+        return fail(error)  # refused or unreachable: one line, exit 2
     if args.output != "json":
         print(text)
     elif isinstance(response, Message):

@@ -43,15 +43,6 @@ from services.cli.task_view import (
 )
 
 RECENT_SHOWN = 10
-_REFUSED = {
-    grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.NOT_FOUND,
-    grpc.StatusCode.ALREADY_EXISTS,
-    grpc.StatusCode.FAILED_PRECONDITION,
-    # A stale etag: the task changed between this command's read and its write.
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.OUT_OF_RANGE,
-}
 #: command -> (the RPC, its request, the past tense shown).
 _MOVES: dict[str, tuple[str, type[Message], str]] = {
     "start": ("StartLongTask", pb.StartLongTaskRequest, "started"),
@@ -127,9 +118,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
         print(f"error: {' '.join(str(exc).split())} [INVALID_ARGUMENT]", file=sys.stderr)
         return BAD_INPUT
     except grpc.RpcError as error:
-        fail(error)
-        code = error.code() if isinstance(error, grpc.Call) else None
-        return BAD_INPUT if code in _REFUSED else 1
+        return fail(error)  # refused or unreachable: one line, exit 2
     if args.output == "json":
         print(json_format.MessageToJson(response))
     else:

@@ -71,7 +71,7 @@ def test_dev_serves_tls_with_mtls_to_the_cli_and_the_agent(
         server.address,
         env={**pki.client_env(with_cert=False), "TRUERUN_API_TOKEN": server.api_token()},
     )
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # no connection: one line, exit 2 (services/cli/errors.py)
     assert "UNAVAILABLE" in refused.stderr
     procs.agent(
         server.address,
