@@ -5,7 +5,9 @@ exactly once per ``--action-id`` (default: a new one per invocation).
 
 ``create --file task.yaml`` sends a request (services/cli/task_file.py): truerun never reads
 the file back as state. Every command that changes a task reads it first and sends the etag
-it read, so a change made meanwhile by someone else is refused, not overwritten. Times are
+it read, so a change made meanwhile by someone else is refused, not overwritten (start, pause,
+resume and cancel, which carry nothing chosen from what was read, read again and resend when
+only the version moved under them, e.g. the scheduler started the task). Times are
 shown in local time. Every command takes ``-o json``: the response as protobuf JSON.
 
 Exit status: 0 done; 2 the input was refused (a bad file or flag here, or the server's
@@ -29,6 +31,7 @@ from google.protobuf.message import Message
 from truerun.v1 import long_task_service_pb2 as pb
 from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceStub as Stub
 
+from coordinator.api.errors import reason_of
 from services.cli import task_later
 from services.cli.client import Client, fail
 from services.cli.schedule import BAD_INPUT, _OneLineParser
@@ -185,19 +188,35 @@ def _answer(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
     return after, moved_text(after, f"answered {args.decision_id} with {args.answer!r}")
 
 
+#: Moves that carry nothing chosen from what was read: when the task's version moved between
+#: this command's own read and its send (typically the scheduler starting it), they read
+#: again and resend, at most this many times. A move the new state does not allow is still
+#: refused by the rules; answer, continue and later never resend.
+RESENT_MOVES = frozenset({"start", "pause", "resume", "cancel"})
+MOVE_TRIES = 3
+
+
 def _move(name: str) -> Callable[[Stub, Client, argparse.Namespace], Shown]:
     rpc, message, done = _MOVES[name]
+    tries = MOVE_TRIES if name in RESENT_MOVES else 1
 
     def move(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
-        task = _read(stub, client, args)
-        ask: Any = message(
-            project_id=task.project_id,
-            long_task_id=task.long_task_id,
-            etag=task.etag,
-            note=args.note,
-        )
-        after: pb.LongTask = getattr(stub, rpc)(ask, timeout=client.timeout)
-        return after, moved_text(after, done)
+        for left in range(tries - 1, -1, -1):
+            task = _read(stub, client, args)
+            ask: Any = message(
+                project_id=task.project_id,
+                long_task_id=task.long_task_id,
+                etag=task.etag,
+                note=args.note,
+            )
+            try:
+                after: pb.LongTask = getattr(stub, rpc)(ask, timeout=client.timeout)
+            except grpc.RpcError as error:
+                if left and reason_of(error) == "LONG_TASK_VERSION_CONFLICT":
+                    continue
+                raise
+            return after, moved_text(after, done)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     return move
 
