@@ -3,8 +3,8 @@
 on PostgreSQL, driven only through LongTaskService.
 
 A person schedules the task's next attempt in a window that opens every second (a 6-field
-cron of 40 consecutive seconds, the first one 4-5 s ahead) with a 2 s catch-up window; while it
-waits the task says so. The server is stopped before the first window and started again
+cron of 40 consecutive seconds, the first one 6-7 s ahead) with a 2 s catch-up window; while it
+waits the task says so. The server is killed before the first window and started again
 after more than three windows passed: the missed windows coalesce into one release, so the
 task gets exactly one attempt (not one per window), and "missed N continuations while
 truerun was not running" is in its view and its log. A second request with the etag read
@@ -26,7 +26,7 @@ from tests.e2e.conftest import OWNER, Live, eventually
 
 pytestmark = pytest.mark.e2e
 
-LEAD_S = 4  # the first window opens this long after the request: time to stop the server
+LEAD_S = 6  # the first window opens this long after the request: time to kill the server
 WINDOWS = 40  # consecutive seconds of windows: room for a slow restart (LEAD_S + 41 < 60)
 MISSED = re.compile(r"missed (\d+) continuations? while truerun was not running")
 
@@ -65,8 +65,8 @@ def test_windows_missed_while_stopped_coalesce_into_one_attempt(live: Live) -> N
     with pytest.raises(grpc.RpcError) as stale:  # the same request again: the etag moved on
         tasks.ScheduleContinuation(ask, timeout=10)
     assert stale.value.code() == grpc.StatusCode.ABORTED
-    live.server.stop()
-    assert time.time() < first, "the server took too long to stop before the first window"
+    live.server.kill()  # truerun is not running (SIGKILL: no drain to wait for)
+    assert time.time() < first, f"the server was killed {time.time() - first:.1f}s after the window"
     opened = datetime.fromtimestamp(first, UTC).strftime("%H:%M:%S")
     assert waiting.state == pb.LONG_TASK_STATE_QUEUED and not waiting.attempts
     assert waiting.continuation.waiting
@@ -84,7 +84,7 @@ def test_windows_missed_while_stopped_coalesce_into_one_attempt(live: Live) -> N
         )
         return task if task.attempts else None
 
-    task = eventually(fired, 20, "the continuation to release the task")
+    task = eventually(fired, 60, "the continuation to release the task")
     assert [a.attempt_no for a in task.attempts] == [1]  # one attempt, not one per window
     assert task.state == pb.LONG_TASK_STATE_RUNNING
     note = task.continuation.note
