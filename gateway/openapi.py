@@ -135,6 +135,8 @@ def document() -> Schema:
     }
     for name in (
         "ListRunsResponse",
+        "CountRunsResponse",
+        "DisplayStateCount",
         "CancelRunResponse",
         "ListAttemptsResponse",
         "ListRunEventsResponse",

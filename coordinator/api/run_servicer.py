@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.message import Message
 from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
-from coordinator.api import convert, validation
+from coordinator.api import convert, run_filters, validation
 from coordinator.api.auth import caller
 from coordinator.api.errors import stream, unary
 from coordinator.api.operator_commands import OperatorCommands
@@ -25,7 +25,7 @@ from coordinator.service.hub import EventHub
 from coordinator.service.output_reads import read_output
 from coordinator.service.queries import RunQueries, RunView, view
 from coordinator.service.transitions import Result, Transitions
-from coordinator.store.base import Loaded, RequestRecord, RunFilter
+from coordinator.store.base import Loaded, RequestRecord
 from coordinator.store.snapshots import run_from_snapshot
 from kernel.errors import InvalidArgument, PermissionDenied, RunNotFound
 
@@ -242,35 +242,34 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     async def ListRuns(
         self, request: run_service_pb2.ListRunsRequest, context: Ctx
     ) -> run_service_pb2.ListRunsResponse:
-        try:
-            statuses = frozenset(
-                s
-                for n in request.statuses
-                if (s := convert.enum_from_proto(RunStatus, "RUN_STATUS", n)) is not None
-            )
-            displays = frozenset(
-                d
-                for n in request.display_states
-                if (d := convert.enum_from_proto(DisplayState, "DISPLAY_STATE", n)) is not None
-            )
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
-        project_id = validation.name(request.project_id, "project_id", required=False)
-        if project_id is not None:
-            self._project(project_id)
-        elif not caller().all_projects:
-            raise InvalidArgument("project_id is required: this token sees only some projects")
-        run_filter = RunFilter(
-            project_id=project_id,
-            owner_id=validation.name(request.owner_id, "owner_id", required=False),
-            agent_id=validation.name(request.agent_id, "agent_id", required=False),
-            statuses=statuses,
-        )
         views, token = await self._queries.list_runs(
-            run_filter, displays, request.page_size, request.page_token
+            run_filters.run_filter(request),
+            run_filters.display_states(request),
+            request.page_size,
+            request.page_token,
         )
         return run_service_pb2.ListRunsResponse(
             runs=[convert.run_to_proto(v) for v in views], next_page_token=token
+        )
+
+    @unary
+    async def CountRuns(
+        self, request: run_service_pb2.CountRunsRequest, context: Ctx
+    ) -> run_service_pb2.CountRunsResponse:
+        counts, complete = await self._queries.count_runs(run_filters.run_filter(request))
+        # In DisplayState's order, so two answers over the same runs are equal.
+        entries = [
+            run_service_pb2.DisplayStateCount(
+                display_state=common_pb2.DisplayState.ValueType(
+                    convert.enum_to_proto(state, "DISPLAY_STATE")
+                ),
+                count=counts[state],
+            )
+            for state in DisplayState
+            if counts.get(state)
+        ]
+        return run_service_pb2.CountRunsResponse(
+            counts=entries, total=sum(counts.values()), complete=complete
         )
 
     @unary

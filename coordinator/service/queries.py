@@ -26,6 +26,8 @@ PROJECT_EVENTS_PAGE_SIZE = 100
 PROJECT_EVENTS_MAX_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 500
 _SCAN_BATCHES = 8  # a display-state filter scans at most this many batches per page
+COUNT_BATCH = 500
+COUNT_SCAN_CAP = 20_000  # CountRuns reads at most this many runs (then: complete = false)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,10 @@ class RunQueries:
             run_filter.agent_id,
             sorted(run_filter.statuses),
             sorted(display_states),
+            run_filter.task_id,
+            run_filter.created_from_ms,
+            run_filter.created_to_ms,
+            run_filter.text,
         )
         cursor = None
         if page_token:
@@ -118,6 +124,25 @@ class RunQueries:
         # Scanned enough without filling the page: hand back where the scan stopped (AIP-158
         # allows a short page with a next token).
         return await self._positioned(views), self._token(cursor, binding, True)
+
+    async def count_runs(self, run_filter: RunFilter) -> tuple[dict[DisplayState, int], bool]:
+        """How many runs that match are in each display state, and whether every match was
+        counted. The display state is the domain's (explain), never a guess in SQL, so the
+        count reads the runs; past COUNT_SCAN_CAP it stops and says so (the newest counted)."""
+        counts: dict[DisplayState, int] = {}
+        cursor: RunCursor | None = None
+        seen = 0
+        while seen < COUNT_SCAN_CAP:
+            batch = await self._store.list_runs(run_filter, cursor, COUNT_BATCH)
+            for loaded in batch:
+                state = explain(loaded.run, loaded.attempt).state
+                counts[state] = counts.get(state, 0) + 1
+            seen += len(batch)
+            if len(batch) < COUNT_BATCH:
+                return counts, True
+            last = batch[-1].run
+            cursor = RunCursor(last.created_at_ms, last.id)
+        return counts, False
 
     @staticmethod
     def _token(cursor: RunCursor | None, binding: str, more: bool) -> str:

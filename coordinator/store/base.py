@@ -71,6 +71,16 @@ class RunFilter:
     owner_id: str | None = None
     agent_id: str | None = None
     statuses: frozenset[RunStatus] = field(default_factory=frozenset)
+    task_id: str | None = None
+    #: Created at or after / before these times (ms since the epoch).
+    created_from_ms: int | None = None
+    created_to_ms: int | None = None
+    #: Lower-case text some identifying column must contain (TEXT_COLUMNS).
+    text: str | None = None
+
+
+#: The columns a RunFilter's text is looked for in: what a person would type to find a run.
+TEXT_COLUMNS = ("id", "task_id", "owner_id", "agent_id", "trigger_id", "error_code")
 
 
 @dataclass(frozen=True, slots=True)

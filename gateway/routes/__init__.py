@@ -9,7 +9,7 @@ entries are in schedule_routes.py, the long tasks' in long_task_routes.py.
 
 from __future__ import annotations
 
-from gateway.routes import capacity, events, meta, output, runs
+from gateway.routes import capacity, events, meta, output, run_filters, runs
 from gateway.routes.long_task_routes import LONG_TASK_ROUTES
 from gateway.routes.notice_routes import NOTICE_ROUTES
 from gateway.routes.schedule_routes import SCHEDULE_ROUTES
@@ -23,7 +23,7 @@ from gateway.routes.spec import (
     PAGE_TOKEN,
     PROJECT,
     RUN,
-    STATUS_FILTER,
+    RUN_FILTERS,
     Entry,
     Operation,
     command,
@@ -138,15 +138,32 @@ ROUTES: tuple[Entry, ...] = (
                 description="Newest first. A project the token does not see is empty.",
                 parameters=(
                     PROJECT,
-                    param("owner_id", "query", "only this owner's runs"),
-                    param("agent_id", "query", "only this agent's runs"),
-                    STATUS_FILTER,
+                    *RUN_FILTERS,
                     DISPLAY_FILTER,
                     PAGE_SIZE,
                     PAGE_TOKEN,
                 ),
                 responses={
                     "200": json_response("a page of runs", "ListRunsResponse"),
+                    **problems("400", "401", "503"),
+                },
+            ),
+        ),
+    ),
+    Entry(
+        "GET",
+        f"{BASE}/runs:count",
+        run_filters.count_runs,
+        (
+            Operation(
+                operation_id="count_runs",
+                summary="count runs per display state",
+                description="How many runs match the list's filters (display_state aside), "
+                "per display state. complete=false: the server stopped at its scan cap and "
+                "counted only the newest matches. A project the token does not see is empty.",
+                parameters=(PROJECT, *RUN_FILTERS),
+                responses={
+                    "200": json_response("the counts", "CountRunsResponse"),
                     **problems("400", "401", "503"),
                 },
             ),

@@ -11,6 +11,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 from gateway import messages
 from gateway.http import int_param, json_response
 from gateway.problems import Problem
+from gateway.routes import run_filters
 from gateway.routes.common import (
     CALL_TIMEOUT_S,
     actor,
@@ -65,17 +66,14 @@ async def list_runs(request: Request) -> Response:
     project = request.path_params["project"]
     query = request.query_params
     listing = R.ListRunsRequest(
-        project_id=project,
-        owner_id=query.get("owner_id", ""),
-        agent_id=query.get("agent_id", ""),
         page_size=int_param(query.get("page_size"), "page_size"),
         page_token=query.get("page_token", ""),
     )
-    listing.statuses.extend(
-        _enum_params(query.getlist("status"), common_pb2.RunStatus, "RUN_STATUS")
-    )
+    run_filters.fill(listing, project, query)
     listing.display_states.extend(
-        _enum_params(query.getlist("display_state"), common_pb2.DisplayState, "DISPLAY_STATE")
+        run_filters.enum_params(
+            query.getlist("display_state"), common_pb2.DisplayState, "DISPLAY_STATE"
+        )
     )
     if not who.sees(project):
         return json_response(messages.to_dict(R.ListRunsResponse()))
@@ -217,17 +215,3 @@ def _run_response(run: common_pb2.Run, status: int, location: str | None = None)
     if location is not None:
         headers["Location"] = location
     return json_response(messages.to_dict(run), status, headers)
-
-
-def _enum_params(raw: list[str], enum: Any, prefix: str) -> list[Any]:
-    """``status=queued,running`` or ``status=RUN_STATUS_QUEUED&status=...``."""
-    values: list[Any] = []
-    for item in (part.strip() for value in raw for part in value.split(",")):
-        if not item:
-            continue
-        name = item.upper() if item.upper().startswith(prefix + "_") else f"{prefix}_{item.upper()}"
-        try:
-            values.append(int(enum.Value(name)))
-        except ValueError:
-            raise Problem(400, "INVALID_ARGUMENT", f"unknown {prefix.lower()}: {item}") from None
-    return values

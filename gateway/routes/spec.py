@@ -137,6 +137,22 @@ LAST_EVENT_ID = param("Last-Event-ID", "header", "the id of the last message rec
 STATUS_FILTER = _list_param(
     "status", "stored statuses (RUN_STATUS_QUEUED or queued; repeat or comma-separate)"
 )
+_TIME = {"type": "string", "format": "date-time"}
+#: The runs list's filters (gateway/routes/run_filters.py), shared by the list and the counts.
+RUN_FILTERS = (
+    param("owner_id", "query", "only this owner's runs"),
+    param("agent_id", "query", "only this agent's runs"),
+    param("task_id", "query", "only this task's runs"),
+    param("create_time_from", "query", "only runs created at or after this time", _TIME),
+    param("create_time_to", "query", "only runs created before this time", _TIME),
+    param(
+        "text",
+        "query",
+        "only runs whose id, task, owner, agent, trigger or error code "
+        "contains this text (case-insensitive)",
+    ),
+    STATUS_FILTER,
+)
 DISPLAY_FILTER = _list_param(
     "display_state", "display states (DISPLAY_STATE_RUNNING or running; repeat or comma-separate)"
 )

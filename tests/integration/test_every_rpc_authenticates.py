@@ -54,6 +54,7 @@ def _run_requests(run_id: str, project: str) -> dict[str, Message]:
         "CreateRun": rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t"),
         "GetRun": rs.GetRunRequest(id=run_id),
         "ListRuns": rs.ListRunsRequest(project_id=project),
+        "CountRuns": rs.CountRunsRequest(project_id=project),
         "CancelRun": rs.CancelRunRequest(id=run_id),
         "RetryRun": rs.RetryRunRequest(id=run_id),
         "ApproveRun": rs.ApproveRunRequest(id=run_id),
@@ -204,6 +205,7 @@ async def test_a_token_sees_only_its_projects_and_acts_as_itself(address: str) -
                 rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t")
             ),
             "ListRuns": lambda: stub.ListRuns(rs.ListRunsRequest(project_id="proj-q")),
+            "CountRuns": lambda: stub.CountRuns(rs.CountRunsRequest(project_id="proj-q")),
             "ListProjectEvents": lambda: stub.ListProjectEvents(
                 rs.ListProjectEventsRequest(project_id="proj-q")
             ),

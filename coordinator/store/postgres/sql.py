@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Boolean, Integer
 
 from coordinator.domain.decide import AttemptWrite, RunWrite
-from coordinator.store.base import RunCursor, RunFilter, Scan
+from coordinator.store.base import TEXT_COLUMNS, RunCursor, RunFilter, Scan
 from coordinator.store.output_sql import OUTPUT_COLUMNS, delete_sql, read_sql
 from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
@@ -286,6 +286,16 @@ def _filter_clauses(run_filter: RunFilter, after: RunCursor | None) -> tuple[lis
         add("r.agent_id = ?", run_filter.agent_id)
     if run_filter.statuses:
         add("r.status = ANY(?::text[])", sorted(s.value for s in run_filter.statuses))
+    if run_filter.task_id:
+        add("r.task_id = ?", run_filter.task_id)
+    if run_filter.created_from_ms is not None:
+        add("r.created_at_ms >= ?", run_filter.created_from_ms)
+    if run_filter.created_to_ms is not None:
+        add("r.created_at_ms < ?", run_filter.created_to_ms)
+    if run_filter.text:
+        # strpos, not LIKE: the text is matched literally (no % or _ wildcards to escape).
+        haystack = ", ".join(f"r.{c}" for c in TEXT_COLUMNS)
+        add(f"strpos(lower(concat_ws(' ', {haystack})), ?::text) > 0", run_filter.text.lower())
     if after is not None:
         args.append(after.created_at_ms)
         args.append(after.run_id)

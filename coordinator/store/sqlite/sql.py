@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.store.base import RunCursor, RunFilter, Scan
+from coordinator.store.base import TEXT_COLUMNS, RunCursor, RunFilter, Scan
 from coordinator.store.output_sql import OUTPUT_COLUMNS, delete_sql, read_sql
 from coordinator.store.rows import (
     ATTEMPT_COLUMNS,
@@ -188,6 +188,20 @@ def list_runs_sql(
         statuses = sorted(s.value for s in run_filter.statuses)
         clauses.append(f"r.status IN ({', '.join('?' for _ in statuses)})")
         args.extend(statuses)
+    if run_filter.task_id:
+        clauses.append("r.task_id = ?")
+        args.append(run_filter.task_id)
+    if run_filter.created_from_ms is not None:
+        clauses.append("r.created_at_ms >= ?")
+        args.append(run_filter.created_from_ms)
+    if run_filter.created_to_ms is not None:
+        clauses.append("r.created_at_ms < ?")
+        args.append(run_filter.created_to_ms)
+    if run_filter.text:
+        # instr, not LIKE: the text is matched literally (no % or _ wildcards to escape).
+        haystack = " || ' ' || ".join(f"COALESCE(r.{c}, '')" for c in TEXT_COLUMNS)
+        clauses.append(f"instr(lower({haystack}), ?) > 0")
+        args.append(run_filter.text.lower())
     if after is not None:
         clauses.append("(r.created_at_ms < ? OR (r.created_at_ms = ? AND r.id < ?))")
         args.extend([after.created_at_ms, after.created_at_ms, after.run_id])

@@ -18,6 +18,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from truerun.v1 import common_pb2 as _common_pb2
@@ -303,6 +304,10 @@ class ListRunsRequest(_message.Message):
     AGENT_ID_FIELD_NUMBER: _builtins.int
     STATUSES_FIELD_NUMBER: _builtins.int
     DISPLAY_STATES_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FROM_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_TO_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     """Maximum number of runs to return; 0 = server default, capped by the
     server.
@@ -315,6 +320,12 @@ class ListRunsRequest(_message.Message):
     """Only runs of this owner."""
     agent_id: _builtins.str
     """Only runs of this agent."""
+    task_id: _builtins.str
+    """Only runs of this task."""
+    text: _builtins.str
+    """Only runs whose id, task, owner, agent, trigger or error code contains
+    this text (case-insensitive).
+    """
     @_builtins.property
     def statuses(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.RunStatus.ValueType]:
         """Only runs in one of these stored statuses."""
@@ -322,6 +333,14 @@ class ListRunsRequest(_message.Message):
     @_builtins.property
     def display_states(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.DisplayState.ValueType]:
         """Only runs in one of these display states."""
+
+    @_builtins.property
+    def create_time_from(self) -> _timestamp_pb2.Timestamp:
+        """Only runs created at or after this time."""
+
+    @_builtins.property
+    def create_time_to(self) -> _timestamp_pb2.Timestamp:
+        """Only runs created before this time."""
 
     def __init__(
         self,
@@ -333,14 +352,138 @@ class ListRunsRequest(_message.Message):
         agent_id: _builtins.str = ...,
         statuses: _abc.Iterable[_common_pb2.RunStatus.ValueType] | None = ...,
         display_states: _abc.Iterable[_common_pb2.DisplayState.ValueType] | None = ...,
+        task_id: _builtins.str = ...,
+        create_time_from: _timestamp_pb2.Timestamp | None = ...,
+        create_time_to: _timestamp_pb2.Timestamp | None = ...,
+        text: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time_from", b"create_time_from", "create_time_to", b"create_time_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "display_states", b"display_states", "owner_id", b"owner_id", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "statuses", b"statuses"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time_from", b"create_time_from", "create_time_to", b"create_time_to", "display_states", b"display_states", "owner_id", b"owner_id", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "statuses", b"statuses", "task_id", b"task_id", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListRunsRequest: _TypeAlias = ListRunsRequest  # noqa: Y015
+
+@_typing.final
+class CountRunsRequest(_message.Message):
+    """Request for RunService.CountRuns: the filters of ListRunsRequest (same
+    meaning), without paging and display states.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    STATUSES_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FROM_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_TO_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """Only runs of this project; empty = all projects the caller may see."""
+    owner_id: _builtins.str
+    """Only runs of this owner."""
+    agent_id: _builtins.str
+    """Only runs of this agent."""
+    task_id: _builtins.str
+    """Only runs of this task."""
+    text: _builtins.str
+    """Only runs whose id, task, owner, agent, trigger or error code contains
+    this text (case-insensitive).
+    """
+    @_builtins.property
+    def statuses(self) -> _containers.RepeatedScalarFieldContainer[_common_pb2.RunStatus.ValueType]:
+        """Only runs in one of these stored statuses."""
+
+    @_builtins.property
+    def create_time_from(self) -> _timestamp_pb2.Timestamp:
+        """Only runs created at or after this time."""
+
+    @_builtins.property
+    def create_time_to(self) -> _timestamp_pb2.Timestamp:
+        """Only runs created before this time."""
+
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        owner_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        statuses: _abc.Iterable[_common_pb2.RunStatus.ValueType] | None = ...,
+        task_id: _builtins.str = ...,
+        create_time_from: _timestamp_pb2.Timestamp | None = ...,
+        create_time_to: _timestamp_pb2.Timestamp | None = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time_from", b"create_time_from", "create_time_to", b"create_time_to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time_from", b"create_time_from", "create_time_to", b"create_time_to", "owner_id", b"owner_id", "project_id", b"project_id", "statuses", b"statuses", "task_id", b"task_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountRunsRequest: _TypeAlias = CountRunsRequest  # noqa: Y015
+
+@_typing.final
+class DisplayStateCount(_message.Message):
+    """How many matching runs are in one display state."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DISPLAY_STATE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    display_state: _common_pb2.DisplayState.ValueType
+    """The display state."""
+    count: _builtins.int
+    """How many runs are in it."""
+    def __init__(
+        self,
+        *,
+        display_state: _common_pb2.DisplayState.ValueType = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "display_state", b"display_state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DisplayStateCount: _TypeAlias = DisplayStateCount  # noqa: Y015
+
+@_typing.final
+class CountRunsResponse(_message.Message):
+    """Response of RunService.CountRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COUNTS_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    total: _builtins.int
+    """How many runs matched in all (the sum of counts)."""
+    complete: _builtins.bool
+    """False when the server stopped counting at its scan cap: the counts then
+    cover only the newest runs that matched (total of them).
+    """
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___DisplayStateCount]:
+        """One entry per display state that has runs, in DisplayState order."""
+
+    def __init__(
+        self,
+        *,
+        counts: _abc.Iterable[Global___DisplayStateCount] | None = ...,
+        total: _builtins.int = ...,
+        complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "counts", b"counts", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountRunsResponse: _TypeAlias = CountRunsResponse  # noqa: Y015
 
 @_typing.final
 class ListRunsResponse(_message.Message):

@@ -51,6 +51,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.ListRunsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_run__service__pb2.ListRunsResponse.FromString,
                 _registered_method=True)
+        self.CountRuns = channel.unary_unary(
+                '/truerun.v1.RunService/CountRuns',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.CountRunsRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.CountRunsResponse.FromString,
+                _registered_method=True)
         self.CancelRun = channel.unary_unary(
                 '/truerun.v1.RunService/CancelRun',
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.CancelRunRequest.SerializeToString,
@@ -147,6 +152,15 @@ class RunServiceServicer:
 
     def ListRuns(self, request, context):
         """Lists runs, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CountRuns(self, request, context):
+        """Counts the runs that match a filter (ListRuns' filters except
+        display_states), per display state, so a client can show how many runs
+        of each state a filter holds without reading them all. Never writes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -311,6 +325,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.ListRunsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_run__service__pb2.ListRunsResponse.SerializeToString,
             ),
+            'CountRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountRuns,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.CountRunsRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.CountRunsResponse.SerializeToString,
+            ),
             'CancelRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelRun,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.CancelRunRequest.FromString,
@@ -464,6 +483,33 @@ class RunService:
             '/truerun.v1.RunService/ListRuns',
             truerun_dot_v1_dot_run__service__pb2.ListRunsRequest.SerializeToString,
             truerun_dot_v1_dot_run__service__pb2.ListRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/CountRuns',
+            truerun_dot_v1_dot_run__service__pb2.CountRunsRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.CountRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

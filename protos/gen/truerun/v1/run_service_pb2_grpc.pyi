@@ -57,6 +57,11 @@ class RunServiceStub:
     """
     ListRuns: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ListRunsRequest, _run_service_pb2.ListRunsResponse]
     """Lists runs, newest first."""
+    CountRuns: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.CountRunsRequest, _run_service_pb2.CountRunsResponse]
+    """Counts the runs that match a filter (ListRuns' filters except
+    display_states), per display state, so a client can show how many runs
+    of each state a filter holds without reading them all. Never writes.
+    """
     CancelRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.CancelRunRequest, _run_service_pb2.CancelRunResponse]
     """Cancels a run. Before the start fence the run is cancelled at once;
     after it a durable cancel request is recorded and sent to the runtime,
@@ -155,6 +160,11 @@ class RunServiceAsyncStub(RunServiceStub):
     """
     ListRuns: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ListRunsRequest, _run_service_pb2.ListRunsResponse]  # type: ignore[assignment]
     """Lists runs, newest first."""
+    CountRuns: _aio.UnaryUnaryMultiCallable[_run_service_pb2.CountRunsRequest, _run_service_pb2.CountRunsResponse]  # type: ignore[assignment]
+    """Counts the runs that match a filter (ListRuns' filters except
+    display_states), per display state, so a client can show how many runs
+    of each state a filter holds without reading them all. Never writes.
+    """
     CancelRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.CancelRunRequest, _run_service_pb2.CancelRunResponse]  # type: ignore[assignment]
     """Cancels a run. Before the start fence the run is cancelled at once;
     after it a durable cancel request is recorded and sent to the runtime,
@@ -268,6 +278,17 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_run_service_pb2.ListRunsResponse, _abc.Awaitable[_run_service_pb2.ListRunsResponse]]:
         """Lists runs, newest first."""
+
+    @_abc_1.abstractmethod
+    def CountRuns(
+        self,
+        request: _run_service_pb2.CountRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_run_service_pb2.CountRunsResponse, _abc.Awaitable[_run_service_pb2.CountRunsResponse]]:
+        """Counts the runs that match a filter (ListRuns' filters except
+        display_states), per display state, so a client can show how many runs
+        of each state a filter holds without reading them all. Never writes.
+        """
 
     @_abc_1.abstractmethod
     def CancelRun(
