@@ -5,6 +5,7 @@
 import { ApiError, onUnauthorized } from './js/api.js';
 import { adoptFragment, setToken } from './js/auth.js';
 import { h } from './js/dom.js';
+import { startTicker } from './js/durations.js';
 import { onStreamStatus } from './js/stream.js';
 import { setupTheme } from './js/theme.js';
 import * as agents from './js/pages/agents.js';
@@ -130,6 +131,7 @@ function start() {
     render();
   });
   setupTheme(document.getElementById('theme-toggle'));
+  startTicker();
   onStreamStatus((status) => {
     conn.dataset.conn = status;
     conn.textContent = { live: 'live', reconnecting: 'reconnecting…', idle: 'offline' }[status];

@@ -8,6 +8,7 @@ installs it); a missing browser fails the tests, it never skips them. Screenshot
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ import grpc
 import pytest
 from playwright.async_api import BrowserContext, async_playwright
 
-from tests.browser.dashboard import PROJECT, TOKEN, Dashboard
+from tests.browser.dashboard import OPERATOR_TOKEN, PROJECT, TOKEN, Dashboard
 from tests.support.auth import aio_channel
 from tests.support.processes import Processes
 
@@ -43,14 +44,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture
-async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
+@contextlib.asynccontextmanager
+async def launch_browser(profile: Path) -> AsyncIterator[BrowserContext]:
     """A fresh Chromium profile (its own user data dir) in headless mode."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: run scripts/ensure_chromium.sh (make test does)")
     async with async_playwright() as playwright:
         context = await playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
+            str(profile),
             executable_path=CHROMIUM,
             headless=True,
             args=CHROMIUM_ARGS,
@@ -63,28 +64,38 @@ async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
 
 
 @pytest.fixture
-async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Dashboard]:
-    logs = tmp_path / "logs"
+async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
+    async with launch_browser(tmp_path / "chromium-profile") as context:
+        yield context
+
+
+@contextlib.asynccontextmanager
+async def serve_dashboard(
+    base: Path, shots: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[Dashboard]:
+    """A live ``truerun dev`` in ``base`` (data and logs); ``env`` overrides its settings.
+    Tokens: TOKEN sees PROJECT; OPERATOR_TOKEN also may use the operator commands."""
+    logs = base / "logs"
     logs.mkdir()
     procs = Processes(logs)
     channel: grpc.aio.Channel | None = None
     try:
         server = procs.dev(
-            tmp_path / "data",
+            base / "data",
             {
                 "TRUERUN_HTTP_ADDR": "127.0.0.1:0",
-                "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT}",
+                "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT};ops={OPERATOR_TOKEN}:{PROJECT}:operator",
                 # A Start the scripted runtime holds back stays "starting" for as long as
                 # the test looks (by default it turns unknown after 10 s).
                 "TRUERUN_START_TIMEOUT_MS": "120000",
                 # Small, so the output panel's test reaches the cap (and its marker) in a
                 # few lines; no other page writes output.
                 "TRUERUN_OUTPUT_MAX_BYTES": "400",
+                **(env or {}),
             },
         )
         http = server.wait_for_log(HTTP_LISTENING, timeout=30).group(1)
         channel = aio_channel(server.address, TOKEN)
-        shots = ARTIFACTS / request.node.name
         shots.mkdir(parents=True, exist_ok=True)
         print(f"\nscreenshots: {shots}")
         yield Dashboard(f"http://{http}", server, channel, shots)
@@ -94,3 +105,9 @@ async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         procs.close()
         leftovers = procs.leftovers()
     assert not leftovers, f"processes left behind: {leftovers}"
+
+
+@pytest.fixture
+async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Dashboard]:
+    async with serve_dashboard(tmp_path, ARTIFACTS / request.node.name) as live:
+        yield live

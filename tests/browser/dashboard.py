@@ -23,6 +23,7 @@ from tests.support.scripted_runtime import ScriptedRuntime
 
 PROJECT = "ui"
 TOKEN = "ui-test-token"
+OPERATOR_TOKEN = "ui-operator-token"  # sees PROJECT and may use the operator commands
 OWNER = "ui-owner"
 # Generous: two cores shared with other test runs, a browser and the whole stack.
 WAIT_MS = 20_000
@@ -74,10 +75,10 @@ class Dashboard:
             stub, owner=OWNER, instance=instance, device="ui-device", token=self.server.token()
         )
 
-    async def open(self, context: BrowserContext, route: str) -> Page:
+    async def open(self, context: BrowserContext, route: str, token: str = TOKEN) -> Page:
         """A new tab on ``route`` (e.g. ``/queue``), signed in through the fragment."""
         page = await context.new_page()
-        fragment = f"token={quote(TOKEN)}&project={quote(PROJECT)}&route={quote(route)}"
+        fragment = f"token={quote(token)}&project={quote(PROJECT)}&route={quote(route)}"
         await page.goto(f"{self.base}/#{fragment}")
         await expect(page.locator("main h1")).to_be_visible(timeout=WAIT_MS)
         return page

@@ -12,6 +12,8 @@ export const paths = {
   events: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/events`,
   projectStream: (project) => `/v1/projects/${enc(project)}/events:stream`,
   runStream: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/events:stream`,
+  output: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/output`,
+  runCounts: (project) => `/v1/projects/${enc(project)}/runs:count`,
   outputStream: (project, runId) => `/v1/projects/${enc(project)}/runs/${enc(runId)}/output:stream`,
   occupancy: (owner, instance) =>
     `/v1/capacity/owners/${enc(owner)}/instances/${enc(instance)}`,

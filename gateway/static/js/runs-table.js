@@ -3,7 +3,8 @@
 // table did not show before. So a state change can never show up as a second row.
 
 import { h, replaceChildren, shortId, timeEl, enumName } from './dom.js';
-import { renderState } from './display.js';
+import { renderState, stateOf, TERMINAL } from './display.js';
+import { span, timeWithAge } from './durations.js';
 
 // Columns marked optional are hidden on narrow screens so that the state stays in view.
 export const columns = {
@@ -27,7 +28,21 @@ export const columns = {
   status: { optional: true, label: 'Stored status', render: (run) => enumName(run.status, 'RUN_STATUS') },
   attempts: { optional: true, label: 'Attempts', render: (run) => String(run.attempt_count || 0) },
   created: { optional: true, label: 'Created', render: (run) => timeEl(run.create_time) },
+  // The absolute time with its age beside it; the age ticks in place (durations.js).
+  createdAge: { optional: true, label: 'Created', render: (run) => timeWithAge(timeEl(run.create_time), run.create_time) },
+  duration: { label: 'Duration', render: (run) => elapsed(run), cell: 'duration-cell' },
 };
+
+// How long the run has waited or run: fixed once it ended, counting while it lasts.
+function elapsed(run) {
+  if (TERMINAL.has(stateOf(run))) {
+    return run.start_time
+      ? span(run.start_time, { to: run.finish_time || run.update_time, prefix: 'ran ' })
+      : span(run.create_time, { to: run.finish_time || run.update_time, prefix: 'ended after ' });
+  }
+  if (run.start_time) return span(run.start_time, { prefix: 'for ' });
+  return span(run.queue_time || run.create_time, { prefix: 'waiting ' });
+}
 
 function cellClass(key) {
   const column = columns[key];

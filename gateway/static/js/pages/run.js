@@ -1,12 +1,17 @@
-// Run detail: the run's state, its attempts as a timeline (control / observed / sync and
-// the fences of each), its output (output-panel.js) and its events, all kept current from
-// the run's event stream.
+// Run detail: the run's state and durations, the operator commands (run-actions.js), its
+// attempts (each a timeline of evidenced steps, attempt-timeline.js, with its control /
+// observed / sync dimensions and the fences of its record), its output (output-panel.js)
+// and its events (output notes folded into one row per stretch), all kept current from the
+// run's event stream.
 
 import { api, listAll, paths } from '../api.js';
 import { renderState, stateLabel, stateOf, TERMINAL } from '../display.js';
 import { enumName, h, replaceChildren, shortId, timeEl } from '../dom.js';
+import { renderSteps } from '../attempt-timeline.js';
+import { span, timeWithAge } from '../durations.js';
 import { coalesced, fallbackPoller } from '../live-runs.js';
 import { outputPanel } from '../output-panel.js';
+import { operatorButtons } from '../run-actions.js';
 import { openStream } from '../stream.js';
 
 function facts(pairs) {
@@ -28,7 +33,7 @@ function chip(dimension, value) {
   );
 }
 
-function renderAttempt(attempt, current) {
+function renderAttempt(attempt, current, events) {
   const status = enumName(attempt.status, 'ATTEMPT_STATUS');
   const observed = enumName(attempt.observed_state, 'OBSERVED_STATE');
   const sync = enumName(attempt.sync_state, 'SYNC_STATE');
@@ -48,7 +53,8 @@ function renderAttempt(attempt, current) {
       chip('observed', observed),
       chip('sync', sync),
     ),
-    facts([
+    renderSteps(attempt, events),
+    h('details', { class: 'attempt-record' }, h('summary', {}, 'Attempt record (fences and times)'), facts([
       ['Claimed', timeEl(attempt.claim_time)],
       ['Start requested (fence)', timeEl(attempt.start_request_time)],
       ['Lease expires', timeEl(attempt.lease_expire_time)],
@@ -63,8 +69,31 @@ function renderAttempt(attempt, current) {
       ['Exit code', attempt.exit_code === undefined ? undefined : String(attempt.exit_code)],
       ['Ended because', attempt.termination_reason || undefined],
       ['Error', attempt.error_code ? `${attempt.error_code} ${attempt.error_summary || ''}` : undefined],
-    ]),
+    ])),
   );
+}
+
+// Notes the output writes into the event log (that it began, progressed, hit the cap): a
+// run of them is folded into one row with its count, opened on demand.
+const OUTPUT_NOTES = new Set(['attempt.output_progressed', 'attempt.output_truncated', 'attempt.progress']);
+
+function noteGroup() {
+  const toggle = h('button', { type: 'button', class: 'link-button', 'aria-expanded': 'false' });
+  const row = h('tr', { class: 'event-group' }, h('td', { colspan: '6' }, toggle));
+  const group = { row, toggle, rows: [], first: 0, last: 0, open: false };
+  toggle.addEventListener('click', () => {
+    group.open = !group.open;
+    toggle.setAttribute('aria-expanded', String(group.open));
+    for (const r of group.rows) r.hidden = !group.open;
+    labelGroup(group);
+  });
+  return group;
+}
+
+function labelGroup(group) {
+  const n = group.rows.length;
+  const span = group.first === group.last ? `#${group.first}` : `#${group.first}–#${group.last}`;
+  group.toggle.textContent = `${n} output note${n === 1 ? '' : 's'} (${span}) — ${group.open ? 'hide' : 'show'}`;
 }
 
 function actor(event) {
@@ -85,6 +114,24 @@ function renderEvent(event) {
     h('td', { class: 'mono optional' }, shortId(event.attempt_id)),
     h('td', { class: 'payload' }, payload ? h('code', {}, payload) : ''),
   );
+}
+
+// Queued for / ran for / ended after: fixed between two recorded times, counting while the
+// later one has not happened yet.
+function durations(run, state) {
+  const done = TERMINAL.has(state);
+  const rows = [];
+  if (run.queue_time) {
+    const until = run.start_time || (done ? run.finish_time : '');
+    rows.push(['Queued for', h('span', { id: 'run-queued-for' }, span(run.queue_time, { to: until }))]);
+  }
+  if (run.start_time) {
+    rows.push(['Ran for', h('span', { id: 'run-ran-for' }, span(run.start_time, { to: run.finish_time || '' }))]);
+  }
+  if (run.finish_time) {
+    rows.push(['Ended after', h('span', { id: 'run-ended-after' }, span(run.create_time, { to: run.finish_time }), ' from creation')]);
+  }
+  return rows;
 }
 
 export function mount(ctx, runId) {
@@ -128,6 +175,8 @@ export function mount(ctx, runId) {
 
   let run = null;
   let lastSequence = 0;
+  const allEvents = [];
+  let group = null; // the output-note group the next note joins, while notes follow notes
 
   const addEvents = (events) => {
     for (const event of [...events].sort((a, b) => Number(a.sequence) - Number(b.sequence))) {
@@ -136,7 +185,24 @@ export function mount(ctx, runId) {
       if (Number(event.sequence) <= lastSequence) continue;
       if (Number(event.sequence) !== lastSequence + 1) break;
       lastSequence = Number(event.sequence);
-      eventsBody.append(renderEvent(event));
+      allEvents.push(event);
+      const row = renderEvent(event);
+      if (!OUTPUT_NOTES.has(event.type)) {
+        group = null;
+        eventsBody.append(row);
+        continue;
+      }
+      if (!group) {
+        group = noteGroup();
+        group.first = lastSequence;
+        eventsBody.append(group.row);
+      }
+      row.hidden = !group.open;
+      row.classList.add('event-note');
+      group.rows.push(row);
+      group.last = lastSequence;
+      eventsBody.append(row);
+      labelGroup(group);
     }
   };
 
@@ -173,10 +239,11 @@ export function mount(ctx, runId) {
         ['Stored status', enumName(next.status, 'RUN_STATUS')],
         ['Version', String(next.version || '')],
         ['Attempts', `${next.attempt_count || 0} of ${next.max_attempts || 1}`],
-        ['Created', timeEl(next.create_time)],
+        ['Created', timeWithAge(timeEl(next.create_time), next.create_time)],
         ['Queued', timeEl(next.queue_time)],
         ['Started', timeEl(next.start_time)],
         ['Finished', timeEl(next.finish_time)],
+        ...durations(next, state),
         ['Cancel requested', next.cancel_request_time ? [timeEl(next.cancel_request_time), next.cancel_reason ? ` — ${next.cancel_reason}` : ''] : undefined],
         ['Error', next.error_code ? `${next.error_code} ${next.error_summary || ''}` : undefined],
         ['Retry of', next.retry_of_run_id ? h('a', { href: `#/runs/${next.retry_of_run_id}`, class: 'mono' }, shortId(next.retry_of_run_id)) : undefined],
@@ -186,6 +253,7 @@ export function mount(ctx, runId) {
     const cancellable = !TERMINAL.has(state) && !next.cancel_request_time;
     replaceChildren(
       actions,
+      operatorButtons(ctx, next, () => run, () => refresh('run')),
       h('button', { type: 'button', id: 'cancel-run', disabled: !cancellable, onclick: () => command('cancel', { reason: 'cancelled from the dashboard' }, 'Cancel') }, 'Cancel run'),
       h('button', { type: 'button', id: 'retry-run', disabled: !['failed', 'cancelled', 'timed_out'].includes(status), onclick: () => command('retry', {}, 'Retry') }, 'Retry as a new run'),
       status === 'pending_approval'
@@ -201,11 +269,11 @@ export function mount(ctx, runId) {
         api(paths.attempts(ctx.project, runId)),
       ]);
       renderRun(next);
-      const list = (attempts.attempts || []).sort((a, b) => a.attempt_no - b.attempt_no);
-      replaceChildren(timeline, list.map((attempt) => renderAttempt(attempt, attempt.id === next.current_attempt_id)));
       if (Number(next.event_sequence || 0) > lastSequence) {
         addEvents(await listAll(paths.events(ctx.project, runId), 'events', {}, 5000));
       }
+      const list = (attempts.attempts || []).sort((a, b) => a.attempt_no - b.attempt_no);
+      replaceChildren(timeline, list.map((attempt) => renderAttempt(attempt, attempt.id === next.current_attempt_id, allEvents)));
       ctx.clearError();
     } catch (error) {
       ctx.showError(error);
@@ -228,6 +296,7 @@ export function mount(ctx, runId) {
     fallback.stop();
     stream.close();
     output.dispose();
+    for (const dialog of document.querySelectorAll('dialog.op-dialog')) dialog.remove();
   };
   return { title: `Run ${shortId(runId)}`, dispose };
 }
