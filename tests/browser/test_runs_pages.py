@@ -123,14 +123,14 @@ async def test_queue_filters_and_counts(dashboard: Dashboard, chromium: BrowserC
     await page.locator("#filter-agent").press("Enter")
     await check_view(page, dashboard, {"agent_id": "f-agent"})
     await page.locator("#filter-clear").click()
-    second = datetime.fromisoformat(a2["create_time"].replace("Z", "+00:00"))
+    second = _time(a2["create_time"])
     local = second.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
     await page.locator("#filter-from").fill(local)
     await page.locator("#filter-owner").fill("f-alice")
     await page.locator("#filter-owner").press("Enter")
     await expect(page).to_have_url(re.compile(r"owner=f-alice&from=[^&]+$"), timeout=WAIT_MS)
     start = url_query(page)["from"]
-    assert datetime.fromisoformat(start.replace("Z", "+00:00")) == second.replace(microsecond=0)
+    assert _time(start) == second.replace(microsecond=0)
     await check_view(page, dashboard, {"owner_id": "f-alice", "create_time_from": start})
 
     # The address is the view: a reload, and a new tab on the link, show the same.
@@ -165,9 +165,12 @@ def duration_text(ms: float) -> str:
     return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s"
 
 
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def ms_between(a: str, b: str) -> float:
-    parse = lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))  # noqa: E731
-    return (parse(b) - parse(a)).total_seconds() * 1000
+    return (_time(b) - _time(a)).total_seconds() * 1000
 
 
 async def whole_output(dashboard: Dashboard, run_id: str) -> str:
