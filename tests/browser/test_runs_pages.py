@@ -366,3 +366,40 @@ async def test_operator_action_through_its_reason_dialog(
     assert paused[0]["actor"] == {"type": "ACTOR_TYPE_OPERATOR", "id": "ops"}
     await dashboard.screenshot(page, "operator-paused")
     await page.close()
+
+
+PURE_CHECKS = (Path(__file__).parent / "runs_pure_checks.js").read_text()
+
+
+async def test_pure_display_functions(dashboard: Dashboard, chromium: BrowserContext) -> None:
+    """The modules' pure functions, in the browser that runs them: the timeline's steps for
+    what the live scenario does not reach (cancel requested, unknown, lost, a time only the
+    attempt record has), duration and age texts, search, the filter's address form and
+    client-side match, and which operator commands each state offers."""
+    page = await dashboard.open(chromium, "/agents")
+    got = await page.evaluate(PURE_CHECKS)
+    assert got["keys"] == ["claimed", "fenced", "cancel_requested", "unknown", "lost", "ended"]
+    assert got["evidence"][0] == "attempt record: claim_time"
+    assert got["evidence"][1] == (
+        "event #4 attempt.start_requested · by scheduler:d · the server's fence"
+    )
+    assert got["evidence"][2] == "event #6 run.cancel_requested · by user:ann · reason: stop"
+    assert got["evidence"][4] == "event #9 attempt.lost · by system · reason: runtime gone"
+    assert got["evidence"][5] == "attempt record: finish_time"
+    assert got["durations"] == ["850 ms", "45 s", "3 min 5 s", "2 h 4 min"]
+    assert got["ago"] == ["just now", "12 s ago", "3 min ago"]
+    assert got["found"] == [[0, 4], [8, 12], [17, 21]]
+    assert got["parsed"] == {
+        "state": "running",
+        "owner": "x",
+        "agent": "",
+        "task": "",
+        "from": "",
+        "to": "",
+        "q": "a b",
+    }
+    assert got["badState"] == ""
+    assert got["query"] == "?state=failed&owner=x&q=a+b"
+    assert got["matches"] == [True, False]
+    assert got["verbs"] == ["pause,fail", "resume,fail", "requeue,fail", "resolve"]
+    await page.close()

@@ -126,7 +126,7 @@ function durations(run, state) {
     rows.push(['Queued for', h('span', { id: 'run-queued-for' }, span(run.queue_time, { to: until }))]);
   }
   if (run.start_time) {
-    rows.push(['Ran for', h('span', { id: 'run-ran-for' }, span(run.start_time, { to: run.finish_time || '' }))]);
+    rows.push([run.finish_time ? 'Ran for' : 'Running for', h('span', { id: 'run-ran-for' }, span(run.start_time, { to: run.finish_time || '' }))]);
   }
   if (run.finish_time) {
     rows.push(['Ended after', h('span', { id: 'run-ended-after' }, span(run.create_time, { to: run.finish_time }), ' from creation')]);
