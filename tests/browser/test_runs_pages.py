@@ -10,21 +10,29 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import AsyncIterator
-from datetime import datetime
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import BrowserContext, expect
 from truerun.v1 import runtime_service_pb2 as pb
 
 from tests.browser.conftest import ARTIFACTS, launch_browser, serve_dashboard
-from tests.browser.dashboard import OPERATOR_TOKEN, PROJECT, WAIT_MS, Dashboard, heartbeating
+from tests.browser.dashboard import OPERATOR_TOKEN, WAIT_MS, Dashboard, heartbeating
+from tests.browser.runs_support import (
+    RUNS,
+    api,
+    check_view,
+    duration_text,
+    ms_between,
+    parse_time,
+    post,
+    shown_ids,
+    url_query,
+    whole_output,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-RUNS = f"/v1/projects/{PROJECT}/runs"
 LINE = "step {:03d} of the report: ok\n"  # 27 bytes
 DURATION = re.compile(r"^\d+ (ms|s|min \d+ s|h \d+ min)$")
 
@@ -48,47 +56,6 @@ def dashboard(live: Dashboard, request: pytest.FixtureRequest) -> Dashboard:
     shots = ARTIFACTS / request.node.name
     shots.mkdir(parents=True, exist_ok=True)
     return dataclasses.replace(live, shots=shots)
-
-
-async def api(dashboard: Dashboard, path: str, **query: Any) -> Any:
-    async with dashboard.http() as client:
-        response = await client.get(path, params=query)
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-async def post(dashboard: Dashboard, path: str, body: dict[str, str], token: str) -> None:
-    async with dashboard.http() as client:
-        client.headers["Authorization"] = f"Bearer {token}"
-        response = await client.post(path, json=body)
-    assert response.status_code == 200, response.text
-
-
-async def shown_ids(page: Page, expected: set[str]) -> set[str]:
-    rows = page.locator('table[data-table="queue"] tbody tr')
-    await expect(rows).to_have_count(len(expected), timeout=WAIT_MS)
-    return {await row.get_attribute("data-run-id") for row in await rows.all()} - {None}
-
-
-async def check_view(page: Page, dashboard: Dashboard, query: dict[str, str]) -> None:
-    """The rows are the API's list for ``query``; each count is the API's count."""
-    listed = await api(dashboard, RUNS, **query, page_size=500)
-    expected = {run["id"] for run in listed["runs"]}
-    assert await shown_ids(page, expected) == expected
-    counted = await api(
-        dashboard, f"{RUNS}:count", **{k: v for k, v in query.items() if k != "display_state"}
-    )
-    total = page.locator('.count-button[data-state="all"] .count')
-    await expect(total).to_have_text(str(counted["total"]), timeout=WAIT_MS)
-    for entry in counted["counts"]:
-        state = entry["display_state"].removeprefix("DISPLAY_STATE_").lower()
-        cell = page.locator(f'.count-button[data-state="{state}"] .count')
-        await expect(cell).to_have_text(str(entry["count"]))
-
-
-def url_query(page: Page) -> dict[str, str]:
-    _, _, query = page.url.partition("#/queue?")
-    return {key: values[0] for key, values in parse_qs(query).items()}
 
 
 async def test_queue_filters_and_counts(dashboard: Dashboard, chromium: BrowserContext) -> None:
@@ -123,14 +90,14 @@ async def test_queue_filters_and_counts(dashboard: Dashboard, chromium: BrowserC
     await page.locator("#filter-agent").press("Enter")
     await check_view(page, dashboard, {"agent_id": "f-agent"})
     await page.locator("#filter-clear").click()
-    second = _time(a2["create_time"])
+    second = parse_time(a2["create_time"])
     local = second.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
     await page.locator("#filter-from").fill(local)
     await page.locator("#filter-owner").fill("f-alice")
     await page.locator("#filter-owner").press("Enter")
     await expect(page).to_have_url(re.compile(r"owner=f-alice&from=[^&]+$"), timeout=WAIT_MS)
     start = url_query(page)["from"]
-    assert _time(start) == second.replace(microsecond=0)
+    assert parse_time(start) == second.replace(microsecond=0)
     await check_view(page, dashboard, {"owner_id": "f-alice", "create_time_from": start})
 
     # The address is the view: a reload, and a new tab on the link, show the same.
@@ -155,32 +122,6 @@ async def test_queue_filters_and_counts(dashboard: Dashboard, chromium: BrowserC
     assert await row.get_attribute("data-probe") == "kept"
     await dashboard.screenshot(page, "queue-counts")
     await page.close()
-
-
-def duration_text(ms: float) -> str:
-    """durations.js durationText, for what the page must show for two recorded times."""
-    if ms < 1000:
-        return f"{round(ms)} ms"
-    s = int(ms // 1000)
-    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s"
-
-
-def _time(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def ms_between(a: str, b: str) -> float:
-    return (_time(b) - _time(a)).total_seconds() * 1000
-
-
-async def whole_output(dashboard: Dashboard, run_id: str) -> str:
-    text, offset = "", 0
-    while True:
-        page = await api(dashboard, f"{RUNS}/{run_id}/output", offset=offset)
-        text += "".join(chunk.get("text", "") for chunk in page["chunks"])
-        if int(page["next_offset"]) in (offset, int(page["stored_bytes"])):
-            return text
-        offset = int(page["next_offset"])
 
 
 async def test_log_panel_follows_a_live_run_and_the_timeline(
