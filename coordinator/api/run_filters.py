@@ -39,14 +39,17 @@ def run_filter(request: Filtered) -> RunFilter:
     if created_from is not None and created_to is not None and created_to <= created_from:
         raise InvalidArgument("create_time_to must be after create_time_from")
     text = request.text.strip()
-    if len(text) > MAX_FILTER_TEXT:
-        raise InvalidArgument(f"text must be at most {MAX_FILTER_TEXT} characters")
+    if len(text) > MAX_FILTER_TEXT or not text.isprintable():
+        raise InvalidArgument(f"text must be at most {MAX_FILTER_TEXT} printable characters")
+    task_id = request.task_id.strip()
+    if len(task_id) > MAX_FILTER_TEXT or not task_id.isprintable():
+        raise InvalidArgument(f"task_id must be at most {MAX_FILTER_TEXT} printable characters")
     return RunFilter(
         project_id=project_id,
         owner_id=validation.name(request.owner_id, "owner_id", required=False),
         agent_id=validation.name(request.agent_id, "agent_id", required=False),
         statuses=statuses,
-        task_id=request.task_id.strip() or None,
+        task_id=task_id or None,
         created_from_ms=created_from,
         created_to_ms=created_to,
         text=text.lower() or None,

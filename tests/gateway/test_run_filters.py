@@ -75,6 +75,8 @@ async def test_filters_and_counts_agree(http: httpx.AsyncClient) -> None:
         {"create_time_to": "2026-01-02T03:04:05"},  # no zone
         {"create_time_from": b1["create_time"], "create_time_to": a1["create_time"]},
         {"text": "x" * 300},
+        {"text": "a\x00b"},  # no NUL (PostgreSQL text cannot hold one), no control characters
+        {"task_id": "t\nx"},
         {"status": "sleeping"},
     ):
         assert_problem(
