@@ -49,6 +49,9 @@ async def test_gets_and_stream_reconnects_change_no_row(
         f"{runs}?status=queued&page_size=1",
         f"{runs}?display_state=DISPLAY_STATE_CANCELLED",
         f"{runs}?owner_id=alice&agent_id=agent-1",
+        f"{runs}?task_id=t&text=al&create_time_from=2020-01-01T00:00:00Z",
+        f"{runs}:count",
+        f"{runs}:count?owner_id=alice&text=a",
         f"{runs}/{uuid.uuid4()}",  # a 404 reads too
         "/v1/projects/proj-q/runs",
         "/v1/projects/proj-p/events",
