@@ -30,7 +30,7 @@ export const columns = {
   created: { optional: true, label: 'Created', render: (run) => timeEl(run.create_time) },
   // The absolute time with its age beside it; the age ticks in place (durations.js).
   createdAge: { optional: true, label: 'Created', render: (run) => timeWithAge(timeEl(run.create_time), run.create_time) },
-  duration: { label: 'Duration', render: (run) => elapsed(run), cell: 'duration-cell' },
+  duration: { optional: true, label: 'Duration', render: (run) => elapsed(run), cell: 'duration-cell' },
 };
 
 // How long the run has waited or run: fixed once it ended, counting while it lasts.

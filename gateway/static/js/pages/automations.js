@@ -157,7 +157,7 @@ function runsSection(ctx) {
       const title = `${run.task_id} — ${trigger}`;
       const table = new RunsTable({
         name: 'automation',
-        keys: ['run', 'owner', 'agent', 'state', 'attempts', 'created'],
+        keys: ['run', 'owner', 'agent', 'state', 'duration', 'attempts', 'createdAge'],
         compare: newestFirst,
         caption: `Runs of ${title}`,
       });

@@ -53,7 +53,7 @@ export function mount(ctx) {
   }
   const table = new RunsTable({
     name: 'mywork',
-    keys: ['run', 'task', 'agent', 'trigger', 'state', 'attempts', 'created'],
+    keys: ['run', 'task', 'agent', 'trigger', 'state', 'duration', 'attempts', 'createdAge'],
     compare: (a, b) =>
       String(b.create_time || '').localeCompare(String(a.create_time || '')) || a.id.localeCompare(b.id),
     caption: `Runs of ${owner}`,

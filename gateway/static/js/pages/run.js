@@ -33,7 +33,8 @@ function chip(dimension, value) {
   );
 }
 
-function renderAttempt(attempt, current, events) {
+// openRecords: the attempts whose record the reader opened (kept across re-renders).
+function renderAttempt(attempt, current, events, openRecords) {
   const status = enumName(attempt.status, 'ATTEMPT_STATUS');
   const observed = enumName(attempt.observed_state, 'OBSERVED_STATE');
   const sync = enumName(attempt.sync_state, 'SYNC_STATE');
@@ -54,22 +55,31 @@ function renderAttempt(attempt, current, events) {
       chip('sync', sync),
     ),
     renderSteps(attempt, events),
-    h('details', { class: 'attempt-record' }, h('summary', {}, 'Attempt record (fences and times)'), facts([
-      ['Claimed', timeEl(attempt.claim_time)],
-      ['Start requested (fence)', timeEl(attempt.start_request_time)],
-      ['Lease expires', timeEl(attempt.lease_expire_time)],
-      ['Last heartbeat', timeEl(attempt.heartbeat_time)],
-      ['Observed at', timeEl(attempt.observe_time)],
-      ['Runtime seq', String(attempt.last_event_seq || 0)],
-      ['Cancel requested', timeEl(attempt.cancel_request_time)],
-      ['Started', timeEl(attempt.start_time)],
-      ['Finished', timeEl(attempt.finish_time)],
-      ['Runtime', [attempt.runtime_instance_id || '—', attempt.runtime_device_id ? ` / ${attempt.runtime_device_id}` : '']],
-      ['Runtime task', h('span', { class: 'mono' }, attempt.runtime_task_id || '—')],
-      ['Exit code', attempt.exit_code === undefined ? undefined : String(attempt.exit_code)],
-      ['Ended because', attempt.termination_reason || undefined],
-      ['Error', attempt.error_code ? `${attempt.error_code} ${attempt.error_summary || ''}` : undefined],
-    ])),
+    h(
+      'details',
+      {
+        class: 'attempt-record',
+        open: openRecords.has(attempt.id),
+        ontoggle: (event) => (event.target.open ? openRecords.add(attempt.id) : openRecords.delete(attempt.id)),
+      },
+      h('summary', {}, 'Attempt record (fences and times)'),
+      facts([
+        ['Claimed', timeEl(attempt.claim_time)],
+        ['Start requested (fence)', timeEl(attempt.start_request_time)],
+        ['Lease expires', timeEl(attempt.lease_expire_time)],
+        ['Last heartbeat', timeEl(attempt.heartbeat_time)],
+        ['Observed at', timeEl(attempt.observe_time)],
+        ['Runtime seq', String(attempt.last_event_seq || 0)],
+        ['Cancel requested', timeEl(attempt.cancel_request_time)],
+        ['Started', timeEl(attempt.start_time)],
+        ['Finished', timeEl(attempt.finish_time)],
+        ['Runtime', [attempt.runtime_instance_id || '—', attempt.runtime_device_id ? ` / ${attempt.runtime_device_id}` : '']],
+        ['Runtime task', h('span', { class: 'mono' }, attempt.runtime_task_id || '—')],
+        ['Exit code', attempt.exit_code === undefined ? undefined : String(attempt.exit_code)],
+        ['Ended because', attempt.termination_reason || undefined],
+        ['Error', attempt.error_code ? `${attempt.error_code} ${attempt.error_summary || ''}` : undefined],
+      ]),
+    ),
   );
 }
 
@@ -176,6 +186,7 @@ export function mount(ctx, runId) {
   let run = null;
   let lastSequence = 0;
   const allEvents = [];
+  const openRecords = new Set();
   let group = null; // the output-note group the next note joins, while notes follow notes
 
   const addEvents = (events) => {
@@ -273,7 +284,7 @@ export function mount(ctx, runId) {
         addEvents(await listAll(paths.events(ctx.project, runId), 'events', {}, 5000));
       }
       const list = (attempts.attempts || []).sort((a, b) => a.attempt_no - b.attempt_no);
-      replaceChildren(timeline, list.map((attempt) => renderAttempt(attempt, attempt.id === next.current_attempt_id, allEvents)));
+      replaceChildren(timeline, list.map((attempt) => renderAttempt(attempt, attempt.id === next.current_attempt_id, allEvents, openRecords)));
       ctx.clearError();
     } catch (error) {
       ctx.showError(error);

@@ -58,7 +58,7 @@ export function mount(ctx, project, scheduleId) {
   const factsBox = h('div', { class: 'schedule-facts' });
   const runs = new RunsTable({
     name: 'schedule-runs',
-    keys: ['run', 'trigger', 'state', 'attempts', 'created'],
+    keys: ['run', 'trigger', 'state', 'duration', 'attempts', 'createdAge'],
     compare: newestFirst,
     caption: `Runs of schedule ${scheduleId}, newest first`,
     emptyText: 'No runs yet.',
