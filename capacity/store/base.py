@@ -72,3 +72,10 @@ class CapacitySql(Protocol):
     ) -> None: ...
 
     async def put_agent(self, agent: AgentConfig) -> None: ...
+
+    async def agent_ids(self, limit: int) -> list[str]:
+        """The configured agents' ids in order, at most ``limit``."""
+
+    async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
+        """Those of ``owners`` with a run in one of ``projects``: whose runtimes a token of
+        those projects may see (bounded by the runtimes listed, not by the runs)."""

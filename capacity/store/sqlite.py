@@ -79,6 +79,22 @@ class SqliteCapacitySql:
         rows = await self._fetch(tx, sql, *agent_ids)
         return {row["agent_id"]: agent_config(row) for row in rows}
 
+    async def agent_ids(self, limit: int) -> list[str]:
+        sql = "SELECT agent_id FROM agents ORDER BY agent_id LIMIT ?"
+        return [row[0] for row in await self._store.read(sql, limit)]
+
+    async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        if not projects:
+            return found
+        sql = (
+            f"SELECT 1 FROM runs WHERE owner_id = ? AND project_id IN ({_marks(projects)}) LIMIT 1"
+        )
+        for owner in owners:
+            if await self._store.read(sql, owner, *projects):
+                found.add(owner)
+        return found
+
     async def live_per_agent(self, tx: ClaimTx | None, agent_ids: Sequence[str]) -> dict[str, int]:
         if not agent_ids:
             return {}
