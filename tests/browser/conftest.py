@@ -33,6 +33,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 HTTP_LISTENING = re.compile(r"^http listening on (\S+:\d+)$", re.MULTILINE)
+DEV_ENV = {
+    "TRUERUN_HTTP_ADDR": "127.0.0.1:0",
+    "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT}",
+    # A Start the scripted runtime holds back stays "starting" for as long as the test
+    # looks (by default it turns unknown after 10 s).
+    "TRUERUN_START_TIMEOUT_MS": "120000",
+    # Small, so the output panel's test reaches the cap (and its marker) in a few lines;
+    # no other page writes output.
+    "TRUERUN_OUTPUT_MAX_BYTES": "400",
+}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
@@ -69,25 +79,14 @@ async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     procs = Processes(logs)
     channel: grpc.aio.Channel | None = None
     try:
-        server = procs.dev(
-            tmp_path / "data",
-            {
-                "TRUERUN_HTTP_ADDR": "127.0.0.1:0",
-                "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT}",
-                # A Start the scripted runtime holds back stays "starting" for as long as
-                # the test looks (by default it turns unknown after 10 s).
-                "TRUERUN_START_TIMEOUT_MS": "120000",
-                # Small, so the output panel's test reaches the cap (and its marker) in a
-                # few lines; no other page writes output.
-                "TRUERUN_OUTPUT_MAX_BYTES": "400",
-            },
-        )
+        # A test may add settings: @pytest.mark.parametrize("dashboard", [{...}], indirect=True)
+        server = procs.dev(tmp_path / "data", {**DEV_ENV, **getattr(request, "param", {})})
         http = server.wait_for_log(HTTP_LISTENING, timeout=30).group(1)
         channel = aio_channel(server.address, TOKEN)
         shots = ARTIFACTS / request.node.name
         shots.mkdir(parents=True, exist_ok=True)
         print(f"\nscreenshots: {shots}")
-        yield Dashboard(f"http://{http}", server, channel, shots)
+        yield Dashboard(f"http://{http}", server, channel, shots, procs)
     finally:
         if channel is not None:
             await channel.close(None)
