@@ -46,8 +46,7 @@ function unmark() {
 }
 
 function show() {
-  if (shown || failingSince === null) return;
-  shown = true;
+  if (failingSince === null) return;
   const since = clock(failingSince);
   banner.textContent =
     reason === 'services'
@@ -55,6 +54,8 @@ function show() {
       : `truerun is unreachable since ${since}; showing what was last known.`;
   banner.dataset.reason = reason;
   banner.hidden = false;
+  if (shown) return; // the sentence may change (gateway <-> services); the marks stay
+  shown = true;
   document.documentElement.classList.add('server-down');
   mark(root);
   // Whatever a page adds while truerun is away is just as old: mark it too.
