@@ -97,7 +97,7 @@ def _duration(ms: int) -> duration_pb2.Duration:
 
 def _runtime(view: RuntimeView) -> pb.RuntimeInstance:
     obs, occ = view.observation, view.occupancy
-    return pb.RuntimeInstance(
+    message = pb.RuntimeInstance(
         owner_id=obs.owner_id,
         runtime_instance_id=obs.runtime_instance_id,
         routes=[pb.Route(device_id=r.device_id, kind=r.kind) for r in obs.routes],
@@ -113,6 +113,9 @@ def _runtime(view: RuntimeView) -> pb.RuntimeInstance:
         agent_version=obs.agent_version,
         labels=list(obs.labels),
     )
+    if view.replaced_at_ms is not None:
+        message.replace_time.CopyFrom(timestamp(view.replaced_at_ms))
+    return message
 
 
 class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):

@@ -25,6 +25,8 @@ class RuntimeView:
     #: Server clock ms since the last observation arrived (never negative).
     age_ms: int
     detail: str
+    #: When a newer instance of its lineage replaced it (server clock ms); None when not.
+    replaced_at_ms: int | None = None
 
 
 def _seconds(ms: int) -> str:
@@ -38,17 +40,36 @@ def stale_detail(ttl_ms: int) -> str:
     )
 
 
+def replaced_detail(lineage: str) -> str:
+    return (
+        f"replaced by a newer instance of lineage {lineage}: its started attempts became "
+        "lost; claims for it stopped"
+    )
+
+
 def runtime_view(
-    obs: Observation, ttl_ms: int, durable_task_ids: Iterable[str], now_ms: int
+    obs: Observation,
+    ttl_ms: int,
+    durable_task_ids: Iterable[str],
+    now_ms: int,
+    replaced_at_ms: int | None = None,
 ) -> RuntimeView:
-    """One instance: its occupancy merged as GetOccupancy merges it, connected iff fresh."""
+    """One instance: its occupancy merged as GetOccupancy merges it, connected iff fresh.
+    A stale instance that its lineage replaced says so (the recorded fact, not a guess)."""
     connected = is_fresh(obs, ttl_ms, now_ms)
+    if connected:
+        detail = CONNECTED_DETAIL
+    elif replaced_at_ms is not None:
+        detail = replaced_detail(obs.lineage or "?")
+    else:
+        detail = stale_detail(ttl_ms)
     return RuntimeView(
         observation=obs,
         occupancy=occupancy(obs.limit, obs.active_task_ids, durable_task_ids),
         connected=connected,
         age_ms=max(0, now_ms - obs.received_at_ms),
-        detail=CONNECTED_DETAIL if connected else stale_detail(ttl_ms),
+        detail=detail,
+        replaced_at_ms=replaced_at_ms,
     )
 
 
@@ -57,11 +78,19 @@ def listed(
     durable: Mapping[tuple[str, str], Sequence[str]],
     now_ms: int,
     owners: Collection[str] | None,
+    replaced: Mapping[tuple[str, str], int] | None = None,
 ) -> list[RuntimeView]:
     """The views of ``seen`` whose owner is in ``owners`` (None: every owner): connected
-    first, then stale, each by owner and instance id."""
+    first, then stale, each by owner and instance id. ``replaced``: when each replaced
+    instance was replaced, by (owner, instance)."""
     views = [
-        runtime_view(obs, ttl, durable.get((obs.owner_id, obs.runtime_instance_id), ()), now_ms)
+        runtime_view(
+            obs,
+            ttl,
+            durable.get((obs.owner_id, obs.runtime_instance_id), ()),
+            now_ms,
+            (replaced or {}).get((obs.owner_id, obs.runtime_instance_id)),
+        )
         for obs, ttl in seen
         if owners is None or obs.owner_id in owners
     ]

@@ -10,7 +10,7 @@ from capacity.domain.runtimes import RuntimeView, listed
 from capacity.observations.base import ObservationStore
 from capacity.store.base import CapacitySql
 from kernel.ids import now_ms
-from kernel.observation import Observation, validate
+from kernel.observation import Observation, is_fresh, validate
 
 DEFAULT_OBSERVATION_TTL_MS = 15_000
 
@@ -73,11 +73,19 @@ class ObservationService:
         if projects is not None:
             candidates = sorted({obs.owner_id for obs, _ in seen})
             owners = await self._sql.owners_with_runs_in(candidates, sorted(projects))
-        durable = {
-            (obs.owner_id, obs.runtime_instance_id): await self._sql.durable_task_ids(
-                None, obs.owner_id, obs.runtime_instance_id
-            )
+        shown = {
+            (obs.owner_id, obs.runtime_instance_id)
             for obs, _ in seen
             if owners is None or obs.owner_id in owners
         }
-        return listed(seen, durable, now, owners)
+        durable = {key: await self._sql.durable_task_ids(None, *key) for key in sorted(shown)}
+        # Only a stale instance with a lineage can have been replaced (a live one never is).
+        maybe = [
+            (obs.owner_id, obs.runtime_instance_id)
+            for obs, ttl in seen
+            if obs.lineage
+            and not is_fresh(obs, ttl, now)
+            and (obs.owner_id, obs.runtime_instance_id) in shown
+        ]
+        replaced = await self._sql.replaced_instances(maybe) if maybe else {}
+        return listed(seen, durable, now, owners, replaced)

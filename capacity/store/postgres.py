@@ -68,6 +68,12 @@ _AGENTS = (
 _LIVE_PER_AGENT = f"""
 SELECT a.agent_id, count(*) AS live FROM unnest($1::text[]) AS want(id)
 JOIN attempts a ON a.agent_id = want.id AND a.status = ANY({_LIVE}) GROUP BY a.agent_id"""
+_REPLACED = """
+SELECT r.owner_id, r.runtime_instance_id, r.replaced_at_ms
+FROM unnest($1::text[], $2::text[]) AS want(owner_id, instance_id)
+JOIN runtime_instances r
+  ON r.owner_id = want.owner_id AND r.runtime_instance_id = want.instance_id
+WHERE r.replaced_at_ms IS NOT NULL"""
 _OWNERS_WITH_RUNS = """
 SELECT o.id FROM unnest($1::text[]) AS o(id) WHERE EXISTS (
     SELECT 1 FROM runs r WHERE r.owner_id = o.id AND r.project_id = ANY($2::text[]))"""
@@ -164,6 +170,13 @@ class PostgresCapacitySql:
             "SELECT agent_id FROM agents ORDER BY agent_id LIMIT $1", limit
         )
         return [row[0] for row in rows]
+
+    async def replaced_instances(
+        self, instances: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        owners, ids = [o for o, _ in instances], [i for _, i in instances]
+        rows = await self._pool.fetch(_REPLACED, owners, ids)
+        return {(row[0], row[1]): int(row[2]) for row in rows}
 
     async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
         rows = await self._pool.fetch(_OWNERS_WITH_RUNS, list(owners), list(projects))

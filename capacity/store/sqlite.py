@@ -83,6 +83,20 @@ class SqliteCapacitySql:
         sql = "SELECT agent_id FROM agents ORDER BY agent_id LIMIT ?"
         return [row[0] for row in await self._store.read(sql, limit)]
 
+    async def replaced_instances(
+        self, instances: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        sql = (
+            "SELECT replaced_at_ms FROM runtime_instances WHERE owner_id = ? "
+            "AND runtime_instance_id = ? AND replaced_at_ms IS NOT NULL"
+        )
+        found: dict[tuple[str, str], int] = {}
+        for owner, instance in instances:
+            rows = await self._store.read(sql, owner, instance)
+            if rows:
+                found[(owner, instance)] = int(rows[0][0])
+        return found
+
     async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
         found: set[str] = set()
         if not projects:

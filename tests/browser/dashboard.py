@@ -70,7 +70,9 @@ class Dashboard:
         )
         await stub.ConfigureAgent(capacity_service_pb2.ConfigureAgentRequest(agent=agent))
 
-    def runtime(self, instance: str = "ui-instance", agent_version: str = "") -> ScriptedRuntime:
+    def runtime(
+        self, instance: str = "ui-instance", agent_version: str = "", lineage: str = ""
+    ) -> ScriptedRuntime:
         stub = runtime_service_pb2_grpc.RuntimeServiceStub(self.channel)
         return ScriptedRuntime(
             stub,
@@ -79,6 +81,7 @@ class Dashboard:
             device="ui-device",
             token=self.server.token(),
             agent_version=agent_version,
+            lineage=lineage,
         )
 
     async def open(self, context: BrowserContext, route: str) -> Page:

@@ -2,7 +2,8 @@
 
 - the Runtimes page lists two scripted runtimes (real runtime streams) with D, O, runtime
   active, last heartbeat and agent version; one disconnects and, once its observation's TTL
-  passes, its row says so in the server's words while the other stays connected;
+  passes, its row says so in the server's words while the other stays connected; the next
+  instance of its lineage connects and the row says it was replaced;
 - the Agents page lists a configured agent no run names;
 - the server-down banner: `truerun dev` is SIGKILLed while the Queue shows a running run ->
   the banner says since when and the row is marked "last known" (not plain running); the
@@ -54,7 +55,7 @@ async def test_runtimes_page_and_agents_page(dashboard: Dashboard, browser: Brow
     run = await dashboard.create_run(pinned_runtime_instance_id="rt-a")
     await dashboard.configure_agent("idle-agent", concurrency=1)
     a = dashboard.runtime("rt-a", agent_version="truerun-agent/1.2.3")
-    b = dashboard.runtime("rt-b", agent_version="truerun-agent/0.9.0")
+    b = dashboard.runtime("rt-b", agent_version="truerun-agent/0.9.0", lineage="ui-pod")
     page = await dashboard.open(browser, "/runtimes")
     async with connected(a, limit=2):
         start = (await a.expect("start", timeout=30)).start
@@ -84,6 +85,15 @@ async def test_runtimes_page_and_agents_page(dashboard: Dashboard, browser: Brow
         kept = page.locator('table.runtimes tr[data-instance="rt-a"]')
         await expect(kept).to_have_attribute("data-state", "connected")
         await dashboard.screenshot(page, "runtimes-one-stale")
+        # The next instance of rt-b's lineage says Hello: rt-b is recorded as replaced.
+        async with connected(dashboard.runtime("rt-c", lineage="ui-pod"), limit=1):
+            newer = page.locator('table.runtimes tr[data-instance="rt-c"]')
+            await expect(newer).to_have_attribute("data-state", "connected", timeout=WAIT_MS)
+            await expect(gone.locator(".runtime-state")).to_contain_text(
+                "replaced by a newer instance of lineage ui-pod", timeout=WAIT_MS
+            )
+            await expect(gone.locator(".rt-lineage")).to_contain_text("ui-pod · replaced")
+            await dashboard.screenshot(page, "runtimes-replaced")
 
     agents = await dashboard.open(browser, "/agents")
     card = agents.locator('section.agent[data-agent-id="idle-agent"]')

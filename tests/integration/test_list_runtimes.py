@@ -11,7 +11,12 @@ from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc
 from truerun.v1 import run_service_pb2 as rs
 
+from capacity.service.agents import AgentService
 from coordinator.api.credentials import FailureLimit
+from coordinator.domain import commands as c
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType
+from services.bootstrap import capacity_sql, coordinator, open_store
 from tests.integration.test_every_rpc_authenticates import (
     OPERATOR_TOKEN,
     READER_TOKEN,
@@ -88,3 +93,29 @@ async def test_runtimes_are_scoped_to_the_owners_of_the_tokens_projects(
     assert [(a.agent_id, a.concurrency, a.live_attempts) for a in agents.agents] == [
         ("idle-agent", 1, 0)
     ]
+
+
+async def test_capacity_sql_for_the_lists(migrated_database_url: str) -> None:
+    """The three reads behind the lists, on each database: replaced instances (recorded by
+    the lineage door), owners with runs in projects, configured agent ids."""
+    store = await open_store(migrated_database_url)
+    try:
+        app = coordinator(store)
+        sql = capacity_sql(store)
+        await app.transitions.record_lineage("own", "old", "pod", 1_000)
+        await app.transitions.record_lineage("own", "new", "pod", 2_000)
+        await app.transitions.mark_replaced("own", "old", 2_500)
+        replaced = await sql.replaced_instances([("own", "old"), ("own", "new"), ("x", "old")])
+        actor = Actor(ActorType.USER, "tester")
+        for project, owner in (("p1", "a"), ("p2", "b")):
+            spec = c.RunSpec(project_id=project, owner_id=owner, task_id="t", created_by=actor)
+            await app.transitions.create(spec)
+        with_runs = await sql.owners_with_runs_in(["a", "b", "nobody"], ["p1", "p9"])
+        for agent in ("zed", "amy"):
+            await AgentService(sql).configure(agent, 1, "none", "", 1)
+        ids = await sql.agent_ids(10)
+    finally:
+        await store.close()
+    assert replaced == {("own", "old"): 2_500}
+    assert with_runs == {"a"}
+    assert ids == ["amy", "zed"]

@@ -47,6 +47,17 @@ def test_connected_exactly_while_the_observation_is_fresh() -> None:
     )
 
 
+def test_a_stale_instance_its_lineage_replaced_says_so() -> None:
+    replaced = runtime_view(obs(lineage="pod"), TTL, [], T0 + TTL + 1, replaced_at_ms=T0 + 9)
+    assert (replaced.connected, replaced.replaced_at_ms) == (False, T0 + 9)
+    assert replaced.detail == (
+        "replaced by a newer instance of lineage pod: its started attempts became lost; "
+        "claims for it stopped"
+    )
+    # a fresh observation is the stronger fact: it is connected whatever was recorded
+    assert runtime_view(obs(lineage="pod"), TTL, [], T0, replaced_at_ms=T0).connected
+
+
 def test_a_runtime_clock_ahead_never_gives_a_negative_age() -> None:
     assert runtime_view(obs(received_at_ms=T0 + 50), TTL, [], T0).age_ms == 0
 

@@ -90,7 +90,12 @@ export function mount(ctx) {
           h('td', { class: 'num rt-active' }, String(runtime.runtime_active || 0)),
           h('td', { class: 'num optional' }, String(runtime.queued || 0)),
           h('td', { class: 'rt-heartbeat' }, timeEl(runtime.last_heartbeat_time), ' · ', entry.age),
-          h('td', { class: 'rt-lineage optional' }, runtime.lineage || h('span', { class: 'muted' }, 'none')),
+          h(
+            'td',
+            { class: 'rt-lineage optional' },
+            runtime.lineage || h('span', { class: 'muted' }, 'none'),
+            runtime.replace_time ? h('span', { class: 'rt-replaced' }, ' · replaced ', timeEl(runtime.replace_time)) : null,
+          ),
           h('td', { class: 'rt-version mono' }, runtime.agent_version || h('span', { class: 'muted' }, 'not reported')),
         );
       }

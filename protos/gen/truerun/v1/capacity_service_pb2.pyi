@@ -669,6 +669,7 @@ class RuntimeInstance(_message.Message):
     LINEAGE_FIELD_NUMBER: _builtins.int
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    REPLACE_TIME_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The owner whose runs it executes."""
     runtime_instance_id: _builtins.str
@@ -707,6 +708,12 @@ class RuntimeInstance(_message.Message):
     def labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The runtime's labels."""
 
+    @_builtins.property
+    def replace_time(self) -> _timestamp_pb2.Timestamp:
+        """When truerun recorded that a newer instance of its lineage replaced it (its started
+        attempts became lost, see RuntimeService's Hello.lineage); unset when not replaced.
+        """
+
     def __init__(
         self,
         *,
@@ -724,10 +731,11 @@ class RuntimeInstance(_message.Message):
         lineage: _builtins.str = ...,
         agent_version: _builtins.str = ...,
         labels: _abc.Iterable[_builtins.str] | None = ...,
+        replace_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_age", b"heartbeat_age", "last_heartbeat_time", b"last_heartbeat_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_age", b"heartbeat_age", "last_heartbeat_time", b"last_heartbeat_time", "replace_time", b"replace_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "heartbeat_age", b"heartbeat_age", "labels", b"labels", "last_heartbeat_time", b"last_heartbeat_time", "limit", b"limit", "lineage", b"lineage", "occupied", b"occupied", "owner_id", b"owner_id", "queued", b"queued", "routes", b"routes", "runtime_active", b"runtime_active", "runtime_instance_id", b"runtime_instance_id", "state", b"state", "state_detail", b"state_detail"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "heartbeat_age", b"heartbeat_age", "labels", b"labels", "last_heartbeat_time", b"last_heartbeat_time", "limit", b"limit", "lineage", b"lineage", "occupied", b"occupied", "owner_id", b"owner_id", "queued", b"queued", "replace_time", b"replace_time", "routes", b"routes", "runtime_active", b"runtime_active", "runtime_instance_id", b"runtime_instance_id", "state", b"state", "state_detail", b"state_detail"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
