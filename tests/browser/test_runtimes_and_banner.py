@@ -76,6 +76,13 @@ async def test_runtimes_page_and_agents_page(dashboard: Dashboard, browser: Brow
                 await expect(shown.locator(".rt-heartbeat time")).to_be_visible()
                 await expect(shown.locator(".hb-age")).to_have_text(re.compile(r"^\d+ s ago$"))
             await dashboard.screenshot(page, "runtimes-connected")
+            # Capacity lists them too, rt-b without any attempt of the project.
+            capacity = await dashboard.open(browser, "/capacity")
+            heads = capacity.locator("tr[data-instance] th")
+            await expect(heads).to_have_text(
+                ["ui-owner / rt-a", "ui-owner / rt-b"], timeout=WAIT_MS
+            )
+            await capacity.close()
         # rt-b's stream is closed and its heartbeats stopped: stale once the TTL passes.
         gone = page.locator('table.runtimes tr[data-instance="rt-b"]')
         await expect(gone).to_have_attribute("data-state", "stale", timeout=WAIT_MS)
