@@ -11,8 +11,11 @@ const POLL_MS = 2000;
 const TICK_MS = 1000;
 // Optional columns are hidden on narrow screens (app.css .optional) so D, O and the state stay in view.
 const HEADINGS = [
-  ['Owner / instance'], ['State'], ['Devices', 'optional'], ['D (limit)'], ['O (occupied)'], ['Runtime active'],
-  ['Queued', 'optional'], ['Last heartbeat'], ['Lineage', 'optional'], ['Agent version'],
+  ['Owner / instance'], ['State'], ['Devices', 'optional'],
+  ['D', '', 'D: the device limit, from the last heartbeat'],
+  ['O', '', 'O: occupied slots, runtime active merged with the durable rows by task id'],
+  ['Active', '', 'what the runtime reported running'], ['Queued', 'optional', "the runtime's own queue"],
+  ['Last heartbeat'], ['Lineage', 'optional'], ['Agent version'],
 ];
 
 // A proto3 JSON Duration ("12.5s") in milliseconds.
@@ -44,7 +47,7 @@ export function mount(ctx) {
     'table',
     { class: 'runtimes', dataset: { table: 'runtimes' } },
     h('caption', { class: 'visually-hidden' }, 'Runtime instances'),
-    h('thead', {}, h('tr', {}, HEADINGS.map(([label, optional]) => h('th', { scope: 'col', class: optional }, label)))),
+    h('thead', {}, h('tr', {}, HEADINGS.map(([label, optional, title]) => h('th', { scope: 'col', class: optional || undefined, title }, label)))),
     tbody,
   );
   const note = h('p', { class: 'muted runtimes-note' });
