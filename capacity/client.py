@@ -57,6 +57,8 @@ def observation_to_proto(o: Observation) -> pb.Observation:
         queued=o.queued,
         labels=list(o.labels),
         queued_task_ids=list(o.queued_task_ids),
+        agent_version=o.agent_version,
+        lineage=o.lineage,
     )
     if o.observed_at_ms is not None:
         message.observe_time.FromMilliseconds(o.observed_at_ms)

@@ -146,7 +146,8 @@ def document() -> Schema:
     ):
         schemas[name] = message_schema(runs[name])
     schemas["Occupancy"] = message_schema(capacity["Occupancy"])
-    schemas["Agent"] = message_schema(capacity["Agent"])
+    for name in ("Agent", "ListAgentsResponse", "ListRuntimesResponse", "RuntimeInstance", "Route"):
+        schemas[name] = message_schema(capacity[name])
     schemas["CreateRunBody"] = message_schema(
         runs["CreateRunRequest"],
         request=True,

@@ -20,6 +20,8 @@ from kernel.errors import DomainError, ErrorReason
 
 #: Version of the stored JSON layout; a value with another version is treated as corrupt.
 FORMAT_VERSION: Final = 1
+#: The longest agent_version or lineage an observation may carry.
+MAX_HELLO_FACT: Final = 128
 
 
 class ObservationRejected(DomainError):
@@ -56,6 +58,10 @@ class Observation:
     #: The tasks waiting in the runtime's own queue (accepted, not yet running); empty
     #: when the runtime does not list them (then it vouches for none of them).
     queued_task_ids: tuple[str, ...] = ()
+    #: The runtime's software version and lineage from its stream's Hello (the coordinator
+    #: stamps them; informational, for the Runtimes page); "" when not known.
+    agent_version: str = ""
+    lineage: str = ""
 
 
 def _blank(value: str) -> bool:
@@ -72,7 +78,8 @@ def validate(obs: Observation) -> None:
     Rules: owner_id and runtime_instance_id are non-blank; limit, active and queued are
     >= 0; every active task id is non-blank and appears once; active equals the number of
     active task ids; queued task ids, when listed, are non-blank, each once, none of them
-    active, and as many as queued; there is at least one route, every route has a non-blank
+    active, and as many as queued; agent_version and lineage are at most 128 printable
+    characters; there is at least one route, every route has a non-blank
     device_id and no device_id appears twice.
     """
     if _blank(obs.owner_id):
@@ -102,6 +109,11 @@ def validate(obs: Observation) -> None:
             raise _reject(
                 "queued",
                 f"observation queued={obs.queued} but lists {len(queued)} queued task id(s)",
+            )
+    for fact, said in (("agent_version", obs.agent_version), ("lineage", obs.lineage)):
+        if len(said) > MAX_HELLO_FACT or not said.isprintable():
+            raise _reject(
+                fact, f"observation {fact} is not 0-{MAX_HELLO_FACT} printable characters"
             )
     if not obs.routes:
         raise _reject("routes", "observation has no routes")
@@ -136,6 +148,8 @@ def encode(obs: Observation, ttl_ms: int) -> str:
         "observed_at_ms": obs.observed_at_ms,
         "received_at_ms": obs.received_at_ms,
         "ttl_ms": ttl_ms,
+        "agent_version": obs.agent_version,
+        "lineage": obs.lineage,
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
@@ -208,6 +222,9 @@ def decode(raw: str | bytes) -> tuple[Observation, int]:
         received_at_ms=_int(document, "received_at_ms"),
         # absent in values stored before the field existed: none listed
         queued_task_ids=_strs(document, "queued_task_ids") if "queued_task_ids" in document else (),
+        # absent in values stored before the Hello facts were kept: not known
+        agent_version=_str(document, "agent_version") if "agent_version" in document else "",
+        lineage=_str(document, "lineage") if "lineage" in document else "",
     )
     ttl_ms = _int(document, "ttl_ms")
     if ttl_ms <= 0:

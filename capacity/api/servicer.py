@@ -9,10 +9,13 @@ from google.protobuf import duration_pb2
 from truerun.v1 import capacity_service_pb2 as pb
 from truerun.v1 import capacity_service_pb2_grpc
 
+from capacity.domain.runtimes import RuntimeView
+from capacity.observations.base import SEEN_RETENTION_MS
 from capacity.service.agents import AgentService, AgentView
 from capacity.service.claims import Blocked, ClaimOutcome, ClaimService, outcome_from_snapshot
 from capacity.service.reports import ObservationService
 from coordinator.api import convert, validation
+from coordinator.api.auth import caller
 from coordinator.api.convert import observation_from_proto, timestamp
 from coordinator.api.errors import unary
 from coordinator.api.request_ids import once
@@ -88,6 +91,33 @@ def _agent(view: AgentView) -> pb.Agent:
     )
 
 
+def _duration(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _runtime(view: RuntimeView) -> pb.RuntimeInstance:
+    obs, occ = view.observation, view.occupancy
+    message = pb.RuntimeInstance(
+        owner_id=obs.owner_id,
+        runtime_instance_id=obs.runtime_instance_id,
+        routes=[pb.Route(device_id=r.device_id, kind=r.kind) for r in obs.routes],
+        state=pb.RUNTIME_STATE_CONNECTED if view.connected else pb.RUNTIME_STATE_STALE,
+        state_detail=view.detail,
+        limit=occ.limit,
+        occupied=occ.occupied,
+        runtime_active=occ.runtime_active,
+        queued=obs.queued,
+        last_heartbeat_time=timestamp(obs.received_at_ms),
+        heartbeat_age=_duration(view.age_ms),
+        lineage=obs.lineage,
+        agent_version=obs.agent_version,
+        labels=list(obs.labels),
+    )
+    if view.replaced_at_ms is not None:
+        message.replace_time.CopyFrom(timestamp(view.replaced_at_ms))
+    return message
+
+
 class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
     def __init__(
         self,
@@ -153,12 +183,33 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
             durable_only_task_ids=list(occ.durable_only_task_ids),
         )
         if view.age_ms is not None:
-            message.observation_age.CopyFrom(
-                duration_pb2.Duration(
-                    seconds=view.age_ms // 1000, nanos=(view.age_ms % 1000) * 1_000_000
-                )
-            )
+            message.observation_age.CopyFrom(_duration(view.age_ms))
         return message
+
+    @unary
+    async def ListRuntimes(
+        self, request: pb.ListRuntimesRequest, context: Ctx
+    ) -> pb.ListRuntimesResponse:
+        # A runtime serves its owner in every project: a token of every project sees all
+        # of them, a project token those of the owners with runs in its projects.
+        principal = caller()
+        owner = validation.name(request.owner_id, "owner_id", required=False) or ""
+        projects = None if principal.all_projects else principal.projects
+        views = await self._observations.runtimes(projects, owner)
+        return pb.ListRuntimesResponse(
+            runtimes=[_runtime(view) for view in views],
+            observation_ttl_ms=self._observations.ttl_ms,
+            seen_retention_ms=SEEN_RETENTION_MS,
+        )
+
+    @unary
+    async def ListAgents(
+        self, request: pb.ListAgentsRequest, context: Ctx
+    ) -> pb.ListAgentsResponse:
+        caller()  # agent settings are cluster-wide, as GetAgent shows them to any token
+        return pb.ListAgentsResponse(
+            agents=[_agent(view) for view in await self._agents.list_all()]
+        )
 
     @unary
     async def ConfigureAgent(self, request: pb.ConfigureAgentRequest, context: Ctx) -> pb.Agent:

@@ -6,9 +6,13 @@ over-commit. A lost observation stops claims for its instance; it never releases
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 from kernel.observation import Observation
+
+#: How long an instance stays listed by ``recent`` after its last observation arrived, past
+#: the observation's own TTL: long enough to see that a runtime went away, and when.
+SEEN_RETENTION_MS: Final = 600_000
 
 
 class ObservationStore(Protocol):
@@ -30,6 +34,13 @@ class ObservationStore(Protocol):
         ``now_ms - received_at_ms > ttl_ms``: the stored receive time is checked as well,
         so a restored dump or a store clock jump cannot revive an old observation.
         """
+        ...
+
+    async def recent(self, now_ms: int) -> list[tuple[Observation, int]]:
+        """Every instance's last observation with its TTL, ``(observation, ttl_ms)``, that
+        arrived within its TTL plus the store's seen retention before ``now_ms``: the
+        connected instances (fresh, as ``get`` answers) and the recently silent ones. Only
+        for display: claims read ``get``. Corrupt values are left out."""
         ...
 
     async def close(self) -> None:

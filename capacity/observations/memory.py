@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from capacity.observations.base import SEEN_RETENTION_MS
 from kernel.observation import (
     CorruptObservation,
     Observation,
@@ -29,15 +30,20 @@ class _Entry:
 class MemoryObservationStore:
     """``ObservationStore`` in a dict; same semantics as RedisObservationStore."""
 
-    def __init__(self) -> None:
+    def __init__(self, seen_retention_ms: int = SEEN_RETENTION_MS) -> None:
         self._entries: dict[tuple[str, str], _Entry] = {}
+        #: The twin of Redis' seen keys: the last observation, kept past its TTL.
+        self._seen: dict[tuple[str, str], _Entry] = {}
+        self._seen_retention_ms = seen_retention_ms
 
     async def put(self, obs: Observation, ttl_ms: int) -> None:
         validate(obs)
         if ttl_ms <= 0:
             raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
         key = (obs.owner_id, obs.runtime_instance_id)
-        self._entries[key] = _Entry(encode(obs, ttl_ms), obs.received_at_ms + ttl_ms)
+        raw = encode(obs, ttl_ms)
+        self._entries[key] = _Entry(raw, obs.received_at_ms + ttl_ms)
+        self._seen[key] = _Entry(raw, obs.received_at_ms + ttl_ms + self._seen_retention_ms)
 
     async def get(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> Observation | None:
         key = (owner_id, runtime_instance_id)
@@ -57,6 +63,20 @@ class MemoryObservationStore:
             return None
         return obs
 
+    async def recent(self, now_ms: int) -> list[tuple[Observation, int]]:
+        found: list[tuple[Observation, int]] = []
+        for key, entry in list(self._seen.items()):
+            if entry.expire_at_ms is not None and now_ms > entry.expire_at_ms:
+                del self._seen[key]
+                continue
+            try:
+                obs, ttl_ms = decode(entry.raw)
+            except CorruptObservation:
+                continue
+            if (obs.owner_id, obs.runtime_instance_id) == key:
+                found.append((obs, ttl_ms))
+        return found
+
     async def put_raw(
         self,
         owner_id: str,
@@ -73,6 +93,8 @@ class MemoryObservationStore:
     def clear(self) -> None:
         """Forget everything (the twin of FLUSHDB, or of a restart)."""
         self._entries.clear()
+        self._seen.clear()
 
     async def close(self) -> None:
         self._entries.clear()
+        self._seen.clear()

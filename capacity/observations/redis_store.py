@@ -4,7 +4,9 @@ Key: ``truerun:obs:{owner}:{instance}`` where both ids are percent-encoded (ever
 letters, digits and ``_.-~``), so a ``:`` inside an id can never make two domains share a
 key (and ``{``/``}`` never form a cluster hash tag). Value: the compact JSON of
 ``model.encode``, including ``ttl_ms`` and ``received_at_ms``, written with
-``SET key value PX ttl_ms``.
+``SET key value PX ttl_ms``. The same value also goes to the instance's seen key,
+``{prefix}~seen:{owner}:{instance}``, which outlives the TTL by the seen retention: it lists
+the instances that went silent recently (``recent``; display only, claims never read it).
 
 ``get`` decodes and validates the value again and checks the stored receive time against
 the caller's clock, so a restored dump or a Redis clock jump cannot revive an old
@@ -21,6 +23,7 @@ from urllib.parse import quote
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from capacity.observations.base import SEEN_RETENTION_MS
 from kernel.observation import (
     CorruptObservation,
     Observation,
@@ -33,6 +36,8 @@ from kernel.observation import (
 log = logging.getLogger(__name__)
 
 DEFAULT_KEY_PREFIX: Final = "truerun:obs"
+#: How many seen keys one MGET reads.
+_BATCH: Final = 200
 
 
 def observation_key(
@@ -45,9 +50,17 @@ def observation_key(
 class RedisObservationStore:
     """``ObservationStore`` on Redis. Create with ``await RedisObservationStore.connect(url)``."""
 
-    def __init__(self, client: Redis, key_prefix: str = DEFAULT_KEY_PREFIX) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        key_prefix: str = DEFAULT_KEY_PREFIX,
+        seen_retention_ms: int = SEEN_RETENTION_MS,
+    ) -> None:
         self._client = client
         self._prefix = key_prefix
+        # '~' right after the prefix: never the ':' every observation key has there
+        self._seen_prefix = f"{key_prefix}~seen"
+        self._seen_retention_ms = seen_retention_ms
 
     @classmethod
     async def connect(
@@ -71,7 +84,12 @@ class RedisObservationStore:
         if ttl_ms <= 0:
             raise ValueError(f"ttl_ms must be positive, got {ttl_ms}")
         key = self.key(obs.owner_id, obs.runtime_instance_id)
-        await self._client.set(key, encode(obs, ttl_ms), px=ttl_ms)
+        seen = observation_key(obs.owner_id, obs.runtime_instance_id, self._seen_prefix)
+        raw = encode(obs, ttl_ms)
+        async with self._client.pipeline(transaction=True) as both:
+            both.set(key, raw, px=ttl_ms)
+            both.set(seen, raw, px=ttl_ms + self._seen_retention_ms)
+            await both.execute()
 
     async def get(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> Observation | None:
         key = self.key(owner_id, runtime_instance_id)
@@ -96,6 +114,26 @@ class RedisObservationStore:
         if not is_fresh(obs, ttl_ms, now_ms):
             return None
         return obs
+
+    async def recent(self, now_ms: int) -> list[tuple[Observation, int]]:
+        keys = [key async for key in self._client.scan_iter(match=f"{self._seen_prefix}:*")]
+        found: list[tuple[Observation, int]] = []
+        for start in range(0, len(keys), _BATCH):
+            chunk = keys[start : start + _BATCH]
+            for key, raw in zip(chunk, await self._client.mget(chunk), strict=True):
+                if not isinstance(raw, bytes | str):
+                    continue  # expired between SCAN and MGET
+                try:
+                    obs, ttl_ms = decode(raw)
+                except CorruptObservation as exc:
+                    log.warning("seen key %r corrupt, left out: %s", key, exc)
+                    continue
+                name = observation_key(obs.owner_id, obs.runtime_instance_id, self._seen_prefix)
+                if name.encode() != key and name != key:
+                    continue  # another instance's value under this key
+                if now_ms - obs.received_at_ms <= ttl_ms + self._seen_retention_ms:
+                    found.append((obs, ttl_ms))
+        return found
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -13,6 +13,8 @@ from kernel.ids import now_ms
 WORKSPACE_KINDS = ("git", "directory", "none")
 MAX_CONCURRENCY = 1000
 MAX_WEIGHT = 100
+#: ListAgents answers at most this many agents (settings, not a queue: a few per cluster).
+MAX_LISTED = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +73,10 @@ class AgentService:
             raise AgentNotFound(f"agent {agent_id} is not configured", agent_id=agent_id)
         live = await self._sql.live_per_agent(None, [agent_id])
         return AgentView(configs[agent_id], live.get(agent_id, 0))
+
+    async def list_all(self) -> list[AgentView]:
+        """Every configured agent by id, with its live attempts (none named by a run too)."""
+        ids = await self._sql.agent_ids(MAX_LISTED)
+        configs = await self._sql.agent_configs(None, ids)
+        live = await self._sql.live_per_agent(None, ids)
+        return [AgentView(configs[a], live.get(a, 0)) for a in ids if a in configs]

@@ -72,3 +72,16 @@ class CapacitySql(Protocol):
     ) -> None: ...
 
     async def put_agent(self, agent: AgentConfig) -> None: ...
+
+    async def agent_ids(self, limit: int) -> list[str]:
+        """The configured agents' ids in order, at most ``limit``."""
+
+    async def replaced_instances(
+        self, instances: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        """When each of ``instances`` (owner, instance) was marked replaced by a newer
+        instance of its lineage (runtime_instances.replaced_at_ms); absent when it was not."""
+
+    async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
+        """Those of ``owners`` with a run in one of ``projects``: whose runtimes a token of
+        those projects may see (bounded by the runtimes listed, not by the runs)."""

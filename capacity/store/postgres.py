@@ -68,6 +68,15 @@ _AGENTS = (
 _LIVE_PER_AGENT = f"""
 SELECT a.agent_id, count(*) AS live FROM unnest($1::text[]) AS want(id)
 JOIN attempts a ON a.agent_id = want.id AND a.status = ANY({_LIVE}) GROUP BY a.agent_id"""
+_REPLACED = """
+SELECT r.owner_id, r.runtime_instance_id, r.replaced_at_ms
+FROM unnest($1::text[], $2::text[]) AS want(owner_id, instance_id)
+JOIN runtime_instances r
+  ON r.owner_id = want.owner_id AND r.runtime_instance_id = want.instance_id
+WHERE r.replaced_at_ms IS NOT NULL"""
+_OWNERS_WITH_RUNS = """
+SELECT o.id FROM unnest($1::text[]) AS o(id) WHERE EXISTS (
+    SELECT 1 FROM runs r WHERE r.owner_id = o.id AND r.project_id = ANY($2::text[]))"""
 _BUSY_SCOPES = f"""
 SELECT DISTINCT execution_scope FROM attempts
 WHERE execution_scope = ANY($1::text[]) AND status = ANY({_LIVE})"""
@@ -155,6 +164,23 @@ class PostgresCapacitySql:
     ) -> dict[str, AgentConfig]:
         rows = await self._fetch(tx, _AGENTS, list(agent_ids))
         return {row["agent_id"]: agent_config(row) for row in rows}
+
+    async def agent_ids(self, limit: int) -> list[str]:
+        rows = await self._pool.fetch(
+            "SELECT agent_id FROM agents ORDER BY agent_id LIMIT $1", limit
+        )
+        return [row[0] for row in rows]
+
+    async def replaced_instances(
+        self, instances: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        owners, ids = [o for o, _ in instances], [i for _, i in instances]
+        rows = await self._pool.fetch(_REPLACED, owners, ids)
+        return {(row[0], row[1]): int(row[2]) for row in rows}
+
+    async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
+        rows = await self._pool.fetch(_OWNERS_WITH_RUNS, list(owners), list(projects))
+        return {row[0] for row in rows}
 
     async def live_per_agent(self, tx: ClaimTx | None, agent_ids: Sequence[str]) -> dict[str, int]:
         rows = await self._fetch(tx, _LIVE_PER_AGENT, list(agent_ids))

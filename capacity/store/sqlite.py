@@ -79,6 +79,36 @@ class SqliteCapacitySql:
         rows = await self._fetch(tx, sql, *agent_ids)
         return {row["agent_id"]: agent_config(row) for row in rows}
 
+    async def agent_ids(self, limit: int) -> list[str]:
+        sql = "SELECT agent_id FROM agents ORDER BY agent_id LIMIT ?"
+        return [row[0] for row in await self._store.read(sql, limit)]
+
+    async def replaced_instances(
+        self, instances: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        sql = (
+            "SELECT replaced_at_ms FROM runtime_instances WHERE owner_id = ? "
+            "AND runtime_instance_id = ? AND replaced_at_ms IS NOT NULL"
+        )
+        found: dict[tuple[str, str], int] = {}
+        for owner, instance in instances:
+            rows = await self._store.read(sql, owner, instance)
+            if rows:
+                found[(owner, instance)] = int(rows[0][0])
+        return found
+
+    async def owners_with_runs_in(self, owners: Sequence[str], projects: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        if not projects:
+            return found
+        sql = (
+            f"SELECT 1 FROM runs WHERE owner_id = ? AND project_id IN ({_marks(projects)}) LIMIT 1"
+        )
+        for owner in owners:
+            if await self._store.read(sql, owner, *projects):
+                found.add(owner)
+        return found
+
     async def live_per_agent(self, tx: ClaimTx | None, agent_ids: Sequence[str]) -> dict[str, int]:
         if not agent_ids:
             return {}

@@ -203,4 +203,6 @@ def observation_from_proto(o: capacity_service_pb2.Observation) -> Observation:
         observed_at_ms=o.observe_time.ToMilliseconds() if o.HasField("observe_time") else None,
         received_at_ms=0,
         queued_task_ids=tuple(o.queued_task_ids),
+        agent_version=o.agent_version,
+        lineage=o.lineage,
     )

@@ -53,6 +53,11 @@ class Heartbeats:
                 "heartbeat for another runtime on %s's stream ignored", session.runtime_instance_id
             )
             return
+        # The Hello's facts travel with each observation, so every replica's list of the
+        # runtimes (CapacityService.ListRuntimes) reads them from the observation store.
+        observation = replace(
+            observation, agent_version=session.agent_version, lineage=session.lineage
+        )
         try:
             stored = await self._observations.report(observation)
         except DomainError as error:

@@ -144,7 +144,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         if not self._tokens.allows(hello.runtime_token, owner):
             raise Unauthenticated(f"this runtime token may not act for owner {owner}")
         lineage = validation.name(hello.lineage, "lineage", required=False) or ""
-        return Session(owner, instance, devices, lineage)
+        version = validation.printable(hello.agent_version, "agent_version", 128)
+        return Session(owner, instance, devices, lineage, agent_version=version)
 
     async def _bind(self, session: Session) -> None:
         """A runtime instance id belongs to the owner of the first Hello that named it: a

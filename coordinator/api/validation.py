@@ -45,6 +45,13 @@ def text(value: str, field: str, limit: int = MAX_TEXT) -> str | None:
     return value or None
 
 
+def printable(value: str, field: str, limit: int) -> str:
+    """An optional free-text fact ('' when absent): at most ``limit`` printable characters."""
+    if len(value) > limit or not value.isprintable():
+        raise InvalidArgument(f"{field} must be at most {limit} printable characters")
+    return value
+
+
 def request_id(value: str) -> str:
     if len(value) > 128 or not value.isprintable():
         raise InvalidArgument("request_id must be at most 128 printable characters")

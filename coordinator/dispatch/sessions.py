@@ -25,6 +25,8 @@ class Session:
     device_ids: tuple[str, ...]
     #: Hello's lineage ('' when the runtime makes no lineage promise).
     lineage: str = ""
+    #: Hello's agent_version ('' when the runtime sent none).
+    agent_version: str = ""
     outbox: asyncio.Queue[pb.ConnectResponse] = field(default_factory=asyncio.Queue)
     #: Start results awaited by the dispatcher, by attempt id.
     pending_starts: dict[str, asyncio.Future[pb.StartResult]] = field(default_factory=dict)

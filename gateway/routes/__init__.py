@@ -315,6 +315,44 @@ ROUTES: tuple[Entry, ...] = (
     ),
     Entry(
         "GET",
+        "/v1/runtimes",
+        capacity.list_runtimes,
+        (
+            Operation(
+                operation_id="list_runtimes",
+                summary="list runtimes",
+                description="The runtime instances connected now (fresh observation) and "
+                "those seen recently whose heartbeats stopped (stale), each with D, O, "
+                "runtime active, last heartbeat and its age, lineage and agent version. A "
+                "token of every project sees every runtime; a project token those of the "
+                "owners with runs in its projects.",
+                parameters=(param("owner_id", "query", "only this owner's runtimes"),),
+                responses={
+                    "200": json_response("the runtimes", "ListRuntimesResponse"),
+                    **problems("400", "401", "503"),
+                },
+            ),
+        ),
+    ),
+    Entry(
+        "GET",
+        "/v1/agents",
+        capacity.list_agents,
+        (
+            Operation(
+                operation_id="list_agents",
+                summary="list agents",
+                description="Every configured agent with R and its live attempts, whether "
+                "or not a run names it.",
+                responses={
+                    "200": json_response("the agents", "ListAgentsResponse"),
+                    **problems("401", "503"),
+                },
+            ),
+        ),
+    ),
+    Entry(
+        "GET",
         "/v1/capacity/owners/{owner}/instances/{instance}",
         capacity.get_occupancy,
         (

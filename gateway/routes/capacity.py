@@ -1,4 +1,4 @@
-"""Capacity: one runtime instance's occupancy, and one agent (CapacityService)."""
+"""Capacity: the runtimes, one runtime instance's occupancy, the agents (CapacityService)."""
 
 from __future__ import annotations
 
@@ -30,5 +30,24 @@ async def get_agent(request: Request) -> Response:
     answer = await context(request).capacity.GetAgent(
         capacity_service_pb2.GetAgentRequest(agent_id=request.path_params["agent"]),
         timeout=CALL_TIMEOUT_S,
+    )
+    return json_response(messages.to_dict(answer))
+
+
+@endpoint
+async def list_runtimes(request: Request) -> Response:
+    principal(request)
+    answer = await context(request).capacity.ListRuntimes(
+        capacity_service_pb2.ListRuntimesRequest(owner_id=request.query_params.get("owner_id", "")),
+        timeout=CALL_TIMEOUT_S,
+    )
+    return json_response(messages.to_dict(answer))
+
+
+@endpoint
+async def list_agents(request: Request) -> Response:
+    principal(request)
+    answer = await context(request).capacity.ListAgents(
+        capacity_service_pb2.ListAgentsRequest(), timeout=CALL_TIMEOUT_S
     )
     return json_response(messages.to_dict(answer))

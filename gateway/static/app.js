@@ -6,6 +6,7 @@ import { ApiError, onUnauthorized } from './js/api.js';
 import { adoptFragment, setToken } from './js/auth.js';
 import { h } from './js/dom.js';
 import { startTicker } from './js/durations.js';
+import { streamDropped, watchReachability } from './js/reachability.js';
 import { onStreamStatus } from './js/stream.js';
 import { setupTheme } from './js/theme.js';
 import * as agents from './js/pages/agents.js';
@@ -14,9 +15,10 @@ import * as capacity from './js/pages/capacity.js';
 import * as mywork from './js/pages/mywork.js';
 import * as queue from './js/pages/queue.js';
 import * as run from './js/pages/run.js';
+import * as runtimes from './js/pages/runtimes.js';
 
 const PROJECT_KEY = 'truerun.project';
-const pages = { queue, mywork, automations, capacity, agents };
+const pages = { queue, mywork, automations, capacity, agents, runtimes };
 
 const main = document.getElementById('view');
 const announcer = document.getElementById('announcer');
@@ -132,9 +134,12 @@ function start() {
   });
   setupTheme(document.getElementById('theme-toggle'));
   startTicker();
+  // When truerun answers again the page is mounted afresh: everything on it is read again.
+  watchReachability(document.getElementById('server-banner'), main, render);
   onStreamStatus((status) => {
     conn.dataset.conn = status;
     conn.textContent = { live: 'live', reconnecting: 'reconnecting…', idle: 'offline' }[status];
+    if (status === 'reconnecting') streamDropped();
   });
   onUnauthorized(() => {
     if (needToken) return;

@@ -34,6 +34,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 HTTP_LISTENING = re.compile(r"^http listening on (\S+:\d+)$", re.MULTILINE)
+DEV_ENV = {
+    "TRUERUN_HTTP_ADDR": "127.0.0.1:0",
+    "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT};ops={OPERATOR_TOKEN}:{PROJECT}:operator",
+    # A Start the scripted runtime holds back stays "starting" for as long as the test
+    # looks (by default it turns unknown after 10 s).
+    "TRUERUN_START_TIMEOUT_MS": "120000",
+    # Small, so the output panel's test reaches the cap (and its marker) in a few lines;
+    # no other page writes output.
+    "TRUERUN_OUTPUT_MAX_BYTES": "400",
+}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
@@ -80,25 +90,12 @@ async def serve_dashboard(
     procs = Processes(logs)
     channel: grpc.aio.Channel | None = None
     try:
-        server = procs.dev(
-            base / "data",
-            {
-                "TRUERUN_HTTP_ADDR": "127.0.0.1:0",
-                "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT};ops={OPERATOR_TOKEN}:{PROJECT}:operator",
-                # A Start the scripted runtime holds back stays "starting" for as long as
-                # the test looks (by default it turns unknown after 10 s).
-                "TRUERUN_START_TIMEOUT_MS": "120000",
-                # Small, so the output panel's test reaches the cap (and its marker) in a
-                # few lines; no other page writes output.
-                "TRUERUN_OUTPUT_MAX_BYTES": "400",
-                **(env or {}),
-            },
-        )
+        server = procs.dev(base / "data", {**DEV_ENV, **(env or {})})
         http = server.wait_for_log(HTTP_LISTENING, timeout=30).group(1)
         channel = aio_channel(server.address, TOKEN)
         shots.mkdir(parents=True, exist_ok=True)
         print(f"\nscreenshots: {shots}")
-        yield Dashboard(f"http://{http}", server, channel, shots)
+        yield Dashboard(f"http://{http}", server, channel, shots, procs)
     finally:
         if channel is not None:
             await channel.close(None)
@@ -109,5 +106,7 @@ async def serve_dashboard(
 
 @pytest.fixture
 async def dashboard(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Dashboard]:
-    async with serve_dashboard(tmp_path, ARTIFACTS / request.node.name) as live:
+    # A test may add settings: @pytest.mark.parametrize("dashboard", [{...}], indirect=True)
+    env = getattr(request, "param", None)
+    async with serve_dashboard(tmp_path, ARTIFACTS / request.node.name, env) as live:
         yield live

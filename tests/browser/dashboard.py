@@ -18,7 +18,7 @@ import httpx
 from playwright.async_api import BrowserContext, Locator, Page, expect
 from truerun.v1 import capacity_service_pb2, capacity_service_pb2_grpc, runtime_service_pb2_grpc
 
-from tests.support.processes import DevServer
+from tests.support.processes import DevServer, Processes
 from tests.support.scripted_runtime import ScriptedRuntime
 
 PROJECT = "ui"
@@ -39,6 +39,8 @@ class Dashboard:
     server: DevServer
     channel: grpc.aio.Channel
     shots: Path
+    #: What started the server (a test that restarts it starts the next one with it).
+    procs: Processes | None = None
 
     def http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -69,10 +71,18 @@ class Dashboard:
         )
         await stub.ConfigureAgent(capacity_service_pb2.ConfigureAgentRequest(agent=agent))
 
-    def runtime(self, instance: str = "ui-instance") -> ScriptedRuntime:
+    def runtime(
+        self, instance: str = "ui-instance", agent_version: str = "", lineage: str = ""
+    ) -> ScriptedRuntime:
         stub = runtime_service_pb2_grpc.RuntimeServiceStub(self.channel)
         return ScriptedRuntime(
-            stub, owner=OWNER, instance=instance, device="ui-device", token=self.server.token()
+            stub,
+            owner=OWNER,
+            instance=instance,
+            device="ui-device",
+            token=self.server.token(),
+            agent_version=agent_version,
+            lineage=lineage,
         )
 
     async def open(self, context: BrowserContext, route: str, token: str = TOKEN) -> Page:

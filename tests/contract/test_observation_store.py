@@ -29,6 +29,7 @@ from capacity.observations import (
     Route,
     encode,
 )
+from capacity.observations.base import SEEN_RETENTION_MS
 
 REDIS_URL = os.environ.get("TRUERUN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 #: Server clock (ms) at which the sample observations arrive.
@@ -299,8 +300,11 @@ async def test_redis_key_value_and_px(redis_client: Redis) -> None:
     finally:
         await store.close()
     key = "truerun:obs:own%3A1:in%7Bst%7D"
-    assert await redis_client.keys("*") == [key.encode()]
+    seen = "truerun:obs~seen:own%3A1:in%7Bst%7D"  # the Runtimes page's, kept past the TTL
+    assert sorted(await redis_client.keys("*")) == [key.encode(), seen.encode()]
     assert 0 < await redis_client.pttl(key) <= 30_000
+    assert 30_000 < await redis_client.pttl(seen) <= 30_000 + SEEN_RETENTION_MS
+    assert await redis_client.get(seen) == await redis_client.get(key)
     raw = await redis_client.get(key)
     assert raw is not None
     assert b" " not in raw

@@ -60,6 +60,9 @@ async def test_gets_and_stream_reconnects_change_no_row(
         "/v1/capacity/owners/alice/instances/laptop-1",
         "/v1/capacity/owners/alice/instances/unknown",
         "/v1/agents/agent-1",
+        "/v1/agents",
+        "/v1/runtimes",
+        "/v1/runtimes?owner_id=alice",
         "/v1/openapi.json",
         "/healthz",
     ]

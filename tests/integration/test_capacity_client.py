@@ -9,11 +9,13 @@ import asyncio
 import socket
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from truerun.v1 import capacity_service_pb2 as cap
+from truerun.v1 import capacity_service_pb2_grpc
 
 from capacity.client import CapacityClient
 from capacity.local import LocalClaims
@@ -29,7 +31,7 @@ from services.bootstrap import Capacity, Coordinator, capacity, coordinator, ope
 from services.bootstrap import runtimes as local_runtimes
 from services.server import Serving, start_serving
 from tests.integration.test_claim_race import REDIS_URL
-from tests.support.auth import TEST_TOKEN, server_tokens
+from tests.support.auth import TEST_TOKEN, aio_channel, server_tokens
 from tests.support.capacity import observation, rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -196,3 +198,40 @@ async def test_health_goes_not_serving_on_shutdown(pg_url: str) -> None:
         await side.dispatcher.stop()
         await caps.observations.close()
         await store.close()
+
+
+async def test_a_runtime_reported_through_one_replica_is_listed_by_another(
+    world: World, pg_url: str
+) -> None:
+    """Split services: the coordinator reports over gRPC (with the Hello's facts), and a
+    second capacity replica, with its own store and Redis connection, lists the runtime:
+    the connected set lives in Redis, not in a process."""
+    owner = f"ls-{uuid.uuid4().hex[:8]}"
+    client = CapacityClient(world.address, 60_000, interceptors=bearer_interceptors(TEST_TOKEN))
+    try:
+        said = replace(observation(owner, "rt-1", 3), agent_version="agent/7", lineage="pod")
+        await client.report(said)
+    finally:
+        await client.close()
+    store = await open_store(pg_url)
+    observations = await RedisObservationStore.connect(REDIS_URL)
+    other_app = coordinator(store)
+    other = await start_serving(
+        other_app,
+        "127.0.0.1:0",
+        capacity(other_app, observations, 60_000),
+        run_service=False,
+        tokens=server_tokens(),
+    )
+    try:
+        async with aio_channel(f"127.0.0.1:{other.port}", TEST_TOKEN) as channel:
+            stub = capacity_service_pb2_grpc.CapacityServiceStub(channel)
+            listed = await stub.ListRuntimes(cap.ListRuntimesRequest(owner_id=owner))
+    finally:
+        await other.server.stop(0)
+        await observations.close()
+        await store.close()
+    assert [
+        (r.runtime_instance_id, r.limit, r.agent_version, r.lineage, r.state)
+        for r in listed.runtimes
+    ] == [("rt-1", 3, "agent/7", "pod", cap.RUNTIME_STATE_CONNECTED)]

@@ -81,6 +81,8 @@ REQUESTS: dict[str, Message] = {
     "GetOccupancy": cap.GetOccupancyRequest(owner_id="o", runtime_instance_id="i"),
     "ConfigureAgent": cap.ConfigureAgentRequest(),
     "GetAgent": cap.GetAgentRequest(agent_id="a"),
+    "ListRuntimes": cap.ListRuntimesRequest(),
+    "ListAgents": cap.ListAgentsRequest(),
     **{
         name: request
         for name, request in (

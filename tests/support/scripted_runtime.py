@@ -25,9 +25,10 @@ class ScriptedRuntime:
         device: str = "dev-1",
         token: str = RUNTIME_TOKEN,
         lineage: str = "",
+        agent_version: str = "",
     ) -> None:
         self.owner, self.instance, self.device, self.token = owner, instance, device, token
-        self.lineage = lineage
+        self.lineage, self.agent_version = lineage, agent_version
         self._outgoing: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
         self._stub = stub
         self._incoming: asyncio.Queue[pb.ConnectResponse] = asyncio.Queue()
@@ -47,6 +48,7 @@ class ScriptedRuntime:
             runtime_instance_id=self.instance,
             routes=[cap.Route(device_id=self.device, kind="local")],
             lineage=self.lineage,
+            agent_version=self.agent_version,
         )
         await self._outgoing.put(pb.ConnectRequest(hello=hello))
         self._call = self._stub.Connect(self._requests())

@@ -25,11 +25,11 @@ from .config import AgentConfig
 from .output import OutputTailer
 from .runner import OCCUPYING, Phase, RunnerContext, TaskRunner
 from .tasks import SpecError, TaskPaths, TaskRecord, parse_spec, spec_dict
+from .version import AGENT_VERSION
 from .workspace import WorkspaceError, prepare_worktree
 
 log = logging.getLogger(__name__)
 
-AGENT_VERSION = "truerun-agent/0.1.0"
 SOCKET = "agent.sock"
 _ROOT_PACKAGE = __name__.split(".")[0]
 _SUPERVISOR_MODULE = f"{__name__.rsplit('.', 1)[0]}.supervisor"

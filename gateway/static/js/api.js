@@ -18,6 +18,8 @@ export const paths = {
   occupancy: (owner, instance) =>
     `/v1/capacity/owners/${enc(owner)}/instances/${enc(instance)}`,
   agent: (agentId) => `/v1/agents/${enc(agentId)}`,
+  agents: () => '/v1/agents',
+  runtimes: () => '/v1/runtimes',
   schedules: (project) => `/v1/projects/${enc(project)}/schedules`,
   schedule: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}`,
   scheduleEvents: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/events`,

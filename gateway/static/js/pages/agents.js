@@ -1,4 +1,6 @@
-// Agents: each agent's concurrency R, the live attempts it holds now, and those runs.
+// Agents: every configured agent (GET /v1/agents: what the capacity service knows, whether
+// or not a run names it) and every agent the project's runs name; each with its
+// concurrency R, the live attempts it holds now, and those runs.
 
 import { api, listAll, paths } from '../api.js';
 import { ACTIVE, renderState, stateOf } from '../display.js';
@@ -8,7 +10,7 @@ const POLL_MS = 3000;
 
 export function mount(ctx) {
   const list = h('div', { class: 'agents' });
-  const empty = h('p', { class: 'muted empty' }, 'No run in this project names an agent.');
+  const empty = h('p', { class: 'muted empty' }, 'No agent is configured, and no run in this project names one.');
   ctx.main.append(h('h1', { tabindex: '-1' }, 'Agents'), empty, list);
   const cards = new Map();
 
@@ -17,21 +19,20 @@ export function mount(ctx) {
   const poll = async () => {
     clearTimeout(timer);
     try {
-      const runs = await listAll(paths.runs(ctx.project), 'runs', {}, 500);
-      const byAgent = new Map();
+      const [runs, listed] = await Promise.all([
+        listAll(paths.runs(ctx.project), 'runs', {}, 500),
+        api(paths.agents()),
+      ]);
+      const configured = new Map((listed.agents || []).map((agent) => [agent.agent_id, agent]));
+      const byAgent = new Map([...configured.keys()].map((agentId) => [agentId, []]));
       for (const run of runs) {
         if (!run.agent_id) continue;
         if (!byAgent.has(run.agent_id)) byAgent.set(run.agent_id, []);
         byAgent.get(run.agent_id).push(run);
       }
       for (const agentId of [...byAgent.keys()].sort()) {
-        let agent = null;
-        try {
-          agent = await api(paths.agent(agentId));
-        } catch (error) {
-          // An agent named by runs but never configured has no R yet.
-          if (error.status !== 404 && error.reason !== 'AGENT_NOT_FOUND') throw error;
-        }
+        // An agent named by runs but never configured has no R yet.
+        const agent = configured.get(agentId) || null;
         const live = byAgent.get(agentId).filter((run) => ACTIVE.has(stateOf(run)));
         let card = cards.get(agentId);
         if (!card) {

@@ -1,6 +1,7 @@
 // Capacity: per runtime instance (owner + instance), D, O, the runtime's active count, the
 // durable rows, the merged task set and the observation's age. The instances are those the
-// project's recent attempts ran on, plus any added here (remembered in localStorage).
+// capacity service lists (GET /v1/runtimes), those the project's recent attempts ran on,
+// plus any added here (remembered in localStorage).
 
 import { api, listAll, paths } from '../api.js';
 import { formatDuration, h, replaceChildren, shortId } from '../dom.js';
@@ -83,6 +84,12 @@ export function mount(ctx) {
     for (const run of runs) {
       const id = run.current_attempt && run.current_attempt.runtime_instance_id;
       if (id) pairs.set(JSON.stringify([run.owner_id, id]), [run.owner_id, id]);
+    }
+    // And every runtime the capacity service lists (connected, or seen in the last minutes).
+    const listed = await api(paths.runtimes());
+    for (const r of listed.runtimes || []) {
+      const pair = [r.owner_id, r.runtime_instance_id];
+      pairs.set(JSON.stringify(pair), pair);
     }
     for (const pair of remembered()) pairs.set(JSON.stringify(pair), pair);
     return [...pairs.entries()].sort(([a], [b]) => a.localeCompare(b));

@@ -116,6 +116,34 @@ WORKSPACE_KIND_NONE: WorkspaceKind.ValueType  # 3
 """No workspace."""
 Global___WorkspaceKind: _TypeAlias = WorkspaceKind  # noqa: Y015
 
+class _RuntimeState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RuntimeStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RuntimeState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RUNTIME_STATE_UNSPECIFIED: _RuntimeState.ValueType  # 0
+    """Not set."""
+    RUNTIME_STATE_CONNECTED: _RuntimeState.ValueType  # 1
+    """Its observation is fresh: heartbeats arrive and claims may use it."""
+    RUNTIME_STATE_STALE: _RuntimeState.ValueType  # 2
+    """Seen recently, but no heartbeat within the observation TTL: disconnected or
+    silent. Claims for it stopped; its attempts keep their states.
+    """
+
+class RuntimeState(_RuntimeState, metaclass=_RuntimeStateEnumTypeWrapper):
+    """Whether a runtime instance counts as connected now."""
+
+RUNTIME_STATE_UNSPECIFIED: RuntimeState.ValueType  # 0
+"""Not set."""
+RUNTIME_STATE_CONNECTED: RuntimeState.ValueType  # 1
+"""Its observation is fresh: heartbeats arrive and claims may use it."""
+RUNTIME_STATE_STALE: RuntimeState.ValueType  # 2
+"""Seen recently, but no heartbeat within the observation TTL: disconnected or
+silent. Claims for it stopped; its attempts keep their states.
+"""
+Global___RuntimeState: _TypeAlias = RuntimeState  # noqa: Y015
+
 @_typing.final
 class Route(_message.Message):
     """One way to reach a runtime for Start. Not a capacity identity."""
@@ -158,6 +186,8 @@ class Observation(_message.Message):
     LABELS_FIELD_NUMBER: _builtins.int
     OBSERVE_TIME_FIELD_NUMBER: _builtins.int
     QUEUED_TASK_IDS_FIELD_NUMBER: _builtins.int
+    AGENT_VERSION_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
     owner_id: _builtins.str
     """The owner whose work the runtime executes."""
     runtime_instance_id: _builtins.str
@@ -170,6 +200,14 @@ class Observation(_message.Message):
     """
     queued: _builtins.int
     """How many tasks wait in the runtime's own queue (>= 0)."""
+    agent_version: _builtins.str
+    """The runtime's software version as the Hello of the stream that carried the
+    heartbeat said it; the coordinator fills it in (informational, for diagnostics).
+    """
+    lineage: _builtins.str
+    """The Hello's lineage ('' when the runtime makes no lineage promise); the
+    coordinator fills it in (informational).
+    """
     @_builtins.property
     def routes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Route]:
         """Every route the runtime exposes; at least one, device ids unique."""
@@ -211,10 +249,12 @@ class Observation(_message.Message):
         labels: _abc.Iterable[_builtins.str] | None = ...,
         observe_time: _timestamp_pb2.Timestamp | None = ...,
         queued_task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        agent_version: _builtins.str = ...,
+        lineage: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_task_ids", b"active_task_ids", "labels", b"labels", "limit", b"limit", "observe_time", b"observe_time", "owner_id", b"owner_id", "queued", b"queued", "queued_task_ids", b"queued_task_ids", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_task_ids", b"active_task_ids", "agent_version", b"agent_version", "labels", b"labels", "limit", b"limit", "lineage", b"lineage", "observe_time", b"observe_time", "owner_id", b"owner_id", "queued", b"queued", "queued_task_ids", b"queued_task_ids", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -608,3 +648,190 @@ class GetAgentRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAgentRequest: _TypeAlias = GetAgentRequest  # noqa: Y015
+
+@_typing.final
+class RuntimeInstance(_message.Message):
+    """One runtime instance as the capacity service last saw it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    RUNTIME_INSTANCE_ID_FIELD_NUMBER: _builtins.int
+    ROUTES_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    STATE_DETAIL_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    OCCUPIED_FIELD_NUMBER: _builtins.int
+    RUNTIME_ACTIVE_FIELD_NUMBER: _builtins.int
+    QUEUED_FIELD_NUMBER: _builtins.int
+    LAST_HEARTBEAT_TIME_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_AGE_FIELD_NUMBER: _builtins.int
+    LINEAGE_FIELD_NUMBER: _builtins.int
+    AGENT_VERSION_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    REPLACE_TIME_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """The owner whose runs it executes."""
+    runtime_instance_id: _builtins.str
+    """The runtime install's id (the capacity domain with owner_id)."""
+    state: Global___RuntimeState.ValueType
+    """Connected or stale."""
+    state_detail: _builtins.str
+    """The server's words for the state."""
+    limit: _builtins.int
+    """D from the last observation."""
+    occupied: _builtins.int
+    """O: runtime active plus the durable rows it did not report, each task once (as
+    GetOccupancy computes it).
+    """
+    runtime_active: _builtins.int
+    """The runtime's reported active count."""
+    queued: _builtins.int
+    """The runtime's reported local queue length."""
+    lineage: _builtins.str
+    """The Hello's lineage; empty when the runtime makes no lineage promise."""
+    agent_version: _builtins.str
+    """The runtime's software version from its Hello; empty when it sent none."""
+    @_builtins.property
+    def routes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Route]:
+        """Its routes (devices), as its last observation listed them."""
+
+    @_builtins.property
+    def last_heartbeat_time(self) -> _timestamp_pb2.Timestamp:
+        """When the server received its last heartbeat (server clock)."""
+
+    @_builtins.property
+    def heartbeat_age(self) -> _duration_pb2.Duration:
+        """How long ago that was, when the list was read."""
+
+    @_builtins.property
+    def labels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The runtime's labels."""
+
+    @_builtins.property
+    def replace_time(self) -> _timestamp_pb2.Timestamp:
+        """When truerun recorded that a newer instance of its lineage replaced it (its started
+        attempts became lost, see RuntimeService's Hello.lineage); unset when not replaced.
+        """
+
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+        runtime_instance_id: _builtins.str = ...,
+        routes: _abc.Iterable[Global___Route] | None = ...,
+        state: Global___RuntimeState.ValueType = ...,
+        state_detail: _builtins.str = ...,
+        limit: _builtins.int = ...,
+        occupied: _builtins.int = ...,
+        runtime_active: _builtins.int = ...,
+        queued: _builtins.int = ...,
+        last_heartbeat_time: _timestamp_pb2.Timestamp | None = ...,
+        heartbeat_age: _duration_pb2.Duration | None = ...,
+        lineage: _builtins.str = ...,
+        agent_version: _builtins.str = ...,
+        labels: _abc.Iterable[_builtins.str] | None = ...,
+        replace_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_age", b"heartbeat_age", "last_heartbeat_time", b"last_heartbeat_time", "replace_time", b"replace_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "heartbeat_age", b"heartbeat_age", "labels", b"labels", "last_heartbeat_time", b"last_heartbeat_time", "limit", b"limit", "lineage", b"lineage", "occupied", b"occupied", "owner_id", b"owner_id", "queued", b"queued", "replace_time", b"replace_time", "routes", b"routes", "runtime_active", b"runtime_active", "runtime_instance_id", b"runtime_instance_id", "state", b"state", "state_detail", b"state_detail"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RuntimeInstance: _TypeAlias = RuntimeInstance  # noqa: Y015
+
+@_typing.final
+class ListRuntimesRequest(_message.Message):
+    """Request for CapacityService.ListRuntimes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_ID_FIELD_NUMBER: _builtins.int
+    owner_id: _builtins.str
+    """Only this owner's runtimes; empty = every owner the caller may see."""
+    def __init__(
+        self,
+        *,
+        owner_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner_id", b"owner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRuntimesRequest: _TypeAlias = ListRuntimesRequest  # noqa: Y015
+
+@_typing.final
+class ListRuntimesResponse(_message.Message):
+    """Response of CapacityService.ListRuntimes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNTIMES_FIELD_NUMBER: _builtins.int
+    OBSERVATION_TTL_MS_FIELD_NUMBER: _builtins.int
+    SEEN_RETENTION_MS_FIELD_NUMBER: _builtins.int
+    observation_ttl_ms: _builtins.int
+    """How long an observation counts without a new heartbeat, in milliseconds."""
+    seen_retention_ms: _builtins.int
+    """How long a stale instance stays listed after its last heartbeat, in milliseconds."""
+    @_builtins.property
+    def runtimes(self) -> _containers.RepeatedCompositeFieldContainer[Global___RuntimeInstance]:
+        """Connected instances first, then stale ones; by owner and instance id within."""
+
+    def __init__(
+        self,
+        *,
+        runtimes: _abc.Iterable[Global___RuntimeInstance] | None = ...,
+        observation_ttl_ms: _builtins.int = ...,
+        seen_retention_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["observation_ttl_ms", b"observation_ttl_ms", "runtimes", b"runtimes", "seen_retention_ms", b"seen_retention_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRuntimesResponse: _TypeAlias = ListRuntimesResponse  # noqa: Y015
+
+@_typing.final
+class ListAgentsRequest(_message.Message):
+    """Request for CapacityService.ListAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsRequest: _TypeAlias = ListAgentsRequest  # noqa: Y015
+
+@_typing.final
+class ListAgentsResponse(_message.Message):
+    """Response of CapacityService.ListAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___Agent]:
+        """Every configured agent, by agent id."""
+
+    def __init__(
+        self,
+        *,
+        agents: _abc.Iterable[Global___Agent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015

@@ -60,6 +60,16 @@ class CapacityServiceStub:
                 request_serializer=truerun_dot_v1_dot_capacity__service__pb2.GetAgentRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_capacity__service__pb2.Agent.FromString,
                 _registered_method=True)
+        self.ListRuntimes = channel.unary_unary(
+                '/truerun.v1.CapacityService/ListRuntimes',
+                request_serializer=truerun_dot_v1_dot_capacity__service__pb2.ListRuntimesRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_capacity__service__pb2.ListRuntimesResponse.FromString,
+                _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/truerun.v1.CapacityService/ListAgents',
+                request_serializer=truerun_dot_v1_dot_capacity__service__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_capacity__service__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
 
 
 class CapacityServiceServicer:
@@ -111,6 +121,26 @@ class CapacityServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRuntimes(self, request, context):
+        """Lists the runtime instances with a fresh observation (connected) and those seen
+        within the retention window whose observation expired (stale: claims stopped), each
+        with its D, occupancy, last heartbeat and the facts of its stream's Hello. Read from
+        the observation store (Redis when split), so every replica answers alike. A token of
+        every project sees every runtime; a project token sees the runtimes of the owners of
+        its projects' runs. Never writes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAgents(self, request, context):
+        """Lists every configured agent (agent settings are cluster-wide, as GetAgent shows
+        them) with its live attempt count, whether or not a run names it. Never writes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CapacityServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -138,6 +168,16 @@ def add_CapacityServiceServicer_to_server(servicer, server):
                     servicer.GetAgent,
                     request_deserializer=truerun_dot_v1_dot_capacity__service__pb2.GetAgentRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_capacity__service__pb2.Agent.SerializeToString,
+            ),
+            'ListRuntimes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuntimes,
+                    request_deserializer=truerun_dot_v1_dot_capacity__service__pb2.ListRuntimesRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_capacity__service__pb2.ListRuntimesResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=truerun_dot_v1_dot_capacity__service__pb2.ListAgentsRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_capacity__service__pb2.ListAgentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -276,6 +316,60 @@ class CapacityService:
             '/truerun.v1.CapacityService/GetAgent',
             truerun_dot_v1_dot_capacity__service__pb2.GetAgentRequest.SerializeToString,
             truerun_dot_v1_dot_capacity__service__pb2.Agent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuntimes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.CapacityService/ListRuntimes',
+            truerun_dot_v1_dot_capacity__service__pb2.ListRuntimesRequest.SerializeToString,
+            truerun_dot_v1_dot_capacity__service__pb2.ListRuntimesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.CapacityService/ListAgents',
+            truerun_dot_v1_dot_capacity__service__pb2.ListAgentsRequest.SerializeToString,
+            truerun_dot_v1_dot_capacity__service__pb2.ListAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

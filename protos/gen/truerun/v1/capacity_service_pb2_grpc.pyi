@@ -74,6 +74,18 @@ class CapacityServiceStub:
     """
     GetAgent: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.GetAgentRequest, _capacity_service_pb2.Agent]
     """Returns an agent's settings and its live attempt count."""
+    ListRuntimes: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.ListRuntimesRequest, _capacity_service_pb2.ListRuntimesResponse]
+    """Lists the runtime instances with a fresh observation (connected) and those seen
+    within the retention window whose observation expired (stale: claims stopped), each
+    with its D, occupancy, last heartbeat and the facts of its stream's Hello. Read from
+    the observation store (Redis when split), so every replica answers alike. A token of
+    every project sees every runtime; a project token sees the runtimes of the owners of
+    its projects' runs. Never writes.
+    """
+    ListAgents: _grpc.UnaryUnaryMultiCallable[_capacity_service_pb2.ListAgentsRequest, _capacity_service_pb2.ListAgentsResponse]
+    """Lists every configured agent (agent settings are cluster-wide, as GetAgent shows
+    them) with its live attempt count, whether or not a run names it. Never writes.
+    """
 
 @_typing.type_check_only
 class CapacityServiceAsyncStub(CapacityServiceStub):
@@ -103,6 +115,18 @@ class CapacityServiceAsyncStub(CapacityServiceStub):
     """
     GetAgent: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.GetAgentRequest, _capacity_service_pb2.Agent]  # type: ignore[assignment]
     """Returns an agent's settings and its live attempt count."""
+    ListRuntimes: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.ListRuntimesRequest, _capacity_service_pb2.ListRuntimesResponse]  # type: ignore[assignment]
+    """Lists the runtime instances with a fresh observation (connected) and those seen
+    within the retention window whose observation expired (stale: claims stopped), each
+    with its D, occupancy, last heartbeat and the facts of its stream's Hello. Read from
+    the observation store (Redis when split), so every replica answers alike. A token of
+    every project sees every runtime; a project token sees the runtimes of the owners of
+    its projects' runs. Never writes.
+    """
+    ListAgents: _aio.UnaryUnaryMultiCallable[_capacity_service_pb2.ListAgentsRequest, _capacity_service_pb2.ListAgentsResponse]  # type: ignore[assignment]
+    """Lists every configured agent (agent settings are cluster-wide, as GetAgent shows
+    them) with its live attempt count, whether or not a run names it. Never writes.
+    """
 
 class CapacityServiceServicer(metaclass=_abc_1.ABCMeta):
     """Capacity observations, claims and agent concurrency settings."""
@@ -159,5 +183,29 @@ class CapacityServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_capacity_service_pb2.Agent, _abc.Awaitable[_capacity_service_pb2.Agent]]:
         """Returns an agent's settings and its live attempt count."""
+
+    @_abc_1.abstractmethod
+    def ListRuntimes(
+        self,
+        request: _capacity_service_pb2.ListRuntimesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_capacity_service_pb2.ListRuntimesResponse, _abc.Awaitable[_capacity_service_pb2.ListRuntimesResponse]]:
+        """Lists the runtime instances with a fresh observation (connected) and those seen
+        within the retention window whose observation expired (stale: claims stopped), each
+        with its D, occupancy, last heartbeat and the facts of its stream's Hello. Read from
+        the observation store (Redis when split), so every replica answers alike. A token of
+        every project sees every runtime; a project token sees the runtimes of the owners of
+        its projects' runs. Never writes.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAgents(
+        self,
+        request: _capacity_service_pb2.ListAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_capacity_service_pb2.ListAgentsResponse, _abc.Awaitable[_capacity_service_pb2.ListAgentsResponse]]:
+        """Lists every configured agent (agent settings are cluster-wide, as GetAgent shows
+        them) with its live attempt count, whether or not a run names it. Never writes.
+        """
 
 def add_CapacityServiceServicer_to_server(servicer: CapacityServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
