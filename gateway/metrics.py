@@ -12,7 +12,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from starlette.routing import Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,6 +26,8 @@ from gateway import access_log
 from gateway.access_log import status_class
 from kernel import logs
 from kernel.tls import ServerTls
+
+disable_created_metrics()  # no *_created series beside each one (services/metrics.py says why)
 
 COMMAND_VERBS = frozenset(
     {"cancel", "approve", "retry", "resolve", "fail", "pause", "resume", "requeue"}

@@ -38,6 +38,7 @@ def configure_logging(kind: str, level: int = logging.INFO) -> None:
     handler.addFilter(RedactingFilter())
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)  # a Python warning is a record too, not raw stderr lines
     logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if kind == "json" else logging.WARNING)
 
 

@@ -86,7 +86,9 @@ async def run_coordinator(settings: Settings) -> None:
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
-            asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                metrics.watch_ages(store, settings.metrics_scan_interval_ms / 1000)
+            ),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         print_listening(settings, metrics_port, serving.port, tls)

@@ -122,7 +122,9 @@ async def run_dev(settings: Settings) -> None:
                     webhook_allow=settings.notice_webhook_allow,
                 ).serve()
             ),
-            asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                metrics.watch_ages(store, settings.metrics_scan_interval_ms / 1000)
+            ),
             asyncio.create_task(
                 schedule_event_retention(app, settings.schedule_event_retention_days).serve()
             ),

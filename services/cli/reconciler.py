@@ -66,7 +66,9 @@ async def run_reconciler(settings: Settings) -> None:
                     metrics=metrics,
                 ).serve()
             ),
-            asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                metrics.watch_ages(store, settings.metrics_scan_interval_ms / 1000)
+            ),
             # Notices: every replica posts due deliveries; a row is claimed by one of them.
             *(
                 [
