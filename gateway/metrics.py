@@ -27,7 +27,8 @@ from gateway.access_log import status_class
 from kernel import logs
 from kernel.tls import ServerTls
 
-disable_created_metrics()  # no *_created series beside each one (services/metrics.py says why)
+# no *_created series beside each one (services/metrics.py says why)
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 COMMAND_VERBS = frozenset(
     {"cancel", "approve", "retry", "resolve", "fail", "pause", "resume", "requeue"}

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # No ``*_created`` series beside every counter and histogram: a second series per label set
 # that no dashboard of ours reads (process-wide, which is what every truerun process wants).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: The door's own families: what commits, conflicts and events appended, and how long a
 #: transition takes; every process that runs the door (claims, ingest, scans) exports them.
