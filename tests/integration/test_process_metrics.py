@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
+from truerun.v1 import run_service_pb2, run_service_pb2_grpc
 
 from gateway.metrics import GatewayMetrics
 from kernel.tls import DEV_PLAINTEXT, PLAINTEXT
@@ -172,6 +174,13 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             # refused and unknown requests, one with a would-be credential in its query
             refused = await http.get(f"{split}/runs?token={QUERY_SECRET}")
             assert refused.status_code == 401
+        # a gRPC call without a token: refused, and counted as such
+        address = f"127.0.0.1:{deployment.coordinator_ports[0]}"
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = run_service_pb2_grpc.RunServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as unauthenticated:
+                await stub.GetRun(run_service_pb2.GetRunRequest(id="none"), timeout=10)
+            assert unauthenticated.value.code() is grpc.StatusCode.UNAUTHENTICATED
         yield live
     finally:
         deployment.close()
@@ -253,6 +262,8 @@ async def test_latency_histograms_count_where_the_work_happens(stack: Stack) -> 
     create = {"service": "truerun.v1.RunService", "method": "CreateRun", "code": "OK"}
     # three runs created through the split gateway: two ran, one waits
     assert (await _sample(at["coordinator"], "truerun_grpc_server_handled_total", create)) == 3
+    no_token = {"service": "truerun.v1.RunService", "method": "GetRun", "code": "UNAUTHENTICATED"}
+    assert (await _sample(at["coordinator"], "truerun_grpc_server_handled_total", no_token)) == 1
     claim = {"service": "truerun.v1.CapacityService", "method": "Claim", "code": "OK"}
     assert (await _sample(at["capacity"], "truerun_grpc_server_handled_total", claim) or 0) >= 2
     claimed = await _sample(at["capacity"], "truerun_claim_seconds_count", {"result": "claimed"})
