@@ -29,17 +29,30 @@ def log_format(settings: Settings, default: str) -> str:
 
 
 def configure_logging(kind: str, level: int = logging.INFO) -> None:
-    """Replace the root logger's handlers with one on stderr writing ``kind``."""
+    """One handler on stderr writing ``kind`` (replacing the one an earlier call installed).
+    When someone else already handles the root logger (a test harness calling ``main``, a
+    program embedding truerun) it is left alone, as ``logging.basicConfig`` would, but for
+    the redaction filter, which every handler gets."""
     root = logging.getLogger()
-    for handler in list(root.handlers):
+    ours = [h for h in root.handlers if isinstance(h, _Handler)]
+    if root.handlers and not ours:
+        for foreign in root.handlers:
+            if not any(isinstance(f, RedactingFilter) for f in foreign.filters):
+                foreign.addFilter(RedactingFilter())
+        return
+    for handler in ours:
         root.removeHandler(handler)
-    handler = logging.StreamHandler()
+    handler = _Handler()
     handler.setFormatter(formatter(kind))
     handler.addFilter(RedactingFilter())
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)  # a Python warning is a record too, not raw stderr lines
     logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if kind == "json" else logging.WARNING)
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler configure_logging installs (so a second call knows its own)."""
 
 
 def configure_for(settings: Settings, default: str) -> None:
