@@ -201,7 +201,8 @@ class Settings:
         "",
         "how processes write their logs to stderr: json (one JSON object per line: ts, level, "
         "logger, msg, request_id/run_id/attempt_id/project when known, exc) or text; empty = "
-        "json for coordinator, capacity, reconciler and gateway, text for `truerun dev`",
+        "json for coordinator, capacity, reconciler and gateway, text for `truerun dev` and "
+        "`truerun migrate` (the chart's migration Job sets json)",
     )
     tls_cert_file: str = setting(
         "",

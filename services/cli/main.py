@@ -265,7 +265,7 @@ def _service(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from kernel.db.migrate import upgrade
 
-    settings = _settings(args)
+    settings = _server_settings(args, TERMINAL_DEFAULT)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(upgrade(settings.resolved_database_url()))
     print("database is at the newest schema")
