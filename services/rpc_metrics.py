@@ -78,13 +78,15 @@ def request_id_of(metadata: Any, request: Any = None) -> str:
 
 def _code_of(context: Any, error: BaseException | None) -> str:
     """The call's status: what the handler set or aborted with, else OK when it returned,
-    CANCELLED when the caller went away, UNKNOWN for an exception (grpc's own answer)."""
+    CANCELLED when the caller went away (the task cancelled, a stream closed), UNKNOWN for an
+    exception (grpc's own answer)."""
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code.name
     if error is None:
         return "OK"
-    return "CANCELLED" if isinstance(error, asyncio.CancelledError) else "UNKNOWN"
+    gone = isinstance(error, asyncio.CancelledError | GeneratorExit)
+    return "CANCELLED" if gone else "UNKNOWN"
 
 
 class _Interceptor(_Server):
@@ -104,38 +106,41 @@ class _Interceptor(_Server):
         metadata = details.invocation_metadata
         observe = self._metrics.observe
 
+        # Each call runs in a task of its own (grpc.aio), whose context is a copy: the request
+        # id is set for the rest of it with bind, never reset (a stream's generator may be
+        # closed from another context, where a reset would fail).
         def unary(behaviour: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 began, error = time.perf_counter(), None
-                with logs.bound(request_id=request_id_of(metadata, request)):
-                    try:
-                        return await behaviour(request, context)
-                    except BaseException as raised:
-                        error = raised
-                        raise
-                    finally:
-                        code = _code_of(context, error)
-                        observe(service, method, code, time.perf_counter() - began)
+                logs.bind(request_id=request_id_of(metadata, request))
+                try:
+                    return await behaviour(request, context)
+                except BaseException as raised:
+                    error = raised
+                    raise
+                finally:
+                    observe(service, method, _code_of(context, error), time.perf_counter() - began)
 
             return call
 
         def streaming(behaviour: Any) -> Any:
             async def call(request: Any, context: Any) -> AsyncIterator[Any]:
                 began, error = time.perf_counter(), None
-                with logs.bound(request_id=request_id_of(metadata, request)):
-                    try:
-                        answer = behaviour(request, context)
-                        if hasattr(answer, "__aiter__"):
-                            async for item in answer:
-                                yield item
-                        else:  # a handler that writes with context.write
-                            await answer
-                    except BaseException as raised:
-                        error = raised
-                        raise
-                    finally:
-                        code = _code_of(context, error)
-                        observe(service, method, code, time.perf_counter() - began)
+                logs.bind(request_id=request_id_of(metadata, request))
+                answer = behaviour(request, context)
+                try:
+                    if hasattr(answer, "__aiter__"):
+                        async for item in answer:
+                            yield item
+                    else:  # a handler that writes with context.write
+                        await answer
+                except BaseException as raised:
+                    error = raised
+                    raise
+                finally:
+                    if hasattr(answer, "aclose"):  # its own cleanup now, not at collection
+                        await answer.aclose()
+                    observe(service, method, _code_of(context, error), time.perf_counter() - began)
 
             return call
 
