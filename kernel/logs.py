@@ -31,7 +31,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 @contextmanager
 def bound(**fields: str | None) -> Iterator[None]:
     """Within the block, records carry ``fields`` (None leaves a field as it was, "" clears
-    it); on leaving, every field is as it was before, whatever ``bind`` did inside."""
+    it); on leaving, every field it names is as it was before, whatever ``bind`` did inside."""
     tokens: list[tuple[ContextVar[str], Token[str]]] = []
     for name, value in fields.items():
         if value is not None:
