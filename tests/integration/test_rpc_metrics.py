@@ -54,7 +54,7 @@ async def test_calls_are_counted_by_code_and_carry_the_callers_request_id() -> N
         async with grpc.aio.insecure_channel(
             f"127.0.0.1:{port}", interceptors=client_interceptors()
         ) as channel:
-            echo = channel.unary_unary(f"/{SERVICE}/Echo")
+            echo = channel.unary_unary(f"/{SERVICE}/Echo", None, None)
             with logs.bound(request_id="req-from-gateway"):
                 assert await echo(b"hi", timeout=5) == b"hi"
             assert await echo(b"plain", timeout=5) == b"plain"  # no id: the server makes one
@@ -62,9 +62,9 @@ async def test_calls_are_counted_by_code_and_carry_the_callers_request_id() -> N
                 await echo(b"missing", timeout=5)
             assert missing.value.code() is grpc.StatusCode.NOT_FOUND
             with pytest.raises(grpc.aio.AioRpcError) as unserved:
-                await channel.unary_unary(f"/{SERVICE}/Nope")(b"x", timeout=5)
+                await channel.unary_unary(f"/{SERVICE}/Nope", None, None)(b"x", timeout=5)
             assert unserved.value.code() is grpc.StatusCode.UNIMPLEMENTED
-            stream = channel.unary_stream(f"/{SERVICE}/Ticks")(b"", timeout=5)
+            stream = channel.unary_stream(f"/{SERVICE}/Ticks", None, None)(b"", timeout=5)
             assert await stream.read() == b"0"
             stream.cancel()
             deadline = asyncio.get_running_loop().time() + 5
