@@ -1,5 +1,6 @@
 """Every gRPC call a server handled, counted and timed by a server interceptor, and its
-``request_id`` on every log record the call makes (kernel/logs.py).
+``request_id`` (with the ``project`` and ``run_id`` its request names) on every log record the
+call makes (kernel/logs.py).
 
 Labels: ``service`` and ``method`` come from the method the server registered (a call to a
 method it does not serve is not wrapped: its path is the caller's choice, an unbounded value),
@@ -76,6 +77,17 @@ def request_id_of(metadata: Any, request: Any = None) -> str:
     return uuid.uuid4().hex[:16]
 
 
+def call_fields(metadata: Any, request: Any = None) -> dict[str, str]:
+    """What a call's log records carry: its request id, and the ``project_id`` and
+    ``run_id`` its request names (a plain short token each; the door binds the run's own)."""
+    fields = {"request_id": request_id_of(metadata, request)}
+    for name, key in (("project_id", "project"), ("run_id", "run_id")):
+        value = getattr(request, name, "")
+        if isinstance(value, str) and _PLAIN_ID.fullmatch(value):
+            fields[key] = value
+    return fields
+
+
 def _code_of(context: Any, error: BaseException | None) -> str:
     """The call's status: what the handler set or aborted with, else OK when it returned,
     CANCELLED when the caller went away (the task cancelled, a stream closed), UNKNOWN for an
@@ -112,7 +124,7 @@ class _Interceptor(_Server):
         def unary(behaviour: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 began, error = time.perf_counter(), None
-                logs.bind(request_id=request_id_of(metadata, request))
+                logs.bind(**call_fields(metadata, request))
                 try:
                     return await behaviour(request, context)
                 except BaseException as raised:
@@ -126,7 +138,7 @@ class _Interceptor(_Server):
         def streaming(behaviour: Any) -> Any:
             async def call(request: Any, context: Any) -> AsyncIterator[Any]:
                 began, error = time.perf_counter(), None
-                logs.bind(request_id=request_id_of(metadata, request))
+                logs.bind(**call_fields(metadata, request))
                 answer = behaviour(request, context)
                 try:
                     if hasattr(answer, "__aiter__"):

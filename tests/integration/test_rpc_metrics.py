@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import pytest
 from prometheus_client import CollectorRegistry
+from truerun.v1 import run_service_pb2
 
 from kernel import logs
 from kernel.telemetry import client_interceptors
@@ -27,6 +28,11 @@ async def _echo(request: bytes, context: Any) -> bytes:
     if request == b"missing":
         await context.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
     return request
+
+
+async def _fields(request: run_service_pb2.WatchRunEventsRequest, context: Any) -> bytes:
+    current = logs.current()
+    return f"{current.get('project')}/{current.get('run_id')}".encode()
 
 
 async def _ticks(request: bytes, context: Any) -> AsyncIterator[bytes]:
@@ -46,6 +52,9 @@ async def test_calls_are_counted_by_code_and_carry_the_callers_request_id() -> N
     handlers = {
         "Echo": grpc.unary_unary_rpc_method_handler(_echo),
         "Ticks": grpc.unary_stream_rpc_method_handler(_ticks),
+        "Fields": grpc.unary_unary_rpc_method_handler(
+            _fields, request_deserializer=run_service_pb2.WatchRunEventsRequest.FromString
+        ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -58,6 +67,9 @@ async def test_calls_are_counted_by_code_and_carry_the_callers_request_id() -> N
             with logs.bound(request_id="req-from-gateway"):
                 assert await echo(b"hi", timeout=5) == b"hi"
             assert await echo(b"plain", timeout=5) == b"plain"  # no id: the server makes one
+            fields = channel.unary_unary(f"/{SERVICE}/Fields", None, None)
+            named = run_service_pb2.WatchRunEventsRequest(project_id="proj-a", run_id="run-1")
+            assert await fields(named.SerializeToString(), timeout=5) == b"proj-a/run-1"
             with pytest.raises(grpc.aio.AioRpcError) as missing:
                 await echo(b"missing", timeout=5)
             assert missing.value.code() is grpc.StatusCode.NOT_FOUND
