@@ -56,6 +56,10 @@ class HttpServer:
             uvicorn.Config(
                 asgi,
                 log_level="warning",
+                # uvicorn's own records go to the process's handler (JSON or text, redacted:
+                # services/log_setup.py), not to a handler of its own; gateway/access_log.py
+                # writes the access lines.
+                log_config=None,
                 access_log=False,
                 lifespan="on",
                 # Open SSE streams must not hold a shutdown for long: they resume anyway.

@@ -192,6 +192,18 @@ class Settings:
     otel_endpoint: str = setting(
         "", "the OTLP/gRPC collector for otel_exporter=otlp (empty = the exporter's default)"
     )
+    metrics_scan_interval_ms: int = setting(
+        15_000,
+        "how often the store gauges (oldest non-terminal run per status, queue depth and "
+        "oldest queued age per project) are read: one grouped query over an index each time",
+    )
+    log_format: str = setting(
+        "",
+        "how processes write their logs to stderr: json (one JSON object per line: ts, level, "
+        "logger, msg, request_id/run_id/attempt_id/project when known, exc) or text; empty = "
+        "json for coordinator, capacity, reconciler and gateway, text for `truerun dev` and "
+        "`truerun migrate` (the chart's migration Job sets json)",
+    )
     tls_cert_file: str = setting(
         "",
         "PEM certificate (chain) this process serves TLS with; with tls_key_file every "

@@ -26,6 +26,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from kernel import logs
+
 EXPORTERS = ("none", "console", "otlp")
 tracer = trace.get_tracer("truerun")
 
@@ -123,6 +125,9 @@ def record(
 def _metadata_with_context(metadata: Any) -> Any:
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
+    request_id = logs.current().get("request_id")
+    if request_id:  # the server's log records then name the caller's request (the gateway's)
+        carrier["x-request-id"] = request_id
     return grpc.aio.Metadata(*(metadata or ()), *carrier.items())
 
 

@@ -62,6 +62,8 @@ class Coordinator:
     hub: EventHub
     transitions: Transitions
     queries: RunQueries
+    #: This process's metrics (None in tests that count nothing): claims and ingest time.
+    metrics: Metrics | None = None
 
 
 def coordinator(
@@ -78,10 +80,11 @@ def coordinator(
         on_commit=hub.publish,
         on_conflict=metrics.conflict if metrics else None,
         output=output,
+        on_timed=metrics.transition_timed if metrics else None,
     )
     if metrics is not None:
         hub.listen(metrics.committed)
-    return Coordinator(store, hub, transitions, RunQueries(store))
+    return Coordinator(store, hub, transitions, RunQueries(store), metrics)
 
 
 def output_policy(settings: Settings) -> OutputPolicy:
@@ -134,7 +137,9 @@ def remote_runtimes(
 ) -> Runtimes:
     """The runtime side over any capacity port (`truerun coordinator`: the gRPC client)."""
     sessions = Sessions()
-    ingest = EventIngest(app.transitions)
+    ingest = EventIngest(
+        app.transitions, on_timed=app.metrics.ingest_timed if app.metrics else None
+    )
     dispatcher = Dispatcher(
         app.transitions,
         claims,
@@ -181,7 +186,13 @@ def capacity(
     sql = capacity_sql(app.store)
     return Capacity(
         observations,
-        ClaimService(sql, observations, app.transitions, clock=clock),
+        ClaimService(
+            sql,
+            observations,
+            app.transitions,
+            clock=clock,
+            on_timed=app.metrics.claim_timed if app.metrics else None,
+        ),
         ObservationService(observations, sql, observation_ttl_ms, clock=clock),
         AgentService(sql),
     )

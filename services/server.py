@@ -46,6 +46,7 @@ from services.bootstrap import (
     longtask_watcher_sql,
     notice_desk,
 )
+from services.rpc_metrics import RpcMetrics
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,7 @@ async def start_serving(
     long_task_max_unfinished: int = 0,
     notice_webhook_key: str = "",
     notice_webhook_allow: str = "",
+    rpc_metrics: RpcMetrics | None = None,
 ) -> Serving:
     """Serve RunService (unless ``run_service`` is False), CapacityService when ``capacity``
     is given, RuntimeService when ``runtimes`` is, plus health and reflection. RunService and
@@ -157,13 +159,16 @@ async def start_serving(
     auth), LongTaskAttemptService and RunPromotionService (each call's callback token); an
     owner may keep ``long_task_max_unfinished`` unfinished long tasks (0 = no cap); the
     owners' notice webhooks sign with secrets derived from ``notice_webhook_key`` (empty:
-    none register), to URLs ``notice_webhook_allow`` allows (TRUERUN_NOTICE_WEBHOOK_ALLOW)."""
+    none register), to URLs ``notice_webhook_allow`` allows (TRUERUN_NOTICE_WEBHOOK_ALLOW);
+    ``rpc_metrics`` counts and times every call (services/rpc_metrics.py)."""
     needs_tokens = capacity is not None or schedules is not None or long_tasks is not None
     if (run_service or needs_tokens) and tokens is None:
         raise ValueError("RunService and CapacityService need API tokens to authenticate")
     chain = list(interceptors)
     if tokens is not None:
         chain.insert(0, BearerAuth(tokens, failures))
+    if rpc_metrics is not None:  # outermost: refused calls (UNAUTHENTICATED) count too
+        chain.insert(0, rpc_metrics.interceptor())
     server = grpc.aio.server(options=KEEPALIVE_OPTIONS, interceptors=chain)
     served = []
     if run_service:

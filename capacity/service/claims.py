@@ -100,11 +100,15 @@ class ClaimService:
         observations: ObservationStore,
         transitions: Transitions,
         clock: Callable[[], int] = now_ms,
+        on_timed: Callable[[str, float], None] | None = None,
     ) -> None:
+        """``on_timed(result, seconds)``: each claim's time, by result ("claimed", else why
+        nothing was: a Blocked value, a bounded label)."""
         self._sql = sql
         self._observations = observations
         self._transitions = transitions
         self._clock = clock
+        self._on_timed = on_timed
 
     async def claim(
         self,
@@ -124,6 +128,9 @@ class ClaimService:
             outcome = await self._claim(
                 owner, instance, device_id, max_claims, lease_ttl_ms, actor, request
             )
+        if self._on_timed is not None:
+            result = "claimed" if outcome.claimed else outcome.blocked.value or "none"
+            self._on_timed(result, (time.time_ns() - began) / 1e9)
             current.set_attribute("truerun.claimed", len(outcome.claimed))
             current.set_attribute("truerun.blocked", str(outcome.blocked))
         for item in outcome.claimed:  # each claimed run's own trace gets the claim too

@@ -244,7 +244,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             await stream.caught_up()
             await self._inspected(session, message.inspect_result)
         elif kind == "cancel_result":
-            log.info("runtime %s: %s", session.runtime_instance_id, message)
+            done = message.cancel_result  # its fields: %s of a message dumps it multi-line
+            log.info("cancel of %s found=%s", done.attempt_id, done.found)
 
     async def _inspected(self, session: Session, answer: pb.InspectResult) -> None:
         """A trusted answer from the attempt's own runtime, on its own authenticated stream,

@@ -13,7 +13,8 @@ one, each decided again on fresh state.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from truerun.v1 import runtime_service_pb2 as pb
@@ -77,13 +78,27 @@ def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeC
 
 
 class EventIngest:
-    def __init__(self, transitions: Transitions) -> None:
+    def __init__(
+        self, transitions: Transitions, on_timed: Callable[[float], None] | None = None
+    ) -> None:
+        """``on_timed(seconds)``: each batch's time to apply (a latency histogram)."""
         self._transitions = transitions
+        self._on_timed = on_timed
 
     async def ingest(
         self, instance_id: str, events: Sequence[pb.RuntimeEvent], owner_id: str
     ) -> Ingested:
         """``owner_id``: whom the sender's runtime token acts for (ANY_OWNER: anyone)."""
+        began = time.perf_counter()
+        try:
+            return await self._ingest(instance_id, events, owner_id)
+        finally:
+            if self._on_timed is not None:
+                self._on_timed(time.perf_counter() - began)
+
+    async def _ingest(
+        self, instance_id: str, events: Sequence[pb.RuntimeEvent], owner_id: str
+    ) -> Ingested:
         acks: dict[str, int] = {}
         by_attempt: dict[str, list[pb.RuntimeEvent]] = {}
         for event in events:

@@ -108,10 +108,11 @@ class RedactingFilter:
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
-        if record.exc_info and not record.exc_text:
+        if record.exc_info:
             # the traceback as a formatter would write it, redacted (a formatter uses
-            # exc_text when it is set)
-            record.exc_text = redact(_traceback(record.exc_info))
+            # exc_text when it is set); redacted again when another handler's formatter
+            # cached it first
+            record.exc_text = redact(record.exc_text or _traceback(record.exc_info))
         return True
 
 

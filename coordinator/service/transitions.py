@@ -13,7 +13,11 @@ module calls a store write.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+)
 from dataclasses import replace
 
 from opentelemetry.trace import Span
@@ -22,6 +26,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, decide
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
+from coordinator.service.door_calls import describe, through_door
 from coordinator.service.door_tx import DEDUPLICATED, DoorTx, Result
 from coordinator.store.base import (
     CasMiss,
@@ -40,7 +45,7 @@ from kernel.errors import (
     VersionConflict,
 )
 from kernel.ids import new_token, now_ms, uuid7
-from kernel.telemetry import current_traceparent, span
+from kernel.telemetry import current_traceparent
 
 __all__ = ["DEDUPLICATED", "DoorTx", "Result", "Transitions"]
 
@@ -56,7 +61,10 @@ class Transitions:
         on_commit: Callable[[Result], None] | None = None,
         on_conflict: Callable[[str], None] | None = None,
         output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
+        on_timed: Callable[[str, float], None] | None = None,
     ) -> None:
+        """``on_timed(command, seconds)``: each command's time through the door (a latency
+        histogram), refused or conflicted ones too."""
         self._store = store
         self._output = output
         self._clock = clock
@@ -65,6 +73,7 @@ class Transitions:
         self._max_retries = max_retries
         self._on_commit = on_commit
         self._on_conflict = on_conflict
+        self._on_timed = on_timed
 
     @property
     def reader(self) -> RunReader:
@@ -87,11 +96,11 @@ class Transitions:
         request: RequestRecord | None = None,
     ) -> Result:
         """Create a run; a known (project, idempotency key) follows the conflict policy."""
-        with span("transition CreateRun", {"truerun.project_id": spec.project_id}) as current:
+        with self._door("CreateRun", project=spec.project_id) as current:
             if not spec.trace_parent:
                 spec = replace(spec, trace_parent=current_traceparent())
             result = await self._create(spec, use_existing, request)
-            _describe(current, result)
+            describe(current, result)
             return result
 
     async def _create(
@@ -163,9 +172,9 @@ class Transitions:
     ) -> Result:
         """Apply one command. With an expected version a lost race is RUN_VERSION_CONFLICT;
         without one, the command is decided again on the fresh state (bounded)."""
-        with _span_of(command) as current:
+        with self._door_of(command) as current:
             result = await self._execute(command, request)
-            _describe(current, result)
+            describe(current, result)
             return result
 
     async def _execute(
@@ -227,9 +236,9 @@ class Transitions:
         """Apply one command inside a caller's transaction (a batch). Nothing is retried: a
         conflict raises and the caller's whole transaction rolls back. Call ``published``
         with the results once the transaction has committed."""
-        with _span_of(command) as current:
+        with self._door_of(command) as current:
             result = await self._execute_in(tx, command)
-            _describe(current, result)
+            describe(current, result)
             return result
 
     async def _execute_in(self, tx: DoorTx, command: c.RunCommand | c.RuntimeCommand) -> Result:
@@ -263,7 +272,7 @@ class Transitions:
         the others decide under the scope's lock first. Call ``published`` after commit."""
         if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
             raise ValueError("create_in takes only the queue scope policy")
-        with span("transition CreateRun", {"truerun.project_id": spec.project_id}) as current:
+        with self._door("CreateRun", project=spec.project_id) as current:
             if not spec.trace_parent:
                 spec = replace(spec, trace_parent=current_traceparent())
             if spec.idempotency_key:
@@ -278,7 +287,7 @@ class Transitions:
                     f"a concurrent transaction created the run of {spec.idempotency_key!r}"
                 ) from None
             result = Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
-            _describe(current, result)
+            describe(current, result)
             return result
 
     async def record_request_in(
@@ -352,16 +361,11 @@ class Transitions:
             self._on_commit(result)
         return result
 
+    def _door_of(self, command: c.RunCommand | c.RuntimeCommand) -> AbstractContextManager[Span]:
+        attempt_id = command.attempt_id if isinstance(command, c.RuntimeCommand) else None
+        return self._door(type(command).__name__, run_id=command.run_id, attempt_id=attempt_id)
 
-def _span_of(command: c.RunCommand | c.RuntimeCommand) -> AbstractContextManager[Span]:
-    """One span per transition: the command, its run and attempt (ids only, never tokens)."""
-    attributes = {"truerun.run_id": command.run_id}
-    if isinstance(command, c.RuntimeCommand):
-        attributes["truerun.attempt_id"] = command.attempt_id
-    return span(f"transition {type(command).__name__}", attributes)
-
-
-def _describe(current: Span, result: Result) -> None:
-    current.set_attribute("truerun.run_id", result.run.id)
-    current.set_attribute("truerun.outcome", result.outcome)
-    current.set_attribute("truerun.run_status", result.run.status.value)
+    def _door(
+        self, command: str, *, run_id: str = "", attempt_id: str | None = None, project: str = ""
+    ) -> AbstractContextManager[Span]:
+        return through_door(command, self._on_timed, run_id, attempt_id or "", project)

@@ -201,6 +201,10 @@ class RunReader(Protocol):
     async def oldest_non_terminal(self) -> dict[str, int]:
         """Per non-terminal run status, the oldest run's last change (UTC ms)."""
 
+    async def queued_by_project(self) -> dict[str, tuple[int, int]]:
+        """Per project with queued runs: how many, and the oldest one's queued_at (UTC ms).
+        Reads only queued rows (index ix_runs_status_queued)."""
+
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         """Runs in retry_wait since before ``updated_before_ms``, oldest first."""
 

@@ -164,7 +164,7 @@ class DoorBase:
 
     def on_notice(self, listener: Callable[[str], None]) -> None:
         """Call ``listener`` with a notice's kind once the change that wrote it committed
-        (the metric ``long_task_notices_total``)."""
+        (the metric ``truerun_long_task_notices_total``)."""
         self._notice_listeners = (*self._notice_listeners, listener)
 
     def _noticed(self, kind: str) -> None:

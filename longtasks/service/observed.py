@@ -101,7 +101,7 @@ class Observed(DoorBase):
         return changed
 
 
-#: How an attempt's end was settled by recovery (``long_task_recovery_total{outcome}``).
+#: How an attempt's end was settled by recovery (``truerun_long_task_recovery_total{outcome}``).
 RECOVERY_OUTCOMES = {
     TaskCommand.ATTEMPT_ENDED_RESUMABLE.value: "resumed",
     TaskCommand.ATTEMPT_ENDED_ASK_USER.value: "asked_person",

@@ -13,7 +13,7 @@ from kernel.config import ConfigError, Settings
 from kernel.telemetry import configure, server_interceptors
 from kernel.tls import server_tls
 from services.bootstrap import capacity, coordinator, open_observations, open_store
-from services.metrics import Metrics
+from services.metrics import CAPACITY_PARTS, Metrics
 from services.server import print_listening, start_serving, until_signal
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ async def run_capacity(settings: Settings) -> None:
     telemetry = configure("truerun-capacity", settings.otel_exporter, settings.otel_endpoint)
     store = await open_store(settings.resolved_database_url())
     try:
-        metrics = Metrics()
+        metrics = Metrics(parts=CAPACITY_PARTS)
         app = coordinator(store, metrics)
         observations = await open_observations(settings.redis_url)
         caps = capacity(app, observations, settings.observation_ttl_ms)
@@ -42,6 +42,7 @@ async def run_capacity(settings: Settings) -> None:
             interceptors=server_interceptors(),
             tokens=ApiTokens.parse(settings.api_tokens),
             tls=tls,
+            rpc_metrics=metrics.rpc,
         )
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         print_listening(settings, metrics_port, serving.port, tls)

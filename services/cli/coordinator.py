@@ -27,7 +27,7 @@ from services.bootstrap import (
     remote_runtimes,
     schedules,
 )
-from services.metrics import Metrics
+from services.metrics import COORDINATOR_PARTS, Metrics
 from services.server import print_listening, start_serving, until_signal
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ async def run_coordinator(settings: Settings) -> None:
         tls=capacity_tls,
     )
     try:
-        metrics = Metrics()
+        metrics = Metrics(parts=COORDINATOR_PARTS)
         app = coordinator(store, metrics, output=output_policy(settings))
         side = remote_runtimes(
             app,
@@ -82,10 +82,13 @@ async def run_coordinator(settings: Settings) -> None:
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
             notice_webhook_key=settings.webhook_key,
             notice_webhook_allow=settings.notice_webhook_allow,
+            rpc_metrics=metrics.rpc,
         )
         loops = [
             asyncio.create_task(RetryScheduler(app.transitions).serve()),
-            asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                metrics.watch_ages(store, settings.metrics_scan_interval_ms / 1000)
+            ),
         ]
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         print_listening(settings, metrics_port, serving.port, tls)

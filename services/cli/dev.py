@@ -10,6 +10,7 @@ from dataclasses import replace
 from coordinator.dispatch.retries import RetryScheduler
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from gateway.app import GatewayConfig
+from gateway.metrics import GatewayMetrics
 from gateway.server import HttpServer
 from kernel.config import ConfigError, Settings
 from kernel.db.migrate import upgrade
@@ -91,6 +92,7 @@ async def run_dev(settings: Settings) -> None:
             long_task_max_unfinished=settings.long_task_owner_max_unfinished,
             notice_webhook_key=_webhook_key(settings),
             notice_webhook_allow=settings.notice_webhook_allow,
+            rpc_metrics=metrics.rpc,
         )
         lease_scan = LeaseReconciler(
             app.transitions,
@@ -120,7 +122,9 @@ async def run_dev(settings: Settings) -> None:
                     webhook_allow=settings.notice_webhook_allow,
                 ).serve()
             ),
-            asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                metrics.watch_ages(store, settings.metrics_scan_interval_ms / 1000)
+            ),
             asyncio.create_task(
                 schedule_event_retention(app, settings.schedule_event_retention_days).serve()
             ),
@@ -141,7 +145,9 @@ async def run_dev(settings: Settings) -> None:
         print(listening("grpc", f"{host}:{serving.port}", tls), flush=True)
         if tls is None:
             print(DEV_PLAINTEXT, flush=True)
-        gateway = await start_dev_gateway(settings, serving.port, tls)
+        # the union: the gateway's families on this process's one registry
+        gateway_metrics = GatewayMetrics(metrics.registry)
+        gateway = await start_dev_gateway(settings, serving.port, tls, gateway_metrics)
         await until_signal()
         await gateway.stop()  # first: its streams hold gRPC watches open
         await serving.shutdown(settings.grace_seconds)
@@ -198,7 +204,10 @@ def dev_upstream_tls(settings: Settings, tls: ServerTls | None) -> TlsFiles:
 
 
 async def start_dev_gateway(
-    settings: Settings, grpc_port: int, tls: ServerTls | None = None
+    settings: Settings,
+    grpc_port: int,
+    tls: ServerTls | None = None,
+    metrics: GatewayMetrics | None = None,
 ) -> HttpServer:
     """The gateway inside `truerun dev`, calling this process's own gRPC port (still only over
     gRPC, over TLS when that port serves it). Prints `http listening on HOST:PORT` and the
@@ -209,7 +218,7 @@ async def start_dev_gateway(
         tokens=tokens,
         tls=dev_upstream_tls(settings, tls),
     )
-    server = HttpServer(config, settings.http_addr, tls=tls)
+    server = HttpServer(config, settings.http_addr, metrics, tls)
     await server.start()
     print(listening("http", server.address, tls), flush=True)
     print(f"dashboard {dashboard_url(server.address, token, server.scheme)}", flush=True)

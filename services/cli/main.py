@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +15,6 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
-from coordinator.domain.redaction import RedactingFilter
 from kernel.config import ConfigError, Settings
 from services.cli import operator, runs_ls, schedule, task
 from services.cli.client import Client, fail, run_line, show_run, tls_from_env
@@ -25,6 +23,7 @@ from services.cli.logs import logs as follow_logs
 from services.cli.output import add_output_flag, print_data
 from services.cli.schedule import _OneLineParser
 from services.cli.watch import watch
+from services.log_setup import SERVICE_DEFAULT, TERMINAL_DEFAULT, configure_for, configure_logging
 
 
 def _env_flag(parser: argparse.ArgumentParser, flag: str, env: str, help_text: str) -> None:
@@ -161,9 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return agent_main(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())
+    configure_logging(TERMINAL_DEFAULT)  # a server command switches once it read its settings
     if args.cmd == "dev":
         return _dev(args)
     if args.cmd == "migrate":
@@ -172,13 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from services.cli.gateway import run_gateway
 
         _install_uvloop()
-        asyncio.run(run_gateway(_settings(args)))
+        asyncio.run(run_gateway(_server_settings(args, SERVICE_DEFAULT)))
         return 0
     if args.cmd == "reconciler":
         from services.cli.reconciler import run_reconciler
 
         _install_uvloop()
-        asyncio.run(run_reconciler(_settings(args)))
+        asyncio.run(run_reconciler(_server_settings(args, SERVICE_DEFAULT)))
         return 0
     if args.cmd in ("coordinator", "capacity"):
         return _service(args)
@@ -239,11 +236,19 @@ def _settings(args: argparse.Namespace) -> Settings:
     )
 
 
+def _server_settings(args: argparse.Namespace, default_log_format: str) -> Settings:
+    """A server process's settings, its logs switched to TRUERUN_LOG_FORMAT (or
+    ``default_log_format``) before it logs anything of its own."""
+    settings = _settings(args)
+    configure_for(settings, default_log_format)
+    return settings
+
+
 def _dev(args: argparse.Namespace) -> int:
     from services.cli.dev import run_dev
 
     _install_uvloop()
-    asyncio.run(run_dev(_settings(args)))
+    asyncio.run(run_dev(_server_settings(args, TERMINAL_DEFAULT)))
     return 0
 
 
@@ -253,14 +258,14 @@ def _service(args: argparse.Namespace) -> int:
 
     _install_uvloop()
     run = run_coordinator if args.cmd == "coordinator" else run_capacity
-    asyncio.run(run(_settings(args)))
+    asyncio.run(run(_server_settings(args, SERVICE_DEFAULT)))
     return 0
 
 
 def _migrate(args: argparse.Namespace) -> int:
     from kernel.db.migrate import upgrade
 
-    settings = _settings(args)
+    settings = _server_settings(args, TERMINAL_DEFAULT)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(upgrade(settings.resolved_database_url()))
     print("database is at the newest schema")

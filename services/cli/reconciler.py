@@ -29,7 +29,7 @@ from services.bootstrap import (
     schedule_event_retention,
     scheduler,
 )
-from services.metrics import Metrics
+from services.metrics import RECONCILER_PARTS, Metrics
 from services.server import print_listening, start_serving, until_signal
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ async def run_reconciler(settings: Settings) -> None:
     tls = server_tls(settings)
     store = await open_store(settings.resolved_database_url())
     try:
-        metrics = Metrics()
+        metrics = Metrics(parts=RECONCILER_PARTS)
         app = coordinator(store, metrics)
         loops = [
             asyncio.create_task(
@@ -66,7 +66,9 @@ async def run_reconciler(settings: Settings) -> None:
                     metrics=metrics,
                 ).serve()
             ),
-            asyncio.create_task(metrics.watch_ages(store)),
+            asyncio.create_task(
+                metrics.watch_ages(store, settings.metrics_scan_interval_ms / 1000)
+            ),
             # Notices: every replica posts due deliveries; a row is claimed by one of them.
             *(
                 [
@@ -100,7 +102,12 @@ async def run_reconciler(settings: Settings) -> None:
         metrics_server, metrics_port = metrics.serve(settings.metrics_addr, tls)
         # gRPC health (and reflection) only: what the chart's probes and load balancers ask.
         serving = await start_serving(
-            app, settings.grpc_addr, run_service=False, tokens=None, tls=tls
+            app,
+            settings.grpc_addr,
+            run_service=False,
+            tokens=None,
+            tls=tls,
+            rpc_metrics=metrics.rpc,
         )
         print_listening(settings, metrics_port, serving.port, tls)
         print("reconciler running", flush=True)

@@ -53,10 +53,10 @@ async def test_queue_wait_is_observed_when_the_attempt_starts(h: Harness, metric
     queued = await h.door.enqueue("lt-1", created.task.state_version, ANA)
     h.clock.now += 90_000
     await h.door.start_attempt("lt-1", SCHEDULER, queued.task.state_version)
-    assert value(metrics, "long_task_queue_wait_seconds_count") == 1
-    assert value(metrics, "long_task_queue_wait_seconds_sum") == 90.0
-    assert value(metrics, "long_task_queue_wait_seconds_bucket", le="60.0") == 0
-    assert value(metrics, "long_task_queue_wait_seconds_bucket", le="300.0") == 1
+    assert value(metrics, "truerun_long_task_queue_wait_seconds_count") == 1
+    assert value(metrics, "truerun_long_task_queue_wait_seconds_sum") == 90.0
+    assert value(metrics, "truerun_long_task_queue_wait_seconds_bucket", le="60.0") == 0
+    assert value(metrics, "truerun_long_task_queue_wait_seconds_bucket", le="300.0") == 1
 
 
 async def test_queue_wait_counts_from_entering_the_queue_not_from_a_revision_while_queued(
@@ -69,7 +69,7 @@ async def test_queue_wait_counts_from_entering_the_queue_not_from_a_revision_whi
     assert revised.task.state.value == "queued"
     h.clock.now += 60_000
     await h.door.start_attempt("lt-1", SCHEDULER, revised.task.state_version)
-    assert value(metrics, "long_task_queue_wait_seconds_sum") == 660.0
+    assert value(metrics, "truerun_long_task_queue_wait_seconds_sum") == 660.0
 
 
 async def test_recovery_outcomes_and_the_answers_of_people(h: Harness, metrics: Metrics) -> None:
@@ -77,7 +77,7 @@ async def test_recovery_outcomes_and_the_answers_of_people(h: Harness, metrics: 
     assert first is not None
     resumed = await h.door.attempt_ended("lt-1", first, "run lost")  # nothing uncertain
     assert resumed.task.state.value == "queued"
-    assert value(metrics, "long_task_recovery_total", outcome="resumed") == 1
+    assert value(metrics, "truerun_long_task_recovery_total", outcome="resumed") == 1
 
     second = (await h.door.start_attempt("lt-1", SCHEDULER)).made
     assert second is not None
@@ -87,12 +87,12 @@ async def test_recovery_outcomes_and_the_answers_of_people(h: Harness, metrics: 
     await h.door.record_intent("lt-1", second, "s2", 2, Intent("mail:team", "the report"))
     asked = await h.door.attempt_ended("lt-1", second, "run lost")  # the email may be sent
     assert asked.task.state.value == "waiting_for_user" and asked.decision is not None
-    assert value(metrics, "long_task_recovery_total", outcome="asked_person") == 1
-    assert value(metrics, "long_task_human_intervention_total", kind="effect") == 0
+    assert value(metrics, "truerun_long_task_recovery_total", outcome="asked_person") == 1
+    assert value(metrics, "truerun_long_task_human_intervention_total", kind="effect") == 0
 
     await h.door.answer("lt-1", asked.decision.id, asked.task.state_version, ANA, "done")
-    assert value(metrics, "long_task_human_intervention_total", kind="effect") == 1
-    assert value(metrics, "long_task_recovery_total", outcome="recovery_required") == 0
+    assert value(metrics, "truerun_long_task_human_intervention_total", kind="effect") == 1
+    assert value(metrics, "truerun_long_task_recovery_total", outcome="recovery_required") == 0
 
 
 async def test_a_repeated_approval_is_counted_and_the_grant_is_an_intervention(
@@ -102,17 +102,19 @@ async def test_a_repeated_approval_is_counted_and_the_grant_is_an_intervention(
     assert attempt is not None
     asked = await h.door.request_approval("lt-1", attempt, "send:team", "May I send it?")
     assert asked.decision is not None
-    assert value(metrics, "long_task_approval_repeat_total") == 0
+    assert value(metrics, "truerun_long_task_approval_repeat_total") == 0
     granted = await h.door.answer("lt-1", asked.decision.id, asked.task.state_version, ANA, "grant")
-    assert value(metrics, "long_task_human_intervention_total", kind="approval") == 1
+    assert value(metrics, "truerun_long_task_human_intervention_total", kind="approval") == 1
     again = await h.door.request_approval("lt-1", attempt, "send:team", "May I send it again?")
     assert again.decision is not None and again.decision.repeat_count == 2
     assert granted.task.state.value == "running"
-    assert value(metrics, "long_task_approval_repeat_total") == 1
+    assert value(metrics, "truerun_long_task_approval_repeat_total") == 1
     await h.door.answer("lt-1", again.decision.id, again.task.state_version, ANA, "deny")
-    assert value(metrics, "long_task_human_intervention_total", kind="approval") == 2
+    assert value(metrics, "truerun_long_task_human_intervention_total", kind="approval") == 2
     await h.door.request_approval("lt-1", attempt, "delete:old", "May I delete the old one?")
-    assert value(metrics, "long_task_approval_repeat_total") == 1  # another action: no repeat
+    assert (
+        value(metrics, "truerun_long_task_approval_repeat_total") == 1
+    )  # another action: no repeat
 
 
 async def test_terminal_outcomes_are_counted_once_and_a_refusal_counts_nothing(
@@ -121,25 +123,25 @@ async def test_terminal_outcomes_are_counted_once_and_a_refusal_counts_nothing(
     attempt = (await running(h, new_task(max_tokens=100))).made
     assert attempt is not None
     await h.door.report_usage("lt-1", attempt, "u-1", 150)
-    assert value(metrics, "long_task_outcome_total", state="partial") == 1
+    assert value(metrics, "truerun_long_task_outcome_total", state="partial") == 1
     await h.door.attempt_ended("lt-1", attempt, "run cancelled")  # still partial: not again
-    assert value(metrics, "long_task_outcome_total", state="partial") == 1
+    assert value(metrics, "truerun_long_task_outcome_total", state="partial") == 1
 
     other = await h.door.create(new_task("lt-2"), ANA)
     with pytest.raises(LongTaskVersionConflict):
         await h.door.cancel("lt-2", other.task.state_version + 5, ANA)
-    assert value(metrics, "long_task_outcome_total", state="cancelled") == 0
+    assert value(metrics, "truerun_long_task_outcome_total", state="cancelled") == 0
     await h.door.cancel("lt-2", other.task.state_version, ANA, "not needed")
-    assert value(metrics, "long_task_outcome_total", state="cancelled") == 1
+    assert value(metrics, "truerun_long_task_outcome_total", state="cancelled") == 1
 
     scraped = metrics.exposition()
-    assert 'long_task_outcome_total{state="partial"} 1.0' in scraped
-    assert 'long_task_outcome_total{state="cancelled"} 1.0' in scraped
+    assert 'truerun_long_task_outcome_total{state="partial"} 1.0' in scraped
+    assert 'truerun_long_task_outcome_total{state="cancelled"} 1.0' in scraped
     for name in (
-        "long_task_recovery_total",
-        "long_task_human_intervention_total",
-        "long_task_approval_repeat_total",
-        "long_task_queue_wait_seconds",
+        "truerun_long_task_recovery_total",
+        "truerun_long_task_human_intervention_total",
+        "truerun_long_task_approval_repeat_total",
+        "truerun_long_task_queue_wait_seconds",
     ):
         assert f"# TYPE {name.removesuffix('_total')}" in scraped
 
@@ -156,7 +158,7 @@ async def test_a_failing_listener_never_undoes_a_committed_change(
     assert cancelled.task.state.value == "cancelled"
     stored = await h.sql.get_task("lt-1")
     assert stored is not None and stored.state.value == "cancelled"
-    assert value(metrics, "long_task_outcome_total", state="cancelled") == 1
+    assert value(metrics, "truerun_long_task_outcome_total", state="cancelled") == 1
 
 
 PASSED = VerdictIn("c1", Source.CHECKER, CriterionResult.PASSED, (NewEvidence("f", "r.md", ""),))
@@ -180,22 +182,22 @@ async def test_a_completion_found_false_by_a_person_and_then_by_the_verifier(
     await _steps_done(h, first)
     done = await h.door.record_verification("lt-1", first, [PASSED])
     assert done.task.state is TaskState.COMPLETED
-    assert value(metrics, "long_task_false_completion_total", found_by="person") == 0
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="person") == 0
     reopened = await h.door.continue_task("lt-1", done.task.state_version, ANA, "not sent")
-    assert value(metrics, "long_task_false_completion_total", found_by="person") == 1
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="person") == 1
 
     second = (await h.door.start_attempt("lt-1", SCHEDULER, reopened.task.state_version)).made
     assert second is not None
     await h.door.ready_for_verification("lt-1", second)  # the steps were carried over done
-    assert value(metrics, "long_task_false_completion_total", found_by="verifier") == 0
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="verifier") == 0
     await h.door.record_verification("lt-1", second, [FAILED])
-    assert value(metrics, "long_task_false_completion_total", found_by="verifier") == 1
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="verifier") == 1
     [disputed] = [e for e in await h.sql.events("lt-1") if e.type == "completion_disputed"]
     assert "plan version 1 completed" in disputed.message
     await h.door.ready_for_verification("lt-1", second)
     await h.door.record_verification("lt-1", second, [FAILED])  # failed again: no new finding
-    assert value(metrics, "long_task_false_completion_total", found_by="verifier") == 1
-    assert value(metrics, "long_task_false_completion_total", found_by="person") == 1
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="verifier") == 1
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="person") == 1
 
 
 async def test_a_pass_reversed_before_any_completion_is_no_false_completion(
@@ -215,8 +217,8 @@ async def test_a_pass_reversed_before_any_completion_is_no_false_completion(
     assert corrected.task.state is TaskState.RUNNING  # a correction round
     await h.door.ready_for_verification("lt-1", attempt)
     await h.door.record_verification("lt-1", attempt, [FAILED, c3])  # c1 passed, now failed
-    assert value(metrics, "long_task_false_completion_total", found_by="verifier") == 0
-    assert value(metrics, "long_task_false_completion_total", found_by="person") == 0
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="verifier") == 0
+    assert value(metrics, "truerun_long_task_false_completion_total", found_by="person") == 0
 
 
 async def _effect(
@@ -240,12 +242,12 @@ async def test_a_second_receipt_for_one_intent_key_is_a_duplicate_effect(
     assert attempt is not None
     await _effect(h, attempt, "a1", "zip-1")
     await _effect(h, attempt, "a2", "zip-1")  # the service answered with the first effect
-    assert value(metrics, "long_task_duplicate_effect_total") == 0
+    assert value(metrics, "truerun_long_task_duplicate_effect_total") == 0
     with pytest.raises(LongTaskVersionConflict):  # a refused receipt counts nothing
         await _effect(h, attempt, "a3", "zip-2", stale=True)
-    assert value(metrics, "long_task_duplicate_effect_total") == 0
+    assert value(metrics, "truerun_long_task_duplicate_effect_total") == 0
     await _effect(h, attempt, "a4", "zip-2")  # another effect under the same key
-    assert value(metrics, "long_task_duplicate_effect_total") == 1
+    assert value(metrics, "truerun_long_task_duplicate_effect_total") == 1
     [found] = [e for e in await h.sql.events("lt-1") if e.type == "duplicate_effect"]
     assert found.step_id == "a4" and "try 1" in found.message
-    assert "long_task_duplicate_effect_total 1.0" in metrics.exposition()
+    assert "truerun_long_task_duplicate_effect_total 1.0" in metrics.exposition()

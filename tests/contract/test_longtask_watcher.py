@@ -70,7 +70,7 @@ async def test_a_queued_task_is_started_with_its_run_and_counted(h: Harness) -> 
     again = await watcher(h, name="w2").run_once()  # nothing queued, nothing ended
     assert (again.started, again.ended) == ([], {})
     text = metrics.exposition()
-    assert 'long_task_watcher_action_total{action="started",label=""} 1.0' in text
+    assert 'truerun_long_task_watcher_action_total{action="started",label=""} 1.0' in text
 
 
 async def test_a_failed_run_ends_the_attempt_and_a_pure_step_runs_again_in_attempt_2(

@@ -316,8 +316,8 @@ async def test_scheduler_decisions_are_counted_for_operators(
     clock.now += STEP
     await loop.one()  # skipped: the first run is still queued
     text = metrics.exposition()
-    assert 'schedule_decision_total{decision="fired"} 1.0' in text
-    assert 'schedule_decision_total{decision="skipped"} 1.0' in text
+    assert 'truerun_schedule_decision_total{decision="fired"} 1.0' in text
+    assert 'truerun_schedule_decision_total{decision="skipped"} 1.0' in text
 
 
 async def test_a_rotated_webhook_secret_replaces_the_old_one_and_off_stays_off(

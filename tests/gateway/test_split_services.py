@@ -84,15 +84,17 @@ async def test_gateway_process_reaches_run_and_capacity_services_apart_and_expor
             assert scraped.status_code == 200
             text = scraped.text
             for route, method, status in (
-                ("/v1/projects/{project}/runs", "POST", "201"),
-                ("/v1/projects/{project}/runs/{run}", "GET", "200"),
-                ("/v1/projects/{project}/runs/{run}:pause", "POST", "200"),
-                ("/v1/capacity/owners/{owner}/instances/{instance}", "GET", "200"),
-                ("/v1/agents/{agent}", "GET", "404"),
+                ("/v1/projects/{project}/runs", "POST", "2xx"),
+                ("/v1/projects/{project}/runs/{run}", "GET", "2xx"),
+                ("/v1/projects/{project}/runs/{run}:pause", "POST", "2xx"),
+                ("/v1/capacity/owners/{owner}/instances/{instance}", "GET", "2xx"),
+                ("/v1/agents/{agent}", "GET", "4xx"),
             ):
-                labels = f'method="{method}",route="{route}",status="{status}"'
-                assert f"gateway_http_requests_total{{{labels}}} 1.0" in text, (route, text)
-                assert f"gateway_http_request_duration_seconds_count{{{labels}}} 1.0" in text
+                labels = f'method="{method}",route="{route}",status_class="{status}"'
+                assert f"truerun_gateway_http_requests_total{{{labels}}} 1.0" in text, (route, text)
+                assert (
+                    f"truerun_gateway_http_request_duration_seconds_count{{{labels}}} 1.0" in text
+                )
             assert run_id not in text and "alice" not in text and "no-such-agent" not in text
             assert await asyncio.to_thread(gateway.stop) == 0
         finally:

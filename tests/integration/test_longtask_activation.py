@@ -146,8 +146,8 @@ async def test_activation_scenarios_reach_only_the_preflights_they_need(
     assert (events[2][1]["path"], events[2][1]["verdict"]) == ("budget", "promote")
     sample = metrics.registry.get_sample_value
     labels = {"tier": "idempotent", "verdict": "ordinary"}
-    assert sample("run_preflight_total", labels) == 1
-    assert sample("run_preflight_seconds_count", {"tier": "idempotent"}) == 1
+    assert sample("truerun_run_preflight_total", labels) == 1
+    assert sample("truerun_run_preflight_seconds_count", {"tier": "idempotent"}) == 1
 
     # risky side effect: an ordinary idempotent verdict does not silence the send
     risky = await ordinary_run(stack, "risky")

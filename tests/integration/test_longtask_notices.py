@@ -149,7 +149,7 @@ async def test_a_long_task_told_to_its_owner_once_per_fact_and_posted_signed(
         assert listed[-1].title == "#1 partial"
         for kind, count in (("approval", 2), ("interruption", 1), ("decision", 1), ("terminal", 1)):
             sample = stack.metrics.registry.get_sample_value(
-                "long_task_notices_total", {"kind": kind}
+                "truerun_long_task_notices_total", {"kind": kind}
             )
             assert sample == count
 

@@ -58,7 +58,9 @@ async def test_usage_is_shown_counted_once_and_the_used_up_budget_stops_the_task
             assert told.state == lt.LONG_TASK_STATE_RUNNING
             assert (await get(stack)).budget.tokens_used == 4000
             assert (
-                metrics.registry.get_sample_value("long_task_outcome_total", {"state": "partial"})
+                metrics.registry.get_sample_value(
+                    "truerun_long_task_outcome_total", {"state": "partial"}
+                )
                 is None
             )
 
@@ -78,7 +80,10 @@ async def test_usage_is_shown_counted_once_and_the_used_up_budget_stops_the_task
         assert task.state == lt.LONG_TASK_STATE_PARTIAL and task.lease_attempt_id == ""
         assert task.budget.tokens_used == 5500 and task.state_reason == stopped.state_reason
         assert (
-            metrics.registry.get_sample_value("long_task_outcome_total", {"state": "partial"}) == 1
+            metrics.registry.get_sample_value(
+                "truerun_long_task_outcome_total", {"state": "partial"}
+            )
+            == 1
         )
     finally:
         await live.runtime.close()

@@ -37,22 +37,32 @@ async def test_metrics_count_what_commits_without_ids(migrated_database_url: str
         return found or 0.0
 
     assert (
-        value("run_transition_total", **{"from": "new", "to": "queued", "result": "applied"}) == 2
+        value(
+            "truerun_run_transition_total", **{"from": "new", "to": "queued", "result": "applied"}
+        )
+        == 2
     )
     assert (
-        value("run_transition_total", **{"from": "queued", "to": "cancelled", "result": "applied"})
+        value(
+            "truerun_run_transition_total",
+            **{"from": "queued", "to": "cancelled", "result": "applied"},
+        )
         == 1
     )
-    assert value("run_transition_conflict_total", command="Approve") == 0  # pinned: no retry
-    assert value("run_event_append_total", type="run.created") == 2
-    assert value("attempt_late_callback_total", executor="runtime", type="RuntimeRunning") == 1
-    assert value("run_non_terminal_age_seconds", status="running") >= 0
+    assert (
+        value("truerun_run_transition_conflict_total", command="Approve") == 0
+    )  # pinned: no retry
+    assert value("truerun_run_event_append_total", type="run.created") == 2
+    assert (
+        value("truerun_attempt_late_callback_total", executor="runtime", type="RuntimeRunning") == 1
+    )
+    assert value("truerun_run_non_terminal_age_seconds", status="running") >= 0
     exposition = metrics.exposition()
     for name in (
-        "run_transition_total",
-        "run_event_append_total",
-        "attempt_late_callback_total",
-        "run_non_terminal_age_seconds",
+        "truerun_run_transition_total",
+        "truerun_run_event_append_total",
+        "truerun_attempt_late_callback_total",
+        "truerun_run_non_terminal_age_seconds",
     ):
         assert name in exposition
     assert not UUID.search(exposition), "a run or attempt id leaked into a label"
@@ -69,4 +79,4 @@ def test_metrics_endpoint_serves_prometheus_text() -> None:
     finally:
         server.shutdown()
         server.server_close()
-    assert 'run_event_append_total{type="run.created"} 1.0' in body
+    assert 'truerun_run_event_append_total{type="run.created"} 1.0' in body

@@ -1,5 +1,5 @@
 """A real `truerun reconciler` process serves Prometheus metrics with seed B §16 names: it
-announces its address, and a lease it reconciles shows in run_reconcile_total (no run ids
+announces its address, and a lease it reconciles shows in truerun_run_reconcile_total (no run ids
 in any label). It also answers gRPC health checks (the chart's probes): SERVING while it
 runs; SIGTERM ends it with exit code 0."""
 
@@ -76,14 +76,14 @@ async def test_truerun_reconciler_serves_metrics(tmp_path: Path) -> None:
             with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
                 return str(response.read().decode())
 
-        line = 'run_reconcile_total{executor="lease",result="requeued"} 1.0'
+        line = 'truerun_run_reconcile_total{executor="lease",result="requeued"} 1.0'
 
         def reconciled() -> str | None:
             text = scrape()
             return text if line in text else None
 
         text = _wait_for("the lease reconciled", reconciled)
-        assert "run_non_terminal_age_seconds" in text
+        assert "truerun_run_non_terminal_age_seconds" in text
         assert run_id not in text
 
         grpc_address = re.search(r"grpc listening on (\S+:\d+)", out.read_text())

@@ -734,6 +734,9 @@ class GatedStore:
     async def oldest_non_terminal(self) -> dict[str, int]:
         return await self._inner.oldest_non_terminal()
 
+    async def queued_by_project(self) -> dict[str, tuple[int, int]]:
+        return await self._inner.queued_by_project()
+
     async def list_project_events(
         self, project_id: str | None, after: EventCursor | None, limit: int
     ) -> Sequence[RunEvent]:

@@ -135,7 +135,7 @@ async def test_the_metrics_endpoint_serves_https_only(pki: Pki) -> None:
         async with httpx.AsyncClient(verify=pki.ssl_context(), timeout=5) as client:
             answer = await client.get(f"https://127.0.0.1:{port}/metrics")
             assert answer.status_code == 200
-            assert "run_transition_total" in answer.text
+            assert "truerun_run_transition_total" in answer.text
         async with httpx.AsyncClient(timeout=5) as plain:
             with pytest.raises(httpx.TransportError):
                 await plain.get(f"http://127.0.0.1:{port}/metrics")

@@ -27,6 +27,7 @@ from coordinator.store.postgres.sql import (
     OUTPUT_READ,
     PROJECT_EVENTS,
     QUEUE_POSITION,
+    QUEUED_BY_PROJECT,
     list_runs_sql,
 )
 from coordinator.store.rows import attempt_from_row, event_from_row, run_from_row
@@ -95,6 +96,10 @@ class PostgresReader:
     async def oldest_non_terminal(self) -> dict[str, int]:
         rows = await self._pool.fetch(OLDEST_NON_TERMINAL, TERMINAL_STATUSES)
         return {row[0]: int(row[1]) for row in rows}
+
+    async def queued_by_project(self) -> dict[str, tuple[int, int]]:
+        rows = await self._pool.fetch(QUEUED_BY_PROJECT)
+        return {row[0]: (int(row[1]), int(row[2] or 0)) for row in rows}
 
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         rows = await self._pool.fetch(DUE_RETRIES, updated_before_ms, limit)

@@ -196,6 +196,9 @@ WHERE status IN ('starting', 'running') AND sync_state = 'stale' AND lease_expir
 ORDER BY lease_expires_at_ms, id LIMIT $2"""
 OLDEST_NON_TERMINAL = """
 SELECT status, min(updated_at_ms) FROM runs WHERE status <> ALL($1::text[]) GROUP BY status"""
+QUEUED_BY_PROJECT = """
+SELECT project_id, count(*), min(queued_at_ms) FROM runs WHERE status = 'queued'
+GROUP BY project_id"""
 DUE_RETRIES = """
 SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < $1
 ORDER BY updated_at_ms, id LIMIT $2"""

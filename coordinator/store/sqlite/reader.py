@@ -26,6 +26,7 @@ from coordinator.store.sqlite.sql import (
     OUTPUT_READ,
     PROJECT_EVENTS,
     QUEUE_POSITION,
+    QUEUED_BY_PROJECT,
     list_runs_sql,
     load_attempts_sql,
 )
@@ -101,6 +102,10 @@ class SqliteReader(SqliteConnections):
     async def oldest_non_terminal(self) -> dict[str, int]:
         rows = await self.read(OLDEST_NON_TERMINAL, *TERMINAL_STATUSES)
         return {row[0]: int(row[1]) for row in rows}
+
+    async def queued_by_project(self) -> dict[str, tuple[int, int]]:
+        rows = await self.read(QUEUED_BY_PROJECT)
+        return {row[0]: (int(row[1]), int(row[2] or 0)) for row in rows}
 
     async def due_retries(self, updated_before_ms: int, limit: int) -> Sequence[str]:
         rows = await self.read(DUE_RETRIES, updated_before_ms, limit)

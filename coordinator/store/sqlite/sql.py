@@ -127,6 +127,10 @@ OLDEST_NON_TERMINAL = (
     f"SELECT status, min(updated_at_ms) FROM runs WHERE status NOT IN ({_TERMINAL_MARKS}) "
     "GROUP BY status"
 )
+QUEUED_BY_PROJECT = (
+    "SELECT project_id, count(*), min(queued_at_ms) FROM runs WHERE status = 'queued' "
+    "GROUP BY project_id"
+)
 DUE_RETRIES = (
     "SELECT id FROM runs WHERE status = 'retry_wait' AND updated_at_ms < ? "
     "ORDER BY updated_at_ms, id LIMIT ?"
