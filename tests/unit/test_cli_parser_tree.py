@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Iterator
 
 from services.cli.main import _parser
+from truerun_runtime.agent.cli import _parser as agent_parser
 
 #: The processes truerun runs as: they serve, they do not read or print resources.
 SERVERS = {"dev", "migrate", "gateway", "reconciler", "coordinator", "capacity", "agent"}
@@ -56,9 +57,11 @@ def test_every_client_command_has_output_formats() -> None:
 
 
 def test_every_flag_and_argument_has_help() -> None:
+    agent = {("agent", *path): p for path, p in _commands(agent_parser("truerun agent"))}
+    assert ("agent", "status") in agent  # its own parser (truerun_runtime/agent/cli.py)
     lacking = [
         f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
-        for path, parser in COMMANDS.items()
+        for path, parser in {**COMMANDS, **agent}.items()
         for action in parser._actions
         if not isinstance(action, argparse._SubParsersAction)
         and not (action.help and action.help.strip())
