@@ -125,7 +125,11 @@ READS: list[tuple[tuple[str, ...], tuple[str, ...], set[str]]] = [
         ),
         {"run", "attempts", "events"},
     ),
-    (("schedule", "ls"), ("ID", "TIMING", "NEXT FIRE (local)", "nightly", "(in "), {"schedules"}),
+    (
+        ("schedule", "ls"),
+        ("ID", "TIMING", "NEXT FIRE (local)", "nightly", "(in "),
+        {"schedules"},
+    ),
     (
         ("schedule", "show", "{schedule}"),
         ("schedule   nightly", "next fires", "created "),
@@ -229,6 +233,8 @@ def test_the_writes_print_what_they_made_and_chain(world: World, tmp_path: Path)
     assert "resumed; next fire" in _run(world, "schedule", "resume", "hourly")
     fired = _json(world, "schedule", "fire", "hourly")
     assert fired["runs"][0]["runId"]
+    hourly_row = next(r for r in _run(world, "schedule", "ls").splitlines() if "hourly" in r)
+    assert "(manual): run " + fired["runs"][0]["runId"] in hourly_row, hourly_row
     assert "deleted schedule hourly" in _run(world, "schedule", "rm", "hourly")
 
     created = _json(world, "task", "create", "--file", str(EXAMPLE))
