@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -213,6 +214,9 @@ def test_the_writes_print_what_they_made_and_chain(world: World, tmp_path: Path)
     paused = _json(world, "pause", held, "--reason", "table test")["run"]
     assert paused["id"] == held and paused["displayState"] == "DISPLAY_STATE_PAUSED"
     assert _run(world, "resume", held, "--reason", "table test").split()[2] == "queued"
+    assert _json(world, "pause", held, "--reason", "again")["run"]["status"] == "RUN_STATUS_PAUSED"
+    resumed = _json(world, "resume", held, "--reason", "again")["run"]
+    assert resumed["displayState"] == "DISPLAY_STATE_QUEUED"
     failed = _json(world, "fail", held, "--reason", "never needed")["run"]
     assert failed["status"] == "RUN_STATUS_FAILED"
 
@@ -226,7 +230,7 @@ def test_the_writes_print_what_they_made_and_chain(world: World, tmp_path: Path)
     assert cancelled["run"]["status"] == "RUN_STATUS_CANCELLED"
 
     schedule = _json(
-        world, "schedule", "create", "hourly", "--task", "t", "--owner", OWNER, "--every", "1h"
+        world, "schedule", "create", "hourly", "--task", "t", "--owner", "nobody", "--every", "1h"
     )
     assert schedule["schedule"]["scheduleId"] == "hourly"
     assert _json(world, "schedule", "pause", "hourly", "--note", "n")["paused"] is True
@@ -235,6 +239,12 @@ def test_the_writes_print_what_they_made_and_chain(world: World, tmp_path: Path)
     assert fired["runs"][0]["runId"]
     hourly_row = next(r for r in _run(world, "schedule", "ls").splitlines() if "hourly" in r)
     assert "(manual): run " + fired["runs"][0]["runId"] in hourly_row, hourly_row
+    since, until = (datetime.now(UTC) - timedelta(hours=h) for h in (3, 1))
+    window = ["--from", since.isoformat(), "--to", until.isoformat(), "--overlap", "allow_all"]
+    backfilled = _json(world, "schedule", "backfill", "hourly", *window)
+    assert len(backfilled["runs"]) in (2, 3) and all(r["runId"] for r in backfilled["runs"])
+    secret = _json(world, "schedule", "rotate-secret", "hourly")
+    assert secret["webhookSecret"] and secret["schedule"]["webhookEnabled"] is True
     assert "deleted schedule hourly" in _run(world, "schedule", "rm", "hourly")
 
     created = _json(world, "task", "create", "--file", str(EXAMPLE))
@@ -244,6 +254,8 @@ def test_the_writes_print_what_they_made_and_chain(world: World, tmp_path: Path)
     assert started["longTaskId"] == created["longTaskId"]
     assert started["state"] != "LONG_TASK_STATE_PLANNED"
     assert "paused; now paused" in _run(world, "task", "pause", handle, "--note", "n")
+    assert _json(world, "task", "resume", handle)["state"] != "LONG_TASK_STATE_PAUSED"
+    assert _json(world, "task", "pause", handle)["state"] == "LONG_TASK_STATE_PAUSED"
     acted = _json(world, "task", "act", handle, "cancel", "--owner", "alice", "--action-id", "a-1")
     assert acted["longTask"]["state"] == "LONG_TASK_STATE_CANCELLED"
 
