@@ -71,18 +71,37 @@ def anchors(text: str) -> set[str]:
     return found
 
 
+def _saved_names(browser_sources: str) -> list[re.Pattern[str]]:
+    """What the browser tests pass to ``screenshot(...)``: each string literal there (an
+    f-string's ``{...}`` matching anything), and every other quoted word of the sources (a
+    name passed through a variable)."""
+    called = re.findall(r"screenshot\([^)]*?f?[\"']([^\"']+)[\"']", browser_sources)
+    quoted = re.findall(r"[\"']([\w.\-]+)[\"']", browser_sources)
+    return [
+        re.compile(
+            "".join(
+                ".+" if part.startswith("{") else re.escape(part)
+                for part in re.split(r"(\{[^}]*\})", name)
+            )
+        )
+        for name in [*called, *quoted]
+    ]
+
+
 def screenshot_problem(target: str, browser_sources: str) -> str | None:
-    """``test-artifacts/screenshots/<test>/<name>.png``: <test> a browser test (its
+    """``test-artifacts/screenshots/<test>/[<name>.png]``: <test> a browser test (its
     parameters, ``[...]``, aside) and <name> a screenshot those tests save."""
-    rest = target.split(SCREENSHOTS, 1)[1]
-    parts = rest.split("/")
-    if len(parts) != 2 or not parts[1].endswith(".png"):
-        return "expected test-artifacts/screenshots/<test>/<name>.png"
-    test, name = parts[0].split("[", 1)[0], parts[1].removesuffix(".png")
+    rest = target.split(SCREENSHOTS, 1)[1].rstrip("/")
+    parts = rest.split("/") if rest else []
+    if not 1 <= len(parts) <= 2 or (len(parts) == 2 and not parts[1].endswith(".png")):
+        return "expected test-artifacts/screenshots/<test>/ or .../<test>/<name>.png"
+    test = parts[0].split("[", 1)[0]
     if not re.search(rf"\bdef {re.escape(test)}\(", browser_sources):
         return f"no test {test} under tests/browser saves it"
-    if not re.search(rf"screenshot\([^)]*[\"']{re.escape(name)}[\"']", browser_sources):
-        return f"no browser test saves a screenshot named {name!r}"
+    if len(parts) == 2:
+        name = parts[1].removesuffix(".png")
+        if not any(saved.fullmatch(name) for saved in _saved_names(browser_sources)):
+            return f"no browser test saves a screenshot named {name!r}"
     return None
 
 

@@ -80,7 +80,9 @@ def _tree(tmp_path: Path, readme: str, doc: str = "# Guide\n\n## Deep part\n") -
     (tmp_path / "README.md").write_text(readme)
     (tmp_path / "docs" / "guide.md").write_text(doc)
     (tmp_path / "tests" / "browser" / "test_pages.py").write_text(
-        'async def test_runs_page(dashboard):\n    await dashboard.screenshot(page, "runs")\n'
+        "async def test_runs_page(dashboard):\n"
+        '    await dashboard.screenshot(page, "runs")\n'
+        '    await dashboard.screenshot(page, f"state-{state}")\n'
     )
     return tmp_path
 
@@ -93,6 +95,8 @@ def test_a_broken_link_a_missing_heading_and_an_unsaved_screenshot_are_caught(
         "[ok](docs/guide.md#deep-part) [web](https://example.com/x.md)\n"
         "[gone](docs/missing.md) [bad anchor](docs/guide.md#nowhere)\n"
         "![shot](test-artifacts/screenshots/test_runs_page/runs.png)\n"
+        "[f-string](test-artifacts/screenshots/test_runs_page[pg]/state-running.png)\n"
+        "[folder](../test-artifacts/screenshots/test_runs_page/)\n"
         "[other shot](test-artifacts/screenshots/test_runs_page[sqlite]/filters.png)\n"
         "[no test](test-artifacts/screenshots/test_nothing/runs.png)\n"
         "```\n[in code](docs/not-checked.md)\n```\n",
