@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo dev test lint typecheck protos chromium pytest bench clean
+.PHONY: setup demo dev test lint typecheck protos docs docs-update chromium pytest bench clean
 
 setup: $(STAMP)
 
@@ -21,7 +21,7 @@ demo: setup
 dev: setup
 	$(BIN)/truerun dev
 
-test: setup lint typecheck protos pytest
+test: setup lint typecheck protos docs pytest
 
 lint: setup
 	$(BIN)/python scripts/architecture.py
@@ -34,6 +34,16 @@ typecheck: setup
 
 protos: setup
 	PYTHON=$(BIN)/python bash scripts/check_protos.sh
+
+# The docs against the code, writing nothing (scripts/docs.py): every relative link in README.md
+# and docs/*.md resolves (anchors too), every path README.md cites exists, and what is
+# generated from code (the settings table, the long-task tables, gateway/openapi.json) is
+# current. docs-update rewrites the generated parts.
+docs: setup
+	$(BIN)/python scripts/docs.py
+
+docs-update: setup
+	$(BIN)/python scripts/docs.py --write
 
 # The browser tests need Debian's chromium; installed here when missing (never by playwright).
 chromium:

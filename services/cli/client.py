@@ -44,15 +44,16 @@ def since(run: common_pb2.Run, now_s: float | None = None) -> str:
 
 
 def duration(seconds: float) -> str:
-    """42 s, 3 min, 2 h 5 min, 3 d 4 h: two units at most, rounded down."""
-    s = int(seconds)
+    """42s, 2m 05s, 2h 05m, 3d 04h: two units at most, the second zero-padded so columns
+    line up, rounded down."""
+    s = max(0, int(seconds))
     if s < 60:
-        return f"{s} s"
+        return f"{s}s"
     if s < 3600:
-        return f"{s // 60} min"
+        return f"{s // 60}m {s % 60:02d}s"
     if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
 
 
 def run_line(run: common_pb2.Run) -> str:
@@ -66,7 +67,11 @@ def run_line(run: common_pb2.Run) -> str:
     return f"{run.id}  {run.task_id:<20}  {state}{extra}" + (f"  {held}" if held else "")
 
 
-def show_run(run: common_pb2.Run, events: Sequence[common_pb2.RunEvent]) -> str:
+def show_run(
+    run: common_pb2.Run, events: Sequence[common_pb2.RunEvent], times: Sequence[str] = ()
+) -> str:
+    """`truerun show`; ``times``: the created/started/ended and attempts lines
+    (services/cli/run_times.py), shown before the events."""
     lines = [
         f"run        {run.id}",
         f"task       {run.task_id}   project {run.project_id}   owner {run.owner_id}",
@@ -87,6 +92,7 @@ def show_run(run: common_pb2.Run, events: Sequence[common_pb2.RunEvent]) -> str:
     if run.error_code:
         summary = f": {run.error_summary}" if run.error_summary else ""
         lines.append(f"error      {run.error_code}{summary}")
+    lines.extend(times)
     lines.append("events")
     lines.extend(event_line(e) for e in events)
     return "\n".join(lines)

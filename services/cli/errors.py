@@ -50,9 +50,13 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type``: a whole number no smaller than ``minimum`` (argparse turns the
-    ValueError into a usage error: one line, exit 2)."""
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # what the API's int32 fields hold
+
+
+def at_least(minimum: int, maximum: int = INT32_MAX) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``minimum`` to ``maximum`` (argparse turns
+    the ArgumentTypeError into a usage error: one line, exit 2), checked here so that an
+    out-of-range number is said before anything is sent."""
 
     def parse(text: str) -> int:
         try:
@@ -61,10 +65,17 @@ def at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is out of range (at least {minimum})")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (at most {maximum})")
         return value
 
     parse.__name__ = f"a number >= {minimum}"
     return parse
+
+
+def int32(text: str) -> int:
+    """An argparse ``type``: any whole number an int32 field holds (``--priority``)."""
+    return at_least(INT32_MIN)(text)
 
 
 def say(message: str, code: str) -> int:

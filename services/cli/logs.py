@@ -8,6 +8,8 @@ capped at ``MAX_BACKOFF_S``) from the same offset, and nothing is printed twice.
 Without ``--attempt`` the run's current attempt is read; when a retry makes a new attempt
 current, the rest of the old one is read first, then the new one from its beginning, with a
 ``--- attempt N ---`` line on stderr between them (stdout stays the output alone).
+``-o json|yaml`` prints each stored chunk as a JSON line (or a YAML document) with its
+attempt, offset and kind instead of the bare text.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import grpc
 from truerun.v1 import common_pb2, run_service_pb2
 
 from services.cli.client import Client
+from services.cli.errors import say
+from services.cli.output import stream_item
 
 POLL_S = 0.5  # how often a follow asks again when nothing new came
 MAX_BACKOFF_S = 2.0  # the longest wait between retries while the server is unreachable
@@ -47,6 +51,7 @@ class Follower:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     sleep: Callable[[float], None] = time.sleep
+    output: str = "text"  # json|yaml: each chunk as a JSON line or a YAML document
     attempt_id: str = ""  # the attempt being printed ("" before the first page)
     offset: int = 0  # where the next page starts in that attempt's stored output
     connected: bool = False  # the server answered once: a later loss is waited out
@@ -77,7 +82,13 @@ class Follower:
         if page.expired and page.next_offset > self.offset:
             self.note(f"--- output before byte {page.next_offset} expired ---")
         for chunk in page.chunks:
-            self.out.write(chunk.text)
+            if self.output == "text":
+                self.out.write(chunk.text)
+                continue
+            kind = run_service_pb2.OutputChunkKind.Name(chunk.kind)
+            item = {"attemptId": page.attempt_id, "attemptNo": page.attempt_no}
+            item |= {"offset": chunk.offset, "kind": kind, "text": chunk.text}
+            self.out.write(stream_item(item, self.output))
         self.out.flush()
         self.offset = page.next_offset
 
@@ -135,9 +146,9 @@ def resolve_attempt(client: Client, run_id: str, given: str) -> str:
     raise AttemptUnknown(f"run {run_id} has no attempt {given}")
 
 
-def logs(client: Client, run_id: str, attempt: str, follow: bool) -> int:
+def logs(client: Client, run_id: str, attempt: str, follow: bool, output: str = "text") -> int:
     """The command; Ctrl-C ends it quietly with status 130, as a shell reports SIGINT."""
-    follower = Follower(client, run_id, follow)
+    follower = Follower(client, run_id, follow, output=output)
     try:
         pinned = follower.call(lambda: resolve_attempt(client, run_id, attempt))
         while True:
@@ -161,7 +172,6 @@ def logs(client: Client, run_id: str, attempt: str, follow: bool) -> int:
                     return 0
                 follower.sleep(POLL_S)  # queued or waiting for approval: wait for it
     except AttemptUnknown as unknown:
-        print(f"error: {unknown} [NOT_FOUND]", file=sys.stderr)
-        return 1
+        return say(str(unknown), "NOT_FOUND")  # exit 2, as every refusal
     except KeyboardInterrupt:
         return 130

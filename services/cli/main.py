@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import cast
 
 import grpc
-from google.protobuf import json_format, struct_pb2
-from truerun.v1 import common_pb2, run_service_pb2
 
 from kernel.config import ConfigError, Settings
-from services.cli import operator, runs_ls, schedule, task
-from services.cli.client import Client, fail, run_line, show_run, tls_from_env
-from services.cli.errors import EXIT_INTERRUPTED, at_least, say, server_problem
+from services.cli import operator, run_commands, runs_ls, schedule, task
+from services.cli.client import Client, fail, tls_from_env
+from services.cli.errors import EXIT_INTERRUPTED, at_least, int32, say, server_problem
 from services.cli.logs import logs as follow_logs
-from services.cli.output import add_output_flag, print_data
+from services.cli.output import add_output_flag
 from services.cli.schedule import _OneLineParser
 from services.cli.watch import watch
 from services.log_setup import SERVICE_DEFAULT, TERMINAL_DEFAULT, configure_for, configure_logging
@@ -99,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         _client_flags(p)
+        add_output_flag(p)  # every client command: -o text|json|yaml (services/cli/output.py)
         return p
 
     submit = client("submit", "create a run")
@@ -108,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         "--owner", default=os.environ.get("USER", "me"), help="whose runtimes run it ($USER)"
     )
     submit.add_argument("--agent", default="", help="the agent to run it (default: any)")
-    submit.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    submit.add_argument("--priority", type=int32, default=0, help="higher runs first (default 0)")
     submit.add_argument(
         "--max-attempts", type=at_least(1), default=1, help="attempts before it fails (>= 1)"
     )
@@ -138,7 +137,6 @@ def _parser() -> argparse.ArgumentParser:
         ),
     ):
         client(name, help_text).add_argument("run_id", help="the run's id")
-    add_output_flag(sub.choices["show"])
     logs = client("logs", "print a run's output (stored apart from its events)")
     logs.add_argument("run_id", help="the run's id")
     logs.add_argument(
@@ -280,79 +278,17 @@ def _install_uvloop() -> None:
     uvloop.install()
 
 
-def _me() -> common_pb2.Actor:
-    return common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id=os.environ.get("USER", "me"))
-
-
-def _submit(client: Client, args: argparse.Namespace) -> int:
-    spec = struct_pb2.Struct()
-    if args.run_command:
-        spec.update({"command": args.run_command})
-    response = client.stub.CreateRun(
-        run_service_pb2.CreateRunRequest(
-            project_id=args.project,
-            owner_id=args.owner,
-            task_id=args.task_id,
-            agent_id=args.agent,
-            priority=args.priority,
-            max_attempts=args.max_attempts,
-            idempotency_key=args.idempotency_key,
-            requires_approval=args.requires_approval,
-            spec=spec,
-            actor=common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id=args.owner),
-        ),
-        timeout=client.timeout,
-    )
-    note = "  (existing run for this idempotency key)" if response.existing else ""
-    print(run_line(response.run) + note)
-    return 0
-
-
-def _show(client: Client, args: argparse.Namespace) -> int:
-    run = client.stub.GetRun(run_service_pb2.GetRunRequest(id=args.run_id), timeout=client.timeout)
-    events = client.events(args.run_id)
-    if args.output == "text":
-        print(show_run(run, events))
-    else:
-        as_dicts = [json_format.MessageToDict(event) for event in events]
-        print_data({"run": json_format.MessageToDict(run), "events": as_dicts}, args.output)
-    return 0
-
-
-def _cancel(client: Client, args: argparse.Namespace) -> int:
-    response = client.stub.CancelRun(
-        run_service_pb2.CancelRunRequest(id=args.run_id, actor=_me()), timeout=client.timeout
-    )
-    outcome = run_service_pb2.CancelOutcome.Name(response.outcome)
-    print(f"{run_line(response.run)}  [{outcome.removeprefix('CANCEL_OUTCOME_').lower()}]")
-    return 0
-
-
-def _retry(client: Client, args: argparse.Namespace) -> int:
-    run = client.stub.RetryRun(
-        run_service_pb2.RetryRunRequest(id=args.run_id, actor=_me()), timeout=client.timeout
-    )
-    print(f"{run_line(run)}  (retry of {run.retry_of_run_id})")
-    return 0
-
-
-def _approve(client: Client, args: argparse.Namespace) -> int:
-    run = client.stub.ApproveRun(
-        run_service_pb2.ApproveRunRequest(id=args.run_id, actor=_me()), timeout=client.timeout
-    )
-    print(run_line(run))
-    return 0
-
-
 _CLIENT_COMMANDS = {
-    "submit": _submit,
+    "submit": run_commands.submit,
     "ls": runs_ls.ls,
-    "show": _show,
-    "cancel": _cancel,
-    "retry": _retry,
-    "approve": _approve,
-    "watch": lambda client, args: watch(client, args.run_id),
-    "logs": lambda client, args: follow_logs(client, args.run_id, args.attempt, args.follow),
+    "show": run_commands.show,
+    "cancel": run_commands.cancel,
+    "retry": run_commands.retry,
+    "approve": run_commands.approve,
+    "watch": lambda client, args: watch(client, args.run_id, args.output),
+    "logs": lambda client, args: follow_logs(
+        client, args.run_id, args.attempt, args.follow, args.output
+    ),
     **operator.COMMANDS,
     "schedule": schedule.run,
     "task": task.run,

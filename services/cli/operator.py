@@ -2,7 +2,8 @@
 
 Each must say why (--reason); the operator is the API token's name (an operator token,
 `--token` / TRUERUN_API_TOKEN), never something the command line asserts. Both are written
-into the run's events. See docs/state-model.md "Operator commands".
+into the run's events. ``-o json|yaml`` prints ``{"run": ...}`` after the change. See
+docs/state-model.md "Operator commands".
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from truerun.v1 import run_service_pb2
 
 from services.cli.client import Client, run_line
+from services.cli.output import emit
 
 _RESOLUTIONS = {
     "succeeded": run_service_pb2.RESOLUTION_SUCCEEDED,
@@ -35,7 +37,13 @@ def add_parsers(client: Callable[[str, str], argparse.ArgumentParser]) -> None:
         parser.add_argument("run_id", help="the run's id")
         parser.add_argument("--reason", required=True, help="why; recorded in the run's events")
         if name == "resolve":
-            parser.add_argument("--as", dest="resolution", required=True, choices=_RESOLUTIONS)
+            parser.add_argument(
+                "--as",
+                dest="resolution",
+                required=True,
+                choices=_RESOLUTIONS,
+                help="what truerun is told happened: succeeded, failed or not-started",
+            )
 
 
 def _resolve(client: Client, args: argparse.Namespace) -> int:
@@ -47,7 +55,7 @@ def _resolve(client: Client, args: argparse.Namespace) -> int:
         ),
         timeout=client.timeout,
     )
-    print(run_line(run))
+    emit(args.output, {"run": run}, run_line(run))
     return 0
 
 
@@ -55,7 +63,7 @@ def _simple(method: str, request_type: Any) -> Callable[[Client, argparse.Namesp
     def command(client: Client, args: argparse.Namespace) -> int:
         request = request_type(id=args.run_id, reason=args.reason)
         run = getattr(client.stub, method)(request, timeout=client.timeout)
-        print(run_line(run))
+        emit(args.output, {"run": run}, run_line(run))
         return 0
 
     return command

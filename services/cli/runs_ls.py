@@ -2,8 +2,9 @@
 
 ``--state`` is the server's filter (display states); ``--since`` is applied here, paging on
 until a run older than it (the listing is newest first, so every later one is older too).
-Text has a header and, when the limit cut the listing short, a ``more`` hint on stderr
-(stdout stays the rows); ``-o json|yaml`` prints ``{"runs": [...], "more": bool}``.
+Text has a header, each row its state's age, when it was created and (once it started) how
+long it ran or has been running; when the limit cut the listing short, a ``more`` hint goes
+to stderr (stdout stays the rows); ``-o json|yaml`` prints ``{"runs": [...], "more": bool}``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from google.protobuf import json_format
 from truerun.v1 import common_pb2, run_service_pb2
 
 from services.cli.client import Client, duration, run_line
-from services.cli.output import add_output_flag, print_data
+from services.cli.output import print_data
+from services.cli.run_times import run_span
 
 STATES = [
     name.removeprefix("DISPLAY_STATE_").lower()
@@ -68,7 +70,6 @@ def add_parser(ls: argparse.ArgumentParser) -> None:
         default=None,
         help="only runs created since: an age (90s, 10m, 2h, 3d) or an ISO 8601 time",
     )
-    add_output_flag(ls)
 
 
 def created_s(run: common_pb2.Run) -> float:
@@ -120,8 +121,8 @@ def ls(client: Client, args: argparse.Namespace) -> int:
     now = time.time()
     print(HEADER)
     for run in runs:
-        age = age_text(run, now)
-        print(run_line(run) + (f"  {age}" if age else ""))
+        times = [t for t in (age_text(run, now), run_span(run, now)) if t]
+        print("  ".join([run_line(run), *times]))
     if more:
         print(
             f"more: {len(runs)} shown; --limit {len(runs) * 2} or a filter "

@@ -3,18 +3,18 @@ rotate-secret`: schedules (ScheduleService, docs/automations.md) from the comman
 
 Times given are ISO 8601 (without an offset: this machine's local time); durations are 90s,
 15m, 1h30m, 2d (automations/domain/calendar.py ``parse_interval``). Times shown are in local
-time, and next fires also in the schedule's zone. Every command takes ``-o json``: the
-response as protobuf JSON (``show``: the schedule, its upcoming fires and its events).
+time, and next fires also in the schedule's zone. Every command takes ``-o json|yaml``: the
+response as protobuf JSON or YAML (``show``: the schedule, its upcoming fires and its events).
 
-Exit status: 0 done; 2 the input was refused (a bad flag value here, or the server's
-INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION, OUT_OF_RANGE), said in one
-line on stderr with the error's reason; 1 anything else (unreachable server, bad token).
+Exit status (services/cli/errors.py): 0 done; 2 it could not be done, said in one line on
+stderr with the error's code and reason: a bad flag value here, a refusal by the server
+(INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION, UNAUTHENTICATED, ...) or a
+server that cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -29,6 +29,8 @@ from truerun.v1.schedule_service_pb2_grpc import ScheduleServiceStub as Stub
 
 from automations.domain.calendar import InvalidCalendar, parse_interval
 from services.cli.client import Client, fail, run_line
+from services.cli.errors import at_least, int32
+from services.cli.output import add_output_flag, emit
 from services.cli.schedule_view import (
     describe,
     fired_text,
@@ -79,11 +81,9 @@ def add_parsers(
     def command(name: str, help_text: str, *, named: bool = True) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_text, description=help_text)
         client_flags(p)
-        p.add_argument(
-            "-o", "--output", choices=("text", "json"), default="text", help="json: the response"
-        )
+        add_output_flag(p, "the response")
         if named:
-            p.add_argument("schedule_id")
+            p.add_argument("schedule_id", help="the schedule's id")
             p.add_argument("--project", default="default", help="(default: default)")
         return p
 
@@ -102,9 +102,11 @@ def add_parsers(
     create.add_argument("--overlap", choices=OVERLAPS, help="while a run is open (skip)")
     create.add_argument("--catchup", choices=CATCHUPS, help="missed fires in the window (one)")
     create.add_argument("--catchup-window", help="older missed fires are only recorded (5m)")
-    create.add_argument("--agent", default="")
-    create.add_argument("--priority", type=int, default=0)
-    create.add_argument("--max-attempts", type=int, default=1)
+    create.add_argument("--agent", default="", help="the agent each run asks for (any)")
+    create.add_argument("--priority", type=int32, default=0, help="higher runs first (0)")
+    create.add_argument(
+        "--max-attempts", type=at_least(1), default=1, help="attempts before a run fails (>= 1)"
+    )
     create.add_argument("--label", action="append", default=[], help="required runtime label")
     create.add_argument(
         "--command",
@@ -139,12 +141,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
         return BAD_INPUT
     except grpc.RpcError as error:
         return fail(error)  # refused or unreachable: one line, exit 2
-    if args.output != "json":
-        print(text)
-    elif isinstance(response, Message):
-        print(json_format.MessageToJson(response))
-    else:
-        print(json.dumps(response, indent=2))
+    emit(args.output, response, text)
     return 0
 
 
@@ -297,7 +294,7 @@ def _show(stub: Stub, client: Client, args: argparse.Namespace) -> Shown:
         "upcoming": json_format.MessageToDict(upcoming),
         "events": [json_format.MessageToDict(e) for e in events],
     }
-    if args.output == "json":
+    if args.output != "text":
         return shown, ""
     runs = [
         run_line(client.stub.GetRun(run_service_pb2.GetRunRequest(id=i), timeout=client.timeout))

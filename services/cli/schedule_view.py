@@ -108,7 +108,7 @@ def describe(
     if s.last_outcome:
         lines.append(f"last       {s.last_outcome}")
     if s.HasField("last_fire_time"):
-        lines.append(f"last fire  {local(s.last_fire_time)}")
+        lines.append(f"last fire  {local(s.last_fire_time)} ({relative(s.last_fire_time)})")
     lines.append(f"missed     {s.missed_total}")
     lines.append(
         f"created    {local(s.create_time, exact=False)} by {s.created_by}   etag {s.etag}"

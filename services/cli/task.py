@@ -8,33 +8,35 @@ the file back as state. Every command that changes a task reads it first and sen
 it read, so a change made meanwhile by someone else is refused, not overwritten (start, pause,
 resume and cancel, which carry nothing chosen from what was read, read again and resend when
 only the version moved under them, e.g. the scheduler started the task). Times are
-shown in local time. Every command takes ``-o json``: the response as protobuf JSON.
+shown in local time. Every command takes ``-o json|yaml``: the response as protobuf JSON
+(or YAML). Every command that names a task takes its id or its short handle (``#3``,
+services/cli/task_handles.py).
 
-Exit status: 0 done; 2 the input was refused (a bad file or flag here, or the server's
-INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE),
-said in one line on stderr with the error's reason; 1 anything else (unreachable server,
-bad token).
+Exit status (services/cli/errors.py): 0 done; 2 it could not be done, said in one line on
+stderr with the error's code and reason: a bad file or flag here, a refusal by the server
+(INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, ABORTED, UNAUTHENTICATED, ...) or a
+server that cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.message import Message
 from truerun.v1 import long_task_service_pb2 as pb
 from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceStub as Stub
 
 from coordinator.api.errors import reason_of
-from services.cli import task_later
+from services.cli import task_handles, task_later
 from services.cli.client import Client, fail
-from services.cli.schedule import BAD_INPUT, _OneLineParser
+from services.cli.errors import say
+from services.cli.output import add_output_flag, emit
+from services.cli.schedule import _OneLineParser
 from services.cli.task_file import RequestFileError, draft, load, plan
 from services.cli.task_view import (
     TERMINAL,
@@ -68,11 +70,14 @@ def add_parsers(
     def command(name: str, help_text: str, *, named: bool = True) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_text, description=help_text)
         client_flags(p)
-        p.add_argument(
-            "-o", "--output", choices=("text", "json"), default="text", help="json: the response"
-        )
+        add_output_flag(p, "the response")
         if named:
-            p.add_argument("long_task_id")
+            p.add_argument("long_task_id", metavar="TASK", help="a task id, or a handle like #3")
+            p.add_argument(
+                "--owner",
+                default="",
+                help="whose handle TASK is (default: the one owner in the project who has it)",
+            )
         default = "the file's, else default" if name == "create" else "default"
         p.add_argument("--project", default="", help=f"(default: {default})")
         return p
@@ -85,7 +90,7 @@ def add_parsers(
     listing.add_argument("--owner", default="", help="only this owner's tasks")
     command("show", "one task: goal, state, criteria, steps, decisions, plans, attempts")
     answer = command("answer", "answer an open decision or approval, once")
-    answer.add_argument("decision_id")
+    answer.add_argument("decision_id", help="the decision's id (task show lists them)")
     answer.add_argument("answer", help="one of the offered answers (a question: any text)")
     answer.add_argument("--note", default="", help="kept with the answer")
     for name, (_, _, done) in _MOVES.items():
@@ -101,7 +106,9 @@ def add_parsers(
     act = command("act", "the one action contract: a task by id or handle (#3)", named=False)
     act.add_argument("task", help="a task id, or its owner's handle like #3")
     act.add_argument(
-        "action", choices=("pause", "resume", "cancel", "continue", "answer", "approve", "deny")
+        "action",
+        choices=("pause", "resume", "cancel", "continue", "answer", "approve", "deny"),
+        help="what to do: pause, resume, cancel, continue, answer, approve or deny",
     )
     act.add_argument("answer", nargs="?", default="", help="answer: the answer")
     act.add_argument("--owner", default="", help="whose handle (default: the token's name)")
@@ -116,16 +123,18 @@ def add_parsers(
 
 def run(client: Client, args: argparse.Namespace) -> int:
     try:
+        if getattr(args, "long_task_id", None):  # a handle (#3) becomes the task's id first
+            args.long_task_id = task_handles.resolve(
+                client.long_tasks, client.timeout, _project(args), args.owner, args.long_task_id
+            )
         response, text = _COMMANDS[args.task_cmd](client.long_tasks, client, args)
-    except RequestFileError as exc:
-        print(f"error: {' '.join(str(exc).split())} [INVALID_ARGUMENT]", file=sys.stderr)
-        return BAD_INPUT
+    except (RequestFileError, task_handles.HandleAmbiguous) as exc:
+        return say(str(exc), "INVALID_ARGUMENT")
+    except task_handles.HandleUnknown as exc:
+        return say(str(exc), "NOT_FOUND LONG_TASK_NOT_FOUND")
     except grpc.RpcError as error:
         return fail(error)  # refused or unreachable: one line, exit 2
-    if args.output == "json":
-        print(json_format.MessageToJson(response))
-    else:
-        print(text)
+    emit(args.output, response, text)
     return 0
 
 

@@ -1,10 +1,12 @@
 """How `truerun task` shows long tasks (services/cli/task.py): the state in words (the one
 folding, longtasks/domain/display.py, with the wait kind), criteria with their results and
 evidence, steps with their classes, intents and receipts, decisions, plan versions and
-attempts; times in this machine's local time. Pure: messages in, text out."""
+attempts; times in this machine's local time, with how long ago or how long they took.
+Pure: messages in, text out (and the clock, for "ago")."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +15,8 @@ from truerun.v1 import long_task_service_pb2 as pb
 
 from longtasks.domain.display import display
 from longtasks.domain.states import TaskState
-from services.cli.schedule_view import local, table
+from services.cli.client import duration
+from services.cli.schedule_view import local, relative, table
 
 TERMINAL = frozenset(
     {
@@ -72,6 +75,13 @@ def ls_state(task: pb.LongTask) -> str:
     return state_words(task).split(":")[0]
 
 
+def _updated(task: pb.LongTask) -> str:
+    """``2026-12-02 09:14:03 CET (3m 05s ago)``: when the task last changed."""
+    if not task.HasField("update_time"):
+        return "-"
+    return f"{local(task.update_time, exact=False)} ({relative(task.update_time)})"
+
+
 def ls_text(active: Sequence[pb.LongTask], recent: Sequence[pb.LongTask]) -> str:
     """The active tasks, then the recently finished ones, as two tables."""
     header = ["ID", "HANDLE", "STATE", "OWNER", "PLAN", "UPDATED (local)", "GOAL"]
@@ -84,7 +94,7 @@ def ls_text(active: Sequence[pb.LongTask], recent: Sequence[pb.LongTask]) -> str
                 ls_state(t),
                 t.owner_id,
                 f"v{t.plan_version}",
-                local(t.update_time, exact=False) if t.HasField("update_time") else "-",
+                _updated(t),
                 _short(t.goal, GOAL_WIDTH),
             ]
             for t in tasks
@@ -194,13 +204,20 @@ def plan_line(p: pb.PlanVersion) -> str:
     return f"  v{p.version}  {when}  by {p.author} {p.created_by}{reason}{closed}"
 
 
-def attempt_line(a: pb.LongTaskAttempt) -> str:
+def attempt_line(a: pb.LongTaskAttempt, now_s: float | None = None) -> str:
     start = local(a.start_time, exact=False) if a.HasField("start_time") else "-"
     end = local(a.end_time, exact=False) if a.HasField("end_time") else "live"
     outcome = f"  {a.outcome}" if a.outcome else ""
     reason = f": {a.reason}" if a.reason else ""
+    took = ""
+    if a.HasField("start_time"):
+        began = a.start_time.ToMilliseconds() / 1000
+        if a.HasField("end_time"):
+            took = f"  (took {duration(a.end_time.ToMilliseconds() / 1000 - began)})"
+        else:
+            took = f"  (for {duration((time.time() if now_s is None else now_s) - began)})"
     return f"  #{a.attempt_no}  run {a.run_id}  plan v{a.plan_version}  {start} -> {end}" + (
-        outcome + reason
+        took + outcome + reason
     )
 
 

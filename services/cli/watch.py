@@ -8,6 +8,8 @@ The exit status says how the run ended, so a script can wait on a run:
        that could not be reached (at the start, or for ``RECONNECT_FOR_S`` after losing it)
   130  Ctrl-C (the run goes on; one line on stderr says so)
 
+``-o json|yaml`` prints each event as a JSON line (or a YAML document) instead.
+
 The position is the last event sequence printed, kept here in the client: when the stream
 breaks (the server restarts, a proxy drops it) the watch asks again with ``after_sequence``
 after a backoff capped at ``MAX_BACKOFF_S``, so nothing is printed twice and nothing is missed.
@@ -25,6 +27,7 @@ import grpc
 from truerun.v1 import common_pb2, run_service_pb2
 
 from services.cli.client import Client, event_line, fail
+from services.cli.output import stream_item
 
 MAX_BACKOFF_S = 2.0  # the longest wait between reconnects
 RECONNECT_FOR_S = 120.0  # how long a lost server is waited for before giving up (exit 2)
@@ -49,6 +52,7 @@ class Watcher:
     err: TextIO = field(default_factory=lambda: sys.stderr)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    output: str = "text"  # json|yaml: each event as a JSON line or a YAML document
     last_sequence: int = 0  # the last event printed; a reconnect asks for the ones after it
     connected: bool = False  # the server answered once: a later loss is waited out
 
@@ -76,7 +80,11 @@ class Watcher:
                     backoff, lost_at = 0.0, None
                     if event.sequence <= self.last_sequence:
                         continue  # already printed (a replay that overlaps)
-                    print(event_line(event), file=self.out, flush=True)
+                    if self.output == "text":
+                        print(event_line(event), file=self.out, flush=True)
+                    else:
+                        self.out.write(stream_item(event, self.output))
+                        self.out.flush()
                     self.last_sequence = event.sequence
                     status = exit_status(event.type)
                     if status is not None:
@@ -102,10 +110,10 @@ class Watcher:
             self.sleep(backoff)
 
 
-def watch(client: Client, run_id: str) -> int:
+def watch(client: Client, run_id: str, output: str = "text") -> int:
     """The command; Ctrl-C ends it with status 130 and one line, no traceback."""
     try:
-        return Watcher(client, run_id).follow()
+        return Watcher(client, run_id, output=output).follow()
     except grpc.RpcError as error:
         fail(error)  # one line: what the server said (or that there was none)
         return EXIT_UNKNOWN

@@ -32,6 +32,10 @@ COMMANDS = [
     ("task", "ls"),
     ("task", "show", "t1"),
     ("task", "act", "#3", "pause"),
+    ("task", "events", "#3"),  # the handle is resolved first: that call fails
+    ("submit", "job", "-o", "json"),
+    ("watch", "-o", "json", RUN),
+    ("schedule", "fire", "s1", "-o", "yaml"),
 ]
 
 

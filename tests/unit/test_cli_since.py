@@ -13,13 +13,15 @@ from services.cli.client import duration, run_line, since
 @pytest.mark.parametrize(
     ("seconds", "shown"),
     [
-        (0, "0 s"),
-        (42.9, "42 s"),
-        (60, "1 min"),
-        (3599, "59 min"),
-        (3600, "1 h 0 min"),
-        (7500, "2 h 5 min"),
-        (86400 * 3 + 3600 * 4 + 59, "3 d 4 h"),
+        (0, "0s"),
+        (-3, "0s"),
+        (42.9, "42s"),
+        (60, "1m 00s"),
+        (125, "2m 05s"),
+        (3599, "59m 59s"),
+        (3600, "1h 00m"),
+        (7500, "2h 05m"),
+        (86400 * 3 + 3600 * 4 + 59, "3d 04h"),
     ],
 )
 def test_durations_read_like_a_person_would_say_them(seconds: float, shown: str) -> None:
@@ -35,7 +37,7 @@ def test_a_run_line_ends_with_since_when() -> None:
     )
     at = datetime(2026, 12, 1, 14, 32, 5).timestamp()
     run.display_since_time.FromMilliseconds(int(at * 1000))
-    assert since(run, now_s=at + 185) == "since 14:32:05 (3 min)"
+    assert since(run, now_s=at + 185) == "since 14:32:05 (3m 05s)"
     line = run_line(run)
     assert "  unknown (the lease lapsed; capacity is held)  since 14:32:05 (" in line
 

@@ -189,8 +189,9 @@ def test_show_has_criteria_steps_decisions_plans_and_attempts() -> None:
     assert "action   publish out/published.txt" in text
     assert "  v2  2025-12-01 13:01:00 CET  by model runtime: split a step  (current)" in text
     assert "#1  run run-1  plan v1  2025-12-01 13:00:00 CET -> 2025-12-01 13:00:05 CET" in text
+    assert "13:00:05 CET  (took 5s)" in text
     assert "run_ended: killed" in text
-    assert "#2  run run-2  plan v2  2025-12-01 13:00:00 CET -> live" in text
+    assert "#2  run run-2  plan v2  2025-12-01 13:00:00 CET -> live  (for " in text
 
 
 def test_an_empty_task_says_so_per_section() -> None:
