@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = "test-artifacts/screenshots/"
@@ -91,7 +92,8 @@ def _saved_names(browser_sources: str) -> list[re.Pattern[str]]:
 def screenshot_problem(target: str, browser_sources: str) -> str | None:
     """``test-artifacts/screenshots/<test>/[<name>.png]``: <test> a browser test (its
     parameters, ``[...]``, aside) and <name> a screenshot those tests save."""
-    rest = target.split(SCREENSHOTS, 1)[1].rstrip("/")
+    # A parametrized test's folder is written percent-encoded in a link: test[ttl-3s].
+    rest = unquote(target.split(SCREENSHOTS, 1)[1]).rstrip("/")
     parts = rest.split("/") if rest else []
     if not 1 <= len(parts) <= 2 or (len(parts) == 2 and not parts[1].endswith(".png")):
         return "expected test-artifacts/screenshots/<test>/ or .../<test>/<name>.png"
