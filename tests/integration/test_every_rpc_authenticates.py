@@ -3,8 +3,9 @@ LongTaskService authenticates its caller (WebhookService: the delivery's signatu
 LongTaskAttemptService: the callback token of the calling run's attempt); the
 actor comes from the credential, never from the request; a token sees only its projects;
 operator commands need an operator token; failed authentications are bounded. Table-driven
-over the service descriptors: an RPC added later without a row here fails the test, and
-one the interceptor does not cover fails it too. SQLite and PostgreSQL."""
+over the service descriptors: an RPC added later without a row in
+tests/support/rpc_requests.py fails the test, and one the interceptor does not cover fails
+it too. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from services.bootstrap import capacity, coordinator, long_tasks, open_store, sc
 from services.server import start_serving
 from tests.integration.test_run_service_grpc import error_info
 from tests.support.auth import aio_channel
-from tests.support.longtask_requests import attempt_requests, long_task_requests
+from tests.support.longtask_requests import long_task_requests
+from tests.support.rpc_requests import REQUESTS, RUN_ID, run_requests
 
 OPERATOR_TOKEN, READER_TOKEN, OTHER_TOKEN = "op-token", "reader-token", "other-token"
 TOKENS = f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p;{OTHER_TOKEN}:proj-q"
@@ -45,66 +47,6 @@ SERVICES = {
     "truerun.v1.RunPromotionService": lt,
 }
 RUN_PROMOTION = "truerun.v1.RunPromotionService"
-RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
-
-
-def _run_requests(run_id: str, project: str) -> dict[str, Message]:
-    """A well-formed request for every RunService RPC, aimed at ``run_id`` or ``project``."""
-    return {
-        "CreateRun": rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t"),
-        "GetRun": rs.GetRunRequest(id=run_id),
-        "ListRuns": rs.ListRunsRequest(project_id=project),
-        "CountRuns": rs.CountRunsRequest(project_id=project),
-        "CancelRun": rs.CancelRunRequest(id=run_id),
-        "RetryRun": rs.RetryRunRequest(id=run_id),
-        "ApproveRun": rs.ApproveRunRequest(id=run_id),
-        "ResolveRun": rs.ResolveRunRequest(id=run_id, reason="r", resolution=rs.RESOLUTION_FAILED),
-        "FailRun": rs.FailRunRequest(id=run_id, reason="r"),
-        "PauseRun": rs.PauseRunRequest(id=run_id, reason="r"),
-        "ResumeRun": rs.ResumeRunRequest(id=run_id, reason="r"),
-        "RequeueRun": rs.RequeueRunRequest(id=run_id, reason="r"),
-        "ListRunEvents": rs.ListRunEventsRequest(run_id=run_id),
-        "WatchRunEvents": rs.WatchRunEventsRequest(run_id=run_id),
-        "ListProjectEvents": rs.ListProjectEventsRequest(project_id=project),
-        "GetEventCursor": rs.GetEventCursorRequest(project_id=project),
-        "ListAttempts": rs.ListAttemptsRequest(run_id=run_id),
-        "ReadRunOutput": rs.ReadRunOutputRequest(run_id=run_id),
-    }
-
-
-# A valid-looking request per method: authentication comes first, so its content never
-# matters to an unauthenticated caller.
-REQUESTS: dict[str, Message] = {
-    **_run_requests(RUN_ID, "proj-p"),
-    "ReportObservation": cap.ReportObservationRequest(),
-    "Claim": cap.ClaimRequest(),
-    "GetOccupancy": cap.GetOccupancyRequest(owner_id="o", runtime_instance_id="i"),
-    "ConfigureAgent": cap.ConfigureAgentRequest(),
-    "GetAgent": cap.GetAgentRequest(agent_id="a"),
-    "ListRuntimes": cap.ListRuntimesRequest(),
-    "ListAgents": cap.ListAgentsRequest(),
-    **{
-        name: request
-        for name, request in (
-            ("CreateSchedule", sch.CreateScheduleRequest()),
-            ("GetSchedule", sch.GetScheduleRequest(project_id="proj-p", schedule_id="s")),
-            ("ListSchedules", sch.ListSchedulesRequest()),
-            ("UpdateSchedule", sch.UpdateScheduleRequest()),
-            ("DeleteSchedule", sch.DeleteScheduleRequest(project_id="proj-p", schedule_id="s")),
-            ("PauseSchedule", sch.PauseScheduleRequest(project_id="proj-p", schedule_id="s")),
-            ("ResumeSchedule", sch.ResumeScheduleRequest(project_id="proj-p", schedule_id="s")),
-            ("BackfillSchedule", sch.BackfillScheduleRequest(project_id="proj-p")),
-            ("FireSchedule", sch.FireScheduleRequest(project_id="proj-p", schedule_id="s")),
-            ("ListUpcomingFires", sch.ListUpcomingFiresRequest(project_id="proj-p")),
-            ("ListScheduleEvents", sch.ListScheduleEventsRequest(project_id="proj-p")),
-            ("RotateWebhookSecret", sch.RotateWebhookSecretRequest(project_id="proj-p")),
-        )
-    },
-    **long_task_requests("proj-p", "lt-1"),
-    **attempt_requests(
-        lt.AttemptCredential(run_id=RUN_ID, run_attempt_id=RUN_ID, callback_token="cb")
-    ),
-}
 
 
 @contextlib.asynccontextmanager
@@ -241,7 +183,7 @@ async def test_every_run_rpc_refuses_a_token_of_another_project(address: str) ->
     async with aio_channel(address, OPERATOR_TOKEN) as ops:
         request = rs.CreateRunRequest(project_id="proj-q", owner_id="o", task_id="t")
         theirs = (await rs_stub(ops).CreateRun(request)).run
-    scoped = _run_requests(theirs.id, "proj-q")
+    scoped = run_requests(theirs.id, "proj-q")
     run_methods = {m for s, m, _ in _methods() if s == "truerun.v1.RunService"}
     assert set(scoped) == run_methods  # a new RunService RPC needs a row here
     async with aio_channel(address, READER_TOKEN) as reader:
