@@ -9,6 +9,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2
 
 from coordinator.api.validation import name
+from coordinator.domain.decide import allowed_commands
 from coordinator.domain.model import Actor, Attempt, RunEvent
 from coordinator.domain.output import ChunkKind
 from coordinator.domain.redaction import redact_strings
@@ -140,6 +141,7 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
         error_code=run.error_code or "",
         error_summary=run.error_summary or "",
         queue_position=v.queue_position,
+        allowed_commands=[str(name) for name in allowed_commands(run, v.attempt)],
     )
     if v.attempt is not None:
         message.current_attempt.CopyFrom(attempt_to_proto(v.attempt))

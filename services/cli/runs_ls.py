@@ -1,10 +1,12 @@
-"""`truerun ls`: runs, newest first, filtered by project, owner, state and age.
+"""`truerun ls`: runs, newest first, filtered by project, owner, agent, task, state, time
+and text.
 
-``--state`` is the server's filter (display states); ``--since`` is applied here, paging on
-until a run older than it (the listing is newest first, so every later one is older too).
-Text has a header, each row its state's age, when it was created and (once it started) how
-long it ran or has been running; when the limit cut the listing short, a ``more`` hint goes
-to stderr (stdout stays the rows); ``-o json|yaml`` prints ``{"runs": [...], "more": bool}``.
+Every filter is ListRuns' own (``--state``: display states; ``--since``/``--until``: the
+creation time range; ``--text``: a case-insensitive substring of id, task, owner, agent,
+trigger or error code). ``--since`` is also checked here, so a server that ignores the
+range still lists only newer runs (newest first: the first older one ends the listing).
+Text has a header and, when the limit cut the listing short, a ``more`` hint on stderr
+(stdout stays the rows); ``-o json|yaml`` prints ``{"runs": [...], "more": bool}``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from google.protobuf import json_format
+from google.protobuf import json_format, timestamp_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 
 from services.cli.client import Client, duration, run_line
@@ -56,6 +58,13 @@ def add_parser(ls: argparse.ArgumentParser) -> None:
     """The filters and the output choice (the limit and --server are added by the caller)."""
     ls.add_argument("--project", default="", help="only this project's runs")
     ls.add_argument("--owner", default="", help="only this owner's runs")
+    ls.add_argument("--agent", default="", help="only this agent's runs")
+    ls.add_argument("--task", default="", help="only this task's runs")
+    ls.add_argument(
+        "--text",
+        default="",
+        help="only runs whose id, task, owner, agent, trigger or error code contains it",
+    )
     ls.add_argument(
         "--state",
         action="append",
@@ -69,6 +78,12 @@ def add_parser(ls: argparse.ArgumentParser) -> None:
         type=since_type(),
         default=None,
         help="only runs created since: an age (90s, 10m, 2h, 3d) or an ISO 8601 time",
+    )
+    ls.add_argument(
+        "--until",
+        type=since_type(),
+        default=None,
+        help="only runs created before: an age (90s, 10m, 2h, 3d) or an ISO 8601 time",
     )
 
 
@@ -85,6 +100,14 @@ def age_text(run: common_pb2.Run, now_s: float) -> str:
     return f"created {clock} ({duration(max(0.0, now_s - at))} ago)"
 
 
+def _at(seconds: float | None) -> timestamp_pb2.Timestamp | None:
+    if seconds is None:
+        return None
+    at = timestamp_pb2.Timestamp()
+    at.FromMilliseconds(int(seconds * 1000))
+    return at
+
+
 def listed(client: Client, args: argparse.Namespace) -> tuple[list[common_pb2.Run], bool]:
     """Up to ``--limit`` runs that pass the filters, and whether there are more."""
     states = [common_pb2.DisplayState.Value(f"DISPLAY_STATE_{s.upper()}") for s in args.state]
@@ -95,7 +118,12 @@ def listed(client: Client, args: argparse.Namespace) -> tuple[list[common_pb2.Ru
             run_service_pb2.ListRunsRequest(
                 project_id=args.project,
                 owner_id=args.owner,
+                agent_id=args.agent,
+                task_id=args.task,
+                text=args.text,
                 display_states=states,
+                create_time_from=_at(args.since),
+                create_time_to=_at(args.until),
                 page_size=min(args.limit - len(runs) + 1, 500),
                 page_token=token,
             ),
@@ -126,7 +154,7 @@ def ls(client: Client, args: argparse.Namespace) -> int:
     if more:
         print(
             f"more: {len(runs)} shown; --limit {len(runs) * 2} or a filter "
-            "(--state, --owner, --since) to see others",
+            "(--state, --owner, --task, --text, --since) to see others",
             file=sys.stderr,
         )
     return 0

@@ -31,7 +31,12 @@
       f.matches({ id: 'r1', task_id: 'Nightly', owner_id: 'x', display_state: 'DISPLAY_STATE_FAILED', create_time: at(5) }, { state: 'failed', q: 'NIGHT', from: at(5), to: at(6) }),
       f.matches({ id: 'r1', task_id: 'Nightly', owner_id: 'x', display_state: 'DISPLAY_STATE_FAILED', create_time: at(6) }, { to: at(6) }),
     ],
-    verbs: ['QUEUED', 'PAUSED', 'DEAD_LETTER', 'RUNNING'].map((st) =>
-      a.operatorVerbs({ status: `RUN_STATUS_${st}`, display_state: `DISPLAY_STATE_${st === 'RUNNING' ? 'UNKNOWN' : st}` }).map((c) => c.verb).join(',')),
+    // the server's list alone decides, in the dashboard's order, whatever the state says
+    verbs: [
+      { status: 'RUN_STATUS_QUEUED', allowed_commands: ['cancel', 'fail', 'pause'] },
+      { status: 'RUN_STATUS_QUEUED', allowed_commands: ['resume'] },
+      { status: 'RUN_STATUS_QUEUED', display_state: 'DISPLAY_STATE_UNKNOWN' },
+      { status: 'RUN_STATUS_FAILED', allowed_commands: ['retry'] },
+    ].map((run) => a.operatorVerbs(run).map((c) => c.verb).join(',')),
   };
 })

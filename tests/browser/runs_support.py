@@ -79,3 +79,25 @@ async def whole_output(dashboard: Dashboard, run_id: str) -> str:
         if int(page["next_offset"]) in (offset, int(page["stored_bytes"])):
             return text
         offset = int(page["next_offset"])
+
+
+OPERATOR_VERBS = ("resolve", "pause", "resume", "requeue", "fail")
+
+
+async def check_offered(page: Page, dashboard: Dashboard, run_id: str) -> list[str]:
+    """The run page offers exactly the API's allowed_commands: one button per allowed
+    operator verb and no other, Cancel and Retry enabled only when allowed, Approve shown only
+    when allowed. Returns the API's list."""
+    allowed: list[str] = (await dashboard.get_run(run_id))["allowed_commands"]
+    expected_ops = [verb for verb in OPERATOR_VERBS if verb in allowed]
+    buttons = page.locator(".actions .op-button")
+    await expect(buttons).to_have_count(len(expected_ops), timeout=WAIT_MS)
+    for verb in expected_ops:
+        await expect(page.locator(f"#op-{verb}")).to_be_visible()
+    for verb, button in (("cancel", "#cancel-run"), ("retry", "#retry-run")):
+        if verb in allowed:
+            await expect(page.locator(button)).to_be_enabled(timeout=WAIT_MS)
+        else:
+            await expect(page.locator(button)).to_be_disabled(timeout=WAIT_MS)
+    await expect(page.locator("#approve-run")).to_have_count(1 if "approve" in allowed else 0)
+    return allowed

@@ -3,7 +3,8 @@
 counts (the server's answers, carried in the address), the run page's log panel following a
 live run (text, follow, search, download, the cap's marker, output notes folded in the event
 list), the attempt timeline with its durations and evidence, and an operator command through
-its reason dialog (refused in place for a non-operator token, then done by an operator)."""
+its reason dialog (refused in place for a non-operator token, then done by an operator), the
+commands offered being exactly the API's allowed_commands."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.browser.dashboard import OPERATOR_TOKEN, WAIT_MS, Dashboard, heartbea
 from tests.browser.runs_support import (
     RUNS,
     api,
+    check_offered,
     check_view,
     duration_text,
     ms_between,
@@ -263,10 +265,8 @@ async def test_operator_action_through_its_reason_dialog(
 ) -> None:
     run = await dashboard.create_run(owner_id="op-owner", task_id="op-task")
     page = await dashboard.open(chromium, f"/runs/{run['id']}")
-    # A queued run: pause and fail, nothing else.
-    await expect(page.locator("#op-pause")).to_be_visible(timeout=WAIT_MS)
-    await expect(page.locator("#op-fail")).to_be_visible()
-    await expect(page.locator("#op-resume, #op-resolve, #op-requeue")).to_have_count(0)
+    # A queued run: what the API allows (cancel, pause and fail), nothing else.
+    assert await check_offered(page, dashboard, run["id"]) == ["cancel", "pause", "fail"]
 
     await page.locator("#op-pause").click()
     dialog = page.locator("#op-dialog")
@@ -296,8 +296,7 @@ async def test_operator_action_through_its_reason_dialog(
     await expect(page.locator(".run-state .state")).to_have_attribute(
         "data-state", "paused", timeout=WAIT_MS
     )
-    await expect(page.locator("#op-resume")).to_be_visible()
-    await expect(page.locator("#op-pause")).to_have_count(0)
+    assert await check_offered(page, dashboard, run["id"]) == ["cancel", "resume", "fail"]
     after = await dashboard.get_run(run["id"])
     assert after["status"] == "RUN_STATUS_PAUSED"
     events = (await api(dashboard, f"{RUNS}/{run['id']}/events"))["events"]
@@ -309,6 +308,43 @@ async def test_operator_action_through_its_reason_dialog(
     await page.close()
 
 
+async def test_the_run_page_offers_what_the_api_allows(
+    dashboard: Dashboard, chromium: BrowserContext
+) -> None:
+    """A run waiting for approval offers approve; a run whose Start was never answered (the
+    domain's "stuck": started, no evidence that it runs) offers resolve, and resolving it
+    through the dialog leaves a failed run that offers only retry."""
+    waiting = await dashboard.create_run(owner_id="op-owner", requires_approval=True)
+    page = await dashboard.open(chromium, f"/runs/{waiting['id']}")
+    assert await check_offered(page, dashboard, waiting["id"]) == ["cancel", "approve"]
+    await page.close()
+
+    run = await dashboard.create_run(task_id="op-stuck")
+    runtime = dashboard.runtime("ui-stuck")
+    await runtime.connect()
+    try:
+        await runtime.heartbeat(limit=1)
+        await runtime.expect("start", timeout=30)  # held back: never answered
+        page = await dashboard.open(chromium, f"/runs/{run['id']}", token=OPERATOR_TOKEN)
+        await expect(page.locator(".run-state .state")).to_have_attribute(
+            "data-state", "starting", timeout=WAIT_MS
+        )
+        assert await check_offered(page, dashboard, run["id"]) == ["cancel", "resolve"]
+        await page.locator("#op-resolve").click()
+        await page.locator("#op-resolution").select_option("failed")
+        await page.locator("#op-reason").fill("the host was reimaged before it answered")
+        await page.locator("#op-confirm").click()
+        await expect(page.locator("#op-dialog")).to_have_count(0, timeout=WAIT_MS)
+        await expect(page.locator(".run-state .state")).to_have_attribute(
+            "data-state", "failed", timeout=WAIT_MS
+        )
+        assert await check_offered(page, dashboard, run["id"]) == ["retry"]
+        await dashboard.screenshot(page, "operator-resolved")
+        await page.close()
+    finally:
+        await runtime.close()
+
+
 PURE_CHECKS = (Path(__file__).parent / "runs_pure_checks.js").read_text()
 
 
@@ -316,7 +352,7 @@ async def test_pure_display_functions(dashboard: Dashboard, chromium: BrowserCon
     """The modules' pure functions, in the browser that runs them: the timeline's steps for
     what the live scenario does not reach (cancel requested, unknown, lost, a time only the
     attempt record has), duration and age texts, search, the filter's address form and
-    client-side match, and which operator commands each state offers."""
+    client-side match, and that the operator commands offered are the server's list alone."""
     page = await dashboard.open(chromium, "/agents")
     got = await page.evaluate(PURE_CHECKS)
     assert got["keys"] == ["claimed", "fenced", "cancel_requested", "unknown", "lost", "ended"]
@@ -342,5 +378,5 @@ async def test_pure_display_functions(dashboard: Dashboard, chromium: BrowserCon
     assert got["badState"] == ""
     assert got["query"] == "?state=failed&owner=x&q=a+b"
     assert got["matches"] == [True, False]
-    assert got["verbs"] == ["pause,fail", "resume,fail", "requeue,fail", "resolve"]
+    assert got["verbs"] == ["pause,fail", "resume", "", ""]
     await page.close()

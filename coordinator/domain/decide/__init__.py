@@ -6,7 +6,8 @@ one transaction with compare-and-set on the run version and the attempt status +
 ``decide`` routes each command to its handler: ``create`` (creation, approval), ``claim``
 (claim, release, start fence), ``cancel``, ``recovery`` (lost, retry, inspect, orphan),
 ``operator`` (the audited escape hatches), and runtime evidence through one gate to
-``runtime`` and ``refusal``. ``decision`` holds the types every one of them returns.
+``runtime`` and ``refusal``. ``preconditions`` says which commands a run's state allows (the
+handlers check the same predicates). ``decision`` holds the types every one of them returns.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from coordinator.domain.decide.decision import (
 from coordinator.domain.decide.helpers import _require
 from coordinator.domain.decide.notes import _note_run
 from coordinator.domain.decide.operator import _fail_run, _pause, _requeue, _resolve, _resume
+from coordinator.domain.decide.preconditions import RunCommandName, allowed_commands
 from coordinator.domain.decide.recovery import (
     _inspect_answer,
     _mark_lost,
@@ -56,7 +58,17 @@ from coordinator.domain.states import AttemptStatus
 from kernel.errors import InvalidArgument, RuntimeTaskMismatch, VersionConflict
 
 # What other modules import from here; the handlers stay private to the package.
-__all__ = ["AttemptWrite", "Context", "Decision", "Outcome", "RunWrite", "chain", "decide"]
+__all__ = [
+    "AttemptWrite",
+    "Context",
+    "Decision",
+    "Outcome",
+    "RunCommandName",
+    "RunWrite",
+    "allowed_commands",
+    "chain",
+    "decide",
+]
 
 
 def decide(

@@ -14,6 +14,7 @@ from coordinator.domain.decide.helpers import (
     _live_after_fence,
     _run_update,
 )
+from coordinator.domain.decide.preconditions import can_cancel
 from coordinator.domain.model import Attempt, Run
 from coordinator.domain.redaction import summary
 from coordinator.domain.states import AttemptStatus
@@ -22,14 +23,9 @@ from coordinator.domain.states import AttemptStatus
 def _request_cancel(
     cmd: c.RequestCancel, run: Run, attempt: Attempt | None, ctx: Context
 ) -> Decision:
-    if run.status.terminal:
-        return Decision(
-            outcome=Outcome.ALREADY_TERMINAL, run=run, run_write=RunWrite.NONE, attempt=attempt
-        )
-    if run.cancel_requested_at_ms is not None:
-        return Decision(
-            outcome=Outcome.ALREADY_REQUESTED, run=run, run_write=RunWrite.NONE, attempt=attempt
-        )
+    if not can_cancel(run, attempt):  # ended, or asked already: nothing changes
+        outcome = Outcome.ALREADY_TERMINAL if run.status.terminal else Outcome.ALREADY_REQUESTED
+        return Decision(outcome=outcome, run=run, run_write=RunWrite.NONE, attempt=attempt)
     reason = summary(cmd.reason) or "cancelled_by_user"
     events = [
         _event("run.cancel_requested", cmd.actor, attempt.id if attempt else None, reason=reason)

@@ -13,6 +13,7 @@ from coordinator.domain.decide.helpers import (
     _new_attempt,
     _require,
 )
+from coordinator.domain.decide.preconditions import can_approve, can_retry
 from coordinator.domain.model import Attempt, Run
 from coordinator.domain.states import RunStatus
 
@@ -84,7 +85,7 @@ def _create(spec: c.RunSpec, ctx: Context, retry_of: Run | None) -> Decision:
 
 def _manual_retry(cmd: c.ManualRetry, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     _require(
-        run.status in (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT),
+        can_retry(run, attempt),
         "retry by hand (only failed, cancelled or timed out runs)",
         run,
         attempt,
@@ -111,6 +112,6 @@ def _manual_retry(cmd: c.ManualRetry, run: Run, attempt: Attempt | None, ctx: Co
 
 
 def _approve(cmd: c.Approve, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
-    _require(run.status is RunStatus.PENDING_APPROVAL, "approve", run, attempt)
+    _require(can_approve(run, attempt), "approve", run, attempt)
     events = [_event("run.approved", cmd.actor, from_status=run.status.value)]
     return _enqueue_new_attempt(run, None, ctx, cmd.actor, events)

@@ -16,13 +16,20 @@ from coordinator.domain.decide.helpers import (
     _event,
     _finish_attempt,
     _invalid,
-    _live_after_fence,
     _require,
     _run_update,
 )
+from coordinator.domain.decide.preconditions import (
+    can_fail,
+    can_pause,
+    can_requeue,
+    can_resolve,
+    can_resume,
+    lost_unsettled,
+)
 from coordinator.domain.model import Attempt, NewEvent, Run
 from coordinator.domain.redaction import summary
-from coordinator.domain.states import AttemptStatus, ObservedState, RunStatus, SyncState
+from coordinator.domain.states import AttemptStatus, ObservedState, RunStatus
 from kernel.errors import InvalidArgument
 
 
@@ -44,7 +51,7 @@ def _audit_event(
 
 def _pause(cmd: c.PauseRun, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     reason = _audited(cmd)
-    _require(run.status is RunStatus.QUEUED, "pause (only a queued run)", run, attempt)
+    _require(can_pause(run, attempt), "pause (only a queued run)", run, attempt)
     events = [
         _audit_event(
             "run.paused", cmd, reason, run.current_attempt_id, from_status=run.status.value
@@ -55,7 +62,7 @@ def _pause(cmd: c.PauseRun, run: Run, attempt: Attempt | None, ctx: Context) -> 
 
 def _resume(cmd: c.ResumeRun, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     reason = _audited(cmd)
-    _require(run.status is RunStatus.PAUSED, "resume (only a paused run)", run, attempt)
+    _require(can_resume(run, attempt), "resume (only a paused run)", run, attempt)
     events = [
         _audit_event(
             "run.resumed", cmd, reason, run.current_attempt_id, from_status=run.status.value
@@ -74,8 +81,7 @@ def _resume(cmd: c.ResumeRun, run: Run, attempt: Attempt | None, ctx: Context) -
 def _fail_run(cmd: c.FailRun, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     reason = _audited(cmd)
     _require(
-        run.status in (RunStatus.QUEUED, RunStatus.PAUSED, RunStatus.DEAD_LETTER)
-        and (attempt is None or attempt.status in (AttemptStatus.QUEUED, AttemptStatus.LOST)),
+        can_fail(run, attempt),
         "fail by hand (only a queued, paused or dead-lettered run that is not running)",
         run,
         attempt,
@@ -121,9 +127,7 @@ def _fail_run(cmd: c.FailRun, run: Run, attempt: Attempt | None, ctx: Context) -
 
 def _requeue(cmd: c.Requeue, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     reason = _audited(cmd)
-    _require(
-        run.status is RunStatus.DEAD_LETTER, "requeue (only a dead-lettered run)", run, attempt
-    )
+    _require(can_requeue(run, attempt), "requeue (only a dead-lettered run)", run, attempt)
     events = [
         _audit_event(
             "run.requeued", cmd, reason, run.current_attempt_id, from_status=run.status.value
@@ -148,27 +152,6 @@ def _requeue(cmd: c.Requeue, run: Run, attempt: Attempt | None, ctx: Context) ->
     )
 
 
-def _unknown(run: Run, attempt: Attempt | None) -> bool:
-    """Started, unfinished, and no evidence since: display ``unknown``."""
-    return (
-        _live_after_fence(attempt)
-        and attempt is not None
-        and attempt.sync_state is SyncState.STALE
-        and not run.status.terminal
-    )
-
-
-def _stuck(run: Run, attempt: Attempt | None) -> bool:
-    """Started and unfinished with no evidence that it runs (starting: the Start was never
-    answered; waiting_runtime: accepted, never reported running): a person may settle it."""
-    return (
-        _live_after_fence(attempt)
-        and attempt is not None
-        and attempt.observed_state in (ObservedState.UNCONFIRMED, ObservedState.ACCEPTED)
-        and not run.status.terminal
-    )
-
-
 _RESOLVED_ATTEMPT = {
     c.ResolveAs.SUCCEEDED: AttemptStatus.SUCCEEDED,
     c.ResolveAs.FAILED: AttemptStatus.FAILED,
@@ -183,14 +166,9 @@ _RESOLVED_RUN = {
 
 def _resolve(cmd: c.Resolve, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
     reason = _audited(cmd)
-    lost = (
-        run.status is RunStatus.LOST
-        and attempt is not None
-        and attempt.status is AttemptStatus.LOST
-        and run.cancel_requested_at_ms is None
-    )
+    lost = lost_unsettled(run, attempt)
     _require(
-        lost or _unknown(run, attempt) or _stuck(run, attempt),
+        can_resolve(run, attempt),
         "resolve (only an unknown, lost or stuck attempt)",
         run,
         attempt,

@@ -1,13 +1,12 @@
 // The operator commands on the run page (resolve, pause, resume, requeue, fail): audited
 // escape hatches, so each asks for a reason in a dialog (required; Cancel / Confirm) and the
 // server's refusal (a non-operator token, a run that moved on) is shown in that dialog, in
-// place. Which commands are offered follows the server's preconditions
-// (coordinator/domain/decide/operator.py) on the run's stored status and display state; the
-// server still decides, and its answer is what the dialog shows.
+// place. Which commands are offered is the server's word: the run's allowed_commands, which
+// the coordinator computes from the same checks the commands make
+// (coordinator/domain/decide/preconditions.py). Nothing here reads the run's state.
 
 import { api, ApiError, paths } from './api.js';
-import { stateOf } from './display.js';
-import { enumName, h, shortId } from './dom.js';
+import { h, shortId } from './dom.js';
 
 const COMMANDS = [
   { verb: 'resolve', label: 'Resolve…', help: 'Settle an attempt truerun cannot know about: say how it ended.' },
@@ -17,18 +16,15 @@ const COMMANDS = [
   { verb: 'fail', label: 'Fail…', help: 'Fail the run that never started.' },
 ];
 
-// Pure: the verbs the run's state allows.
+// Pure: whether the server says `run` accepts `verb` now (cancel, retry, approve and the
+// operator verbs alike); a run read from an older server without the list offers nothing.
+export function allows(run, verb) {
+  return (run.allowed_commands || []).includes(verb);
+}
+
+// Pure: the operator commands the server allows for `run`, in the dashboard's order.
 export function operatorVerbs(run) {
-  const status = enumName(run.status, 'RUN_STATUS');
-  const state = stateOf(run);
-  const allowed = new Set();
-  if (status === 'queued') allowed.add('pause');
-  if (status === 'paused') allowed.add('resume');
-  if (status === 'dead_letter') allowed.add('requeue');
-  if (['queued', 'paused', 'dead_letter'].includes(status)) allowed.add('fail');
-  // unknown or lost, or started with no evidence that it runs (the domain's "stuck")
-  if (['unknown', 'lost', 'starting', 'waiting_runtime'].includes(state)) allowed.add('resolve');
-  return COMMANDS.filter((c) => allowed.has(c.verb));
+  return COMMANDS.filter((c) => allows(run, c.verb));
 }
 
 function dialogFor(ctx, command, getRun, done) {

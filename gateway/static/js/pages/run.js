@@ -11,7 +11,7 @@ import { renderSteps } from '../attempt-timeline.js';
 import { span, timeWithAge } from '../durations.js';
 import { coalesced, fallbackPoller } from '../live-runs.js';
 import { outputPanel } from '../output-panel.js';
-import { operatorButtons } from '../run-actions.js';
+import { allows, operatorButtons } from '../run-actions.js';
 import { openStream } from '../stream.js';
 
 function facts(pairs) {
@@ -260,14 +260,13 @@ export function mount(ctx, runId) {
         ['Retry of', next.retry_of_run_id ? h('a', { href: `#/runs/${next.retry_of_run_id}`, class: 'mono' }, shortId(next.retry_of_run_id)) : undefined],
       ]),
     );
-    const status = enumName(next.status, 'RUN_STATUS');
-    const cancellable = !TERMINAL.has(state) && !next.cancel_request_time;
+    // What is offered is the server's allowed_commands (run-actions.js), never derived here.
     replaceChildren(
       actions,
       operatorButtons(ctx, next, () => run, () => refresh('run')),
-      h('button', { type: 'button', id: 'cancel-run', disabled: !cancellable, onclick: () => command('cancel', { reason: 'cancelled from the dashboard' }, 'Cancel') }, 'Cancel run'),
-      h('button', { type: 'button', id: 'retry-run', disabled: !['failed', 'cancelled', 'timed_out'].includes(status), onclick: () => command('retry', {}, 'Retry') }, 'Retry as a new run'),
-      status === 'pending_approval'
+      h('button', { type: 'button', id: 'cancel-run', disabled: !allows(next, 'cancel'), onclick: () => command('cancel', { reason: 'cancelled from the dashboard' }, 'Cancel') }, 'Cancel run'),
+      h('button', { type: 'button', id: 'retry-run', disabled: !allows(next, 'retry'), onclick: () => command('retry', {}, 'Retry') }, 'Retry as a new run'),
+      allows(next, 'approve')
         ? h('button', { type: 'button', id: 'approve-run', onclick: () => command('approve', {}, 'Approve') }, 'Approve')
         : null,
     );

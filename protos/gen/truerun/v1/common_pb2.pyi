@@ -757,6 +757,7 @@ class Run(_message.Message):
     QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     DISPLAY_REASON_FIELD_NUMBER: _builtins.int
     DISPLAY_SINCE_TIME_FIELD_NUMBER: _builtins.int
+    ALLOWED_COMMANDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned run id (UUIDv7)."""
     project_id: _builtins.str
@@ -863,6 +864,17 @@ class Run(_message.Message):
         terminal run, otherwise the run's last change.
         """
 
+    @_builtins.property
+    def allowed_commands(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The commands the run's current state accepts, named as their REST custom
+        methods, in this order: "cancel", "retry", "approve", "resolve", "pause",
+        "resume", "requeue", "fail" (docs/state-model.md "What a run allows").
+        Computed on read by the same checks the commands make; the caller's
+        credential (operator commands need an operator token) is checked when one
+        is sent, and resolve's answer may still be refused (not started, for an
+        attempt the runtime reported running).
+        """
+
     def __init__(
         self,
         *,
@@ -906,10 +918,11 @@ class Run(_message.Message):
         queue_position: _builtins.int = ...,
         display_reason: _builtins.str = ...,
         display_since_time: _timestamp_pb2.Timestamp | None = ...,
+        allowed_commands: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "display_since_time", b"display_since_time", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_since_time", b"display_since_time", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "allowed_commands", b"allowed_commands", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_since_time", b"display_since_time", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
