@@ -20,6 +20,19 @@ from tests.browser.longtask_side import Attempts, People, draft, effect_draft, s
 from truerun_runtime.longtask import evidence, run_checker
 from truerun_runtime.longtask.verify import verdict
 
+# Records each notification the page shows (then shows it): what a person would see.
+RECORD_NOTIFICATIONS = """
+window.__notes = [];
+const Real = window.Notification;
+function Recording(title, options) {
+  window.__notes.push([title, options && options.body]);
+  return new Real(title, options);
+}
+Object.defineProperty(Recording, 'permission', { get: () => Real.permission });
+Recording.requestPermission = (...args) => Real.requestPermission(...args);
+window.Notification = Recording;
+"""
+
 
 def row(page: Page, task_id: str) -> Locator:
     return page.locator(f'#lt-list li.lt-row[data-long-task-id="{task_id}"]')
@@ -84,8 +97,14 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
     attempts = Attempts(dash, runtime, active)
     report = tmp_path / "report.md"
     report.write_text("weekly\n")
+    await browser.add_init_script(RECORD_NOTIFICATIONS)
     group = await dash.open(browser, "/queue")
     await group.evaluate("window.__notReloaded = true")
+    # Notifications are asked for with a button, never on load.
+    assert await group.evaluate("Notification.permission") == "default"
+    await browser.grant_permissions(["notifications"], origin=dash.base)
+    await group.locator(".lt-notify").click()
+    await expect(group.locator(".lt-notify")).to_be_hidden()
     walk = Walk(dash, group, people)
     async with heartbeating(runtime, active, limit=8):
         # planned, then queued and running under its first attempt (step by step).
@@ -113,9 +132,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
             if nth == 2:
                 assert api["progress"].startswith("2nd request for the same permission"), api
             await expect(inspector.locator(".lt-scope")).to_contain_text("for this attempt")
-            await expect(group.locator("#lt-badge")).to_have_text(
-                "0 in progress · 1 waiting for you"
-            )
+            await expect(group.locator("#lt-badge")).to_have_text("1 waiting for you")
             await dash.screenshot(inspector, f"inspector-{name}")
             await inspector.locator('.lt-ask button[data-answer="grant"]').click()
             await settle(asked)
@@ -157,6 +174,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         # waiting_for_user (a question, count badge 1), answered in the inspector; with no
         # attempt left in its budget it ends partial ("partial 0/1").
         await people.create(draft("ask", report, budget={"max_attempts": 1}), start=True)
+        await expect(row(group, "ask")).to_have_count(1, timeout=WAIT_MS)  # seen before it asks
         sdk, _ = await attempts.attempt("ask")
         await sdk.request_decision("Which bucket?", ["eu", "us"])
         await sdk.close()
@@ -171,6 +189,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         # recovery_required: a step failed and the attempt's process died; "Checked, go on"
         # clears it (queued again, and the scheduler starts it: whatever the API says).
         await people.create(draft("broken", report), start=True)
+        await expect(row(group, "broken")).to_have_count(1, timeout=WAIT_MS)
         sdk, start = await attempts.attempt("broken")
         async with sdk.step("s1", begin=True) as step:
             await step.fail("the disk is full")
@@ -190,6 +209,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         # The recovery prompt, written for a person, with its three actions (one task each).
         for task_id, answer in (("sent", "done"), ("resend", "retry"), ("look", "check")):
             await people.create(effect_draft(task_id), start=True)
+            await expect(row(group, task_id)).to_have_count(1, timeout=WAIT_MS)
             sdk, start = await attempts.attempt(task_id)
             step = sdk.step("send")
             await step.__aenter__()
@@ -219,4 +239,27 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
             assert send in (want, "STEP_STATE_RUNNING"), send
             await page.close()
         await expect(group.locator("#lt-list li")).to_have_count(len(walk.marks))
+        # The header badge counts what is not finished; a click opens the list.
+        badge = group.locator("#lt-badge")
+        await expect(badge).to_have_text("4 in progress · 1 waiting for you", timeout=WAIT_MS)
+        await badge.click()
+        await expect(group.locator("#lt-heading")).to_be_focused()
         await dash.screenshot(group, "in-progress-group")
+
+    # One notification per transition to a state that needs a person or ends the task.
+    notes = await group.evaluate("window.__notes")
+    told: dict[str, list[str]] = {}
+    for title, body in notes:
+        told.setdefault(title.removeprefix("truerun: "), []).append(body)
+    assert told == {
+        "weekly report walk": [
+            "waiting for your approval",
+            "waiting for your approval",
+            "done: every required criterion proven",
+        ],
+        "weekly report ask": ["needs your decision", "partly done: required criteria unmet"],
+        "weekly report broken": ["interrupted: needs a check before it goes on"],
+        "email the team sent": ["needs your decision"],
+        "email the team resend": ["needs your decision"],
+        "email the team look": ["needs your decision"],
+    }, told

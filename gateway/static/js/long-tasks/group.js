@@ -18,7 +18,8 @@ export function badgeText(tasks) {
     else active += 1;
   }
   if (!active && !waiting) return '';
-  const parts = [`${active} in progress`];
+  const parts = [];
+  if (active) parts.push(`${active} in progress`);
   if (waiting) parts.push(`${waiting} waiting for you`);
   return parts.join(' · ');
 }

@@ -128,7 +128,7 @@ export function mount(ctx, id) {
         h('span', { class: 'lt-result' }, enumName(c.result, 'CRITERION_RESULT') || 'unproven'), ' ',
         h('span', { class: 'lt-text' }, c.text), ' ',
         h('span', { class: 'lt-author' }, author(c.author)), ' ',
-        h('span', { class: 'lt-required' }, c.required ? 'required' : 'optional'),
+        h('span', { class: 'lt-required' }, c.required ? 'required' : 'optional'), ' ',
         evidenceLinks(c.evidence),
         h('form', { class: 'lt-edit', onsubmit: (event) => {
           event.preventDefault();
@@ -155,7 +155,7 @@ export function mount(ctx, id) {
         h('span', {}, s.title), ' ',
         h('span', { class: 'lt-class' }, enumName(s.side_effect, 'SIDE_EFFECT_CLASS').replace('_', '-')),
         s.attempt_count ? ` · tries ${s.attempt_count}` : '',
-        stepDuration(s) ? ` · ${stepDuration(s)}` : '', ' · updated ', timeEl(s.update_time),
+        stepDuration(s) ? ` · ${stepDuration(s)}` : '', ' · updated ', timeEl(s.update_time), ' ',
         evidenceLinks(s.evidence)))));
     body('decisions').replaceChildren(h('ul', {}, (task.decisions || []).map((d) =>
       h('li', { class: 'lt-past' }, `${d.kind}: ${d.question} — `,
