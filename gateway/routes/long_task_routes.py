@@ -60,7 +60,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "revisePlan": (
         "RevisePlanBody",
-        "A new plan version (steps and/or criteria); completed steps keep their evidence.",
+        "A new plan version (steps and/or criteria, and the goal and/or the constraints "
+        "with revise_constraints); completed steps keep their evidence.",
     ),
     "answer": (
         "AnswerDecisionBody",

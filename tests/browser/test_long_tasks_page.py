@@ -168,6 +168,30 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         await people.create(draft("hold", report))
         await people.command("hold", "pause", note="holiday")
         await walk.state("hold", "paused", "paused", label="paused by you")
+        # Goal and constraints edited in the inspector: a new plan version, by you; then a
+        # criterion reworded: another one.
+        editing = await dash.open(browser, "/tasks/hold")
+        await editing.locator("#lt-goal-input").fill("weekly report hold, by noon")
+        await editing.locator("#lt-constraints-input").fill("only the EU bucket\nno weekends")
+        await editing.locator("#lt-reason-input").fill("a sharper goal")
+        await editing.locator(".lt-goal-form button").click()
+        plans = editing.locator(".lt-plans li")
+        await expect(plans).to_have_count(2, timeout=WAIT_MS)
+        await expect(plans.nth(1)).to_contain_text("v2 · you")
+        await expect(plans.nth(1)).to_contain_text("a sharper goal")
+        await editing.locator(".lt-criterion input").fill("the report exists in out/")
+        await editing.locator(".lt-criterion .lt-edit button").click()
+        await expect(plans).to_have_count(3, timeout=WAIT_MS)
+        revised = await people.get("hold")
+        assert revised["goal"] == "weekly report hold, by noon"
+        assert revised["constraints"] == ["only the EU bucket", "no weekends"]
+        assert revised["criteria"][0]["text"] == "the report exists in out/"
+        await expect(editing.locator(".lt-criterion .lt-author")).to_have_text("you")
+        await expect(row(group, "hold").locator(".lt-goal")).to_have_text(
+            "weekly report hold, by noon", timeout=WAIT_MS
+        )
+        await dash.screenshot(editing, "inspector-plan-history")
+        await editing.close()
         await people.command("hold", "cancel")
         await walk.state("hold", "cancelled", "cancelled", label="cancelled by you")
 

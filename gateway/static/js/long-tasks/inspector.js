@@ -119,6 +119,31 @@ export function mount(ctx, id) {
     }));
   }
 
+  // Goal and constraints, editable: saving is revisePlan (a new plan version). Not
+  // re-rendered while the person edits it.
+  function renderGoal() {
+    const form = parts.goal.querySelector('form');
+    if (form && form.contains(document.activeElement)) return;
+    const goal = h('textarea', { id: 'lt-goal-input', rows: 2 }, task.goal);
+    const constraints = h('textarea', { id: 'lt-constraints-input', rows: 3 },
+      (task.constraints || []).join('\n'));
+    const reason = h('input', { id: 'lt-reason-input', type: 'text', required: true });
+    body('goal').replaceChildren(h('form', { class: 'lt-goal-form', onsubmit: (event) => {
+      event.preventDefault();
+      act('revisePlan', {
+        reason: reason.value,
+        goal: goal.value,
+        constraints: constraints.value.split('\n').map((c) => c.trim()).filter(Boolean),
+        revise_constraints: true,
+      });
+    } },
+    h('label', { for: 'lt-goal-input' }, 'Goal'), goal,
+    h('label', { for: 'lt-constraints-input' }, 'Constraints (one a line)'), constraints,
+    h('label', { for: 'lt-reason-input' }, 'Why it changes'), reason,
+    h('button', { type: 'submit' }, 'Save as a new plan version')),
+    h('p', { class: 'muted' }, `${task.handle} · owner ${task.owner_id} · plan version ${task.plan_version}`));
+  }
+
   function renderCriteria() {
     if (parts.criteria.contains(document.activeElement) && document.activeElement.tagName === 'INPUT') return;
     body('criteria').replaceChildren(h('ul', {}, (task.criteria || []).map((c) => {
@@ -145,9 +170,7 @@ export function mount(ctx, id) {
     document.title = `${task.goal} — truerun`;
     renderRecovery();
     renderAsk();
-    body('goal').replaceChildren(h('p', {}, task.goal),
-      h('ul', {}, (task.constraints || []).map((c) => h('li', {}, c))),
-      h('p', { class: 'muted' }, `${task.handle} · owner ${task.owner_id} · plan version ${task.plan_version}`));
+    renderGoal();
     renderCriteria();
     body('steps').replaceChildren(h('ol', { class: 'lt-steps' }, (task.steps || []).map((s) =>
       h('li', { class: 'lt-step', dataset: { stepId: s.step_id, state: enumName(s.state, 'STEP_STATE') } },

@@ -1554,6 +1554,9 @@ class RevisePlanRequest(_message.Message):
     STEPS_FIELD_NUMBER: _builtins.int
     CRITERIA_FIELD_NUMBER: _builtins.int
     AUTHOR_FIELD_NUMBER: _builtins.int
+    GOAL_FIELD_NUMBER: _builtins.int
+    CONSTRAINTS_FIELD_NUMBER: _builtins.int
+    REVISE_CONSTRAINTS_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project."""
     long_task_id: _builtins.str
@@ -1564,6 +1567,10 @@ class RevisePlanRequest(_message.Message):
     """Why the plan changes."""
     author: _builtins.str
     """Who wrote the revision: "user" (default) or "model"."""
+    goal: _builtins.str
+    """The new goal; empty = keep it."""
+    revise_constraints: _builtins.bool
+    """Replace the constraints with constraints (else they are kept)."""
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepDraft]:
         """The new steps; empty = keep the current ones."""
@@ -1571,6 +1578,10 @@ class RevisePlanRequest(_message.Message):
     @_builtins.property
     def criteria(self) -> _containers.RepeatedCompositeFieldContainer[Global___CriterionDraft]:
         """The new criteria; empty = keep the current ones."""
+
+    @_builtins.property
+    def constraints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The new constraints, when revise_constraints is set (empty then: none)."""
 
     def __init__(
         self,
@@ -1582,10 +1593,13 @@ class RevisePlanRequest(_message.Message):
         steps: _abc.Iterable[Global___StepDraft] | None = ...,
         criteria: _abc.Iterable[Global___CriterionDraft] | None = ...,
         author: _builtins.str = ...,
+        goal: _builtins.str = ...,
+        constraints: _abc.Iterable[_builtins.str] | None = ...,
+        revise_constraints: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["author", b"author", "criteria", b"criteria", "etag", b"etag", "long_task_id", b"long_task_id", "project_id", b"project_id", "reason", b"reason", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["author", b"author", "constraints", b"constraints", "criteria", b"criteria", "etag", b"etag", "goal", b"goal", "long_task_id", b"long_task_id", "project_id", b"project_id", "reason", b"reason", "revise_constraints", b"revise_constraints", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
