@@ -210,24 +210,30 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         await walk.state("ask", "partial", "partial", progress="partial 0/1")
         await asking.close()
 
-        # recovery_required: a step failed and the attempt's process died; "Checked, go on"
-        # clears it (queued again, and the scheduler starts it: whatever the API says).
-        await people.create(draft("broken", report), start=True)
-        await expect(row(group, "broken")).to_have_count(1, timeout=WAIT_MS)
-        sdk, start = await attempts.attempt("broken")
-        async with sdk.step("s1", begin=True) as step:
-            await step.fail("the disk is full")
-        await sdk.close()
-        await attempts.run_ends(start)
-        await walk.state("broken", "recovery_required", "recovery-required", label="interrupted")
-        fixing = await dash.open(browser, "/tasks/broken")
-        await expect(fixing.locator(".lt-recovery .lt-prompt")).to_contain_text(
-            "needs a person before it goes on", timeout=WAIT_MS
-        )
-        await dash.screenshot(fixing, "recovery-prompt-failed-step")
-        await fixing.locator('.lt-recovery button[data-answer="clear"]').click()
-        await shows(group, people, "broken", ("queued", "in_progress"))
-        await fixing.close()
+        # recovery_required: a step failed and the attempt's process died. "Checked, go on"
+        # clears it (queued again, and the scheduler starts it: whatever the API says);
+        # "Cancel it" cancels (another task); "I'll check" is shown with the effect tasks.
+        for task_id, answer, after in (
+            ("broken", "clear", ("queued", "in_progress")),
+            ("dropped", "cancel", ("cancelled",)),
+        ):
+            await people.create(draft(task_id, report), start=True)
+            await expect(row(group, task_id)).to_have_count(1, timeout=WAIT_MS)
+            sdk, start = await attempts.attempt(task_id)
+            async with sdk.step("s1", begin=True) as step:
+                await step.fail("the disk is full")
+            await sdk.close()
+            await attempts.run_ends(start)
+            await walk.state(task_id, "recovery_required", f"recovery-{task_id}", label="interr")
+            fixing = await dash.open(browser, f"/tasks/{task_id}")
+            await expect(fixing.locator(".lt-recovery .lt-prompt")).to_contain_text(
+                "needs a person before it goes on: ", timeout=WAIT_MS
+            )
+            await dash.screenshot(fixing, f"recovery-prompt-{task_id}")
+            await fixing.locator(f'.lt-recovery button[data-answer="{answer}"]').click()
+            await shows(group, people, task_id, after)
+            await expect(fixing.locator(".lt-recovery")).to_be_hidden()
+            await fixing.close()
 
         # An interruption after an intent: truerun cannot tell whether the email went out.
         # The recovery prompt, written for a person, with its three actions (one task each).
@@ -283,6 +289,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         ],
         "weekly report ask": ["needs your decision", "partly done: required criteria unmet"],
         "weekly report broken": ["interrupted: needs a check before it goes on"],
+        "weekly report dropped": ["interrupted: needs a check before it goes on"],
         "email the team sent": ["needs your decision"],
         "email the team resend": ["needs your decision"],
         "email the team look": ["needs your decision"],

@@ -87,7 +87,9 @@ export function mount(ctx, id) {
       ? CHOICES.effect.map(([answer, words]) => h('button', { type: 'button', dataset: { answer },
         onclick: () => act('answer', { decision_id: effect.decision_id, answer }) }, words))
       : [h('button', { type: 'button', dataset: { answer: 'clear' },
-        onclick: () => act('clearRecovery', { note: 'checked from the dashboard' }) }, 'Checked, go on')];
+        onclick: () => act('clearRecovery', { note: 'checked from the dashboard' }) }, 'Checked, go on'),
+      h('button', { type: 'button', dataset: { answer: 'cancel' },
+        onclick: () => act('cancel', { note: 'given up after a check' }) }, 'Cancel it')];
     buttons.push(h('button', { type: 'button', dataset: { answer: 'check' }, onclick: () => {
       checking = true;
       renderRecovery();
