@@ -163,6 +163,10 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         window = {"cron": "0 9 * * *", "time_zone": "UTC"}
         await people.command("later", "scheduleContinuation", continuation=window)
         await walk.state("later", "queued", "queued", label="waiting for its next window at 09:00")
+        # The row's main action acts at once with the etag it shows: Pause.
+        await expect(row(group, "later").locator(".lt-action")).to_have_text("Pause")
+        await row(group, "later").locator(".lt-action").click()
+        await walk.state("later", "paused", "paused-from-row", label="paused by you")
 
         # paused (from planned), then cancelled.
         await people.create(draft("hold", report))

@@ -6,7 +6,7 @@
 
 import { h, formatTime, formatDuration, enumName, timeEl } from '../dom.js';
 import { command, follow, read } from './live.js';
-import { fill, openDecisions, row } from './rows.js';
+import { DIRECT, fill, openDecisions, row } from './rows.js';
 
 const CHOICES = {
   effect: [
@@ -78,6 +78,15 @@ export function mount(ctx, id) {
     }
   };
   const body = (name) => parts[name].querySelector('.lt-body');
+  // The head row's main action: Start, Pause, Resume act at once; the others point at the
+  // part of this page that answers them.
+  const onAction = (shown) => {
+    if (DIRECT.has(shown.display_action)) act(shown.display_action);
+    else {
+      const target = !recovery.hidden ? recovery : !parts.ask.hidden ? parts.ask : parts.criteria;
+      target.scrollIntoView({ block: 'start' });
+    }
+  };
 
   function renderRecovery() {
     recovery.hidden = !task.recovery_prompt;
@@ -167,7 +176,7 @@ export function mount(ctx, id) {
   function render() {
     const rows = head.querySelector('.lt-row');
     if (rows) fill(rows, task);
-    else head.append(row(task, () => window.scrollTo(0, 0)));
+    else head.append(row(task, onAction));
     title.textContent = task.goal;
     document.title = `${task.goal} — truerun`;
     renderRecovery();
@@ -191,7 +200,8 @@ export function mount(ctx, id) {
     body('budget').replaceChildren(h('dl', { class: 'lt-budget' },
       h('dt', {}, 'Attempts'), h('dd', {}, `${b.attempts_used || 0} of ${b.max_attempts || '—'}`),
       h('dt', {}, 'Tokens'), h('dd', {}, `${b.tokens_used || 0} of ${Number(b.max_tokens) ? b.max_tokens : 'no cap'}`),
-      h('dt', {}, 'Lifetime'), h('dd', {}, b.deadline ? `until ${formatTime(b.deadline)}` : 'no limit')));
+      h('dt', {}, 'Lifetime'), h('dd', {}, `since ${formatTime(task.create_time)}, ${
+        b.deadline ? `until ${formatTime(b.deadline)}` : 'no limit'}`)));
     body('plans').replaceChildren(h('ol', { class: 'lt-plans' }, (task.plan_versions || []).map((p) =>
       h('li', { dataset: { version: p.version } }, `v${p.version} · ${author(p.author)} (${p.created_by}) · `,
         timeEl(p.create_time), ` · ${p.reason || 'first plan'}`))));
