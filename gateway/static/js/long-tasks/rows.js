@@ -32,7 +32,9 @@ export function openDecisions(task) {
 // ("missed 3 ..."), or since when an open question waits for a person.
 export function stillness(task) {
   const held = task.continuation || {};
-  if (held.note) return held.note;
+  // The last catch-up's words ("missed 3 continuations while truerun was not running")
+  // explain a task that stands still; once it works again its progress says the rest.
+  if (held.note && task.display_state !== 'in_progress') return held.note;
   const open = openDecisions(task);
   if (open.length && task.display_state === 'waiting_for_you') {
     const oldest = open[open.length - 1];
