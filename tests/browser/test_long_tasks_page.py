@@ -217,7 +217,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         # recovery_required: a step failed and the attempt's process died. "Checked, go on"
         # clears it (queued again, and the scheduler starts it: whatever the API says);
         # "Cancel it" cancels (another task); "I'll check" is shown with the effect tasks.
-        for task_id, answer, after in (
+        for task_id, answer, lands in (
             ("broken", "clear", ("queued", "in_progress")),
             ("dropped", "cancel", ("cancelled",)),
         ):
@@ -235,7 +235,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
             )
             await dash.screenshot(fixing, f"recovery-prompt-{task_id}")
             await fixing.locator(f'.lt-recovery button[data-answer="{answer}"]').click()
-            await shows(group, people, task_id, after)
+            await shows(group, people, task_id, lands)
             await expect(fixing.locator(".lt-recovery")).to_be_hidden()
             await fixing.close()
 
