@@ -4,9 +4,11 @@ group, its header badge and the task inspector follow it; docs/dashboard.md "Lon
 Neither the run event stream (an attempt's run events say nothing of a pause, an answer or
 a step's progress) nor the notices stream (only what needs a person) tells a surface that a
 task changed, so this stream polls ListLongTasks every ``POLL_S`` and sends the whole task
-(GetLongTask: its progress, steps, criteria, decisions) each time its etag moved. Every
-change of a task moves its etag (each step action and each command bumps the version; lease
-renewals do not change what is shown). First it sends every task shown: the active ones
+(GetLongTask: its progress, steps, criteria, decisions) each time its etag or its display
+label moved. Every change of a task moves its etag (each step action and each command bumps
+the version; lease renewals do not change what is shown); a queued task's place ("2 ahead
+of it") moves with the other tasks, without its own etag: hence the label, which carries the
+place, is part of what is compared. First it sends every task shown: the active ones
 and those finished in the last ``RECENT_MS``; so a reconnect starts from the current state,
 and there is no Last-Event-ID to resume from (nothing is replayed, nothing is missed)."""
 
@@ -44,6 +46,11 @@ async def stream_long_tasks(request: Request) -> Response:
     return sse_response(_stream(ctx, listing))
 
 
+def seen_as(task: pb.LongTask) -> str:
+    """What a surface shows that may move: the etag, and the label (a queued task's place)."""
+    return f"{task.etag}|{task.display_label}"
+
+
 def shown(task: pb.LongTask, now_ms: int) -> bool:
     """Active, or finished recently (a terminal task has a finish time)."""
     if not task.HasField("finish_time"):
@@ -53,7 +60,7 @@ def shown(task: pb.LongTask, now_ms: int) -> bool:
 
 async def _stream(ctx: Context, listing: pb.ListLongTasksRequest) -> AsyncIterator[str]:
     yield "retry: 2000\n: connected\n\n"
-    sent: dict[str, str] = {}  # task id -> the etag last sent
+    sent: dict[str, str] = {}  # task id -> what it was seen as when last sent
     idle = 0.0
     while True:
         try:
@@ -62,14 +69,14 @@ async def _stream(ctx: Context, listing: pb.ListLongTasksRequest) -> AsyncIterat
             moved = [
                 t
                 for t in page.long_tasks
-                if sent.get(t.long_task_id) != t.etag and shown(t, now_ms)
+                if sent.get(t.long_task_id) != seen_as(t) and shown(t, now_ms)
             ]
             for entry in moved:
                 asked = pb.GetLongTaskRequest(
                     project_id=listing.project_id, long_task_id=entry.long_task_id
                 )
                 task = await ctx.long_tasks.GetLongTask(asked, timeout=CALL_TIMEOUT_S)
-                sent[task.long_task_id] = task.etag
+                sent[task.long_task_id] = seen_as(task)
                 yield f"event: long_task\ndata: {messages.to_json(task)}\n\n"
         except Exception:  # the upstream went away: the client reconnects and starts over
             return

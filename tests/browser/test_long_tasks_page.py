@@ -74,6 +74,11 @@ class Walk:
         self.dash, self.group, self.people = dash, group, people
         self.marks: dict[str, str] = {}
 
+    async def mark(self, task_id: str) -> None:
+        el = row(self.group, task_id)
+        await expect(el).to_have_count(1, timeout=WAIT_MS)
+        self.marks[task_id] = await el.evaluate("el => (el.__mark = `m${Math.random()}`)")
+
     async def state(self, task_id: str, shown: str, name: str, **words: str) -> dict[str, Any]:
         api = await shows(self.group, self.people, task_id, shown)
         el = row(self.group, task_id)
@@ -279,6 +284,20 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         await badge.click()
         await expect(group.locator("#lt-heading")).to_be_focused()
         await dash.screenshot(group, "in-progress-group")
+
+        # Queued behind the owner's other tasks (the scheduler runs at most 4 per owner; the
+        # Starts nobody answers hold theirs): the label says how many are ahead, and one
+        # fewer after one ahead is cancelled, in place.
+        for task_id in ("q1", "q2", "q3", "q4"):
+            await people.create(draft(task_id, report), start=True)
+            await walk.mark(task_id)
+        last = await walk.state("q4", "queued", "queued-ahead", label="ahead of it")
+        ahead = int(last["queue_position"])
+        assert ahead >= 2 and last["display_label"] == f"queued: {ahead} ahead of it", last
+        await people.command("q2", "cancel")
+        fewer = f"queued: {ahead - 1} ahead of it"
+        await expect(row(group, "q4").locator(".lt-label")).to_have_text(fewer, timeout=WAIT_MS)
+        await walk.state("q4", "queued", "queued-ahead-less", label=fewer)
 
     # One notification per transition to a state that needs a person or ends the task.
     notes = await group.evaluate("window.__notes")

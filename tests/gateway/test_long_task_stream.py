@@ -1,8 +1,8 @@
 """``GET /v1/projects/{p}/longTasks:stream`` against a live stack, on SQLite and PostgreSQL:
 it wants a token (a query token too, as EventSource sends it) that sees the project; it
 sends every shown task first (whole, with the server's display words), then a task again
-each time its etag moves, and never one that did not move; a task finished long ago is not
-shown."""
+each time its etag or its label moves (a queued task's place moves with the others), and
+never one that did not move; a task finished long ago is not shown."""
 
 from __future__ import annotations
 
@@ -42,6 +42,25 @@ async def test_the_stream_sends_each_task_then_every_change(http: httpx.AsyncCli
         assert ended["display_state"] == "cancelled"  # finished now: still shown
     listed = (await http.get(TASKS, headers=AUTH)).json()["long_tasks"]
     assert {t["long_task_id"] for t in listed} == {"one", "two"}
+
+
+async def test_a_queued_tasks_place_moves_without_its_etag(http: httpx.AsyncClient) -> None:
+    """No watcher runs here, so started tasks stay queued: the second is behind the first;
+    cancelling the first moves the second's place (its label), not its etag."""
+    first = await _created(http, task_id="first")
+    second = await _created(http, task_id="second")
+    first = await _command(http, "start", {"etag": first["etag"]}, f"{TASKS}/first")
+    second = await _command(http, "start", {"etag": second["etag"]}, f"{TASKS}/second")
+    assert second["display_label"] == "queued: 1 ahead of it", second
+    async with open_stream(http, STREAM, headers=AUTH) as stream:
+        for _ in range(2):
+            await stream.next_message()
+        await _command(http, "cancel", {"etag": first["etag"]}, f"{TASKS}/first")
+        moved = {m["long_task_id"]: m for m in [(await stream.next_message()).json()]}
+        moved |= {m["long_task_id"]: m for m in [(await stream.next_message()).json()]}
+    assert moved["first"]["display_state"] == "cancelled"
+    assert moved["second"]["etag"] == second["etag"]  # it did not change itself
+    assert moved["second"]["display_label"] == "queued: 0 ahead of it"
 
 
 def test_a_task_finished_long_ago_is_not_shown() -> None:

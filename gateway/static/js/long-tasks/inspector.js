@@ -5,7 +5,7 @@
 // page follows the same live map as the "In progress" group and patches itself in place.
 
 import { h, formatTime, formatDuration, enumName, timeEl } from '../dom.js';
-import { command, follow, read } from './live.js';
+import { command, follow, newer, read } from './live.js';
 import { DIRECT, fill, openDecisions, row } from './rows.js';
 
 const CHOICES = {
@@ -210,9 +210,9 @@ export function mount(ctx, id) {
   const stop = follow(project, (tasks, changed) => {
     const live = tasks.get(id);
     if (!live || (changed && changed.long_task_id !== id)) return;
-    // Nothing new (the stream's first message repeats what was read): keep the page as it
-    // is, so a button is never replaced under the pointer.
-    if (task && Number(live.etag) <= Number(task.etag)) return;
+    // Nothing new (the map took nothing newer): keep the page as it is, so a button is
+    // never replaced under the pointer.
+    if (task && !newer(live, task)) return;
     task = live;
     render();
   });

@@ -14,10 +14,17 @@ function publish(changed) {
   for (const listener of current.listeners) listener(current.tasks, changed);
 }
 
+// A later etag, or the same one with other words (a queued task's place moves with the
+// other tasks, not with its own etag).
+export function newer(task, known) {
+  if (Number(task.etag) !== Number(known.etag)) return Number(task.etag) > Number(known.etag);
+  return task.display_label !== known.display_label || task.progress !== known.progress;
+}
+
 function take(mine, task) {
   if (current !== mine) return;
   const known = mine.tasks.get(task.long_task_id);
-  if (known && Number(task.etag) <= Number(known.etag)) return; // an older (or the same) read
+  if (known && !newer(task, known)) return;
   mine.tasks.set(task.long_task_id, task);
   publish(task);
 }
