@@ -4,8 +4,9 @@ commands as custom methods (``:pause``) that carry the task's etag in the body."
 
 from __future__ import annotations
 
-from gateway.routes import long_tasks
+from gateway.routes import long_task_stream, long_tasks
 from gateway.routes.spec import (
+    ACCESS_TOKEN,
     AFTER_SEQUENCE,
     PAGE_TOKEN,
     PROJECT,
@@ -59,7 +60,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "revisePlan": (
         "RevisePlanBody",
-        "A new plan version (steps and/or criteria); completed steps keep their evidence.",
+        "A new plan version (steps and/or criteria, and the goal and/or the constraints "
+        "with revise_constraints); completed steps keep their evidence.",
     ),
     "answer": (
         "AnswerDecisionBody",
@@ -125,6 +127,33 @@ def _command(verb: str) -> Entry:
 
 
 LONG_TASK_ROUTES: tuple[Entry, ...] = (
+    Entry(
+        "GET",
+        f"{LONG_TASKS}:stream",
+        long_task_stream.stream_long_tasks,
+        (
+            Operation(
+                operation_id="stream_long_tasks",
+                summary="stream long tasks",
+                description="The project's long tasks as Server-Sent Events: first every "
+                "active task and every task finished in the last 24 hours, then each task "
+                "again whenever its etag moves (the whole task, as GET returns it). Not "
+                "resumable: a reconnect starts again from the current state.",
+                parameters=(PROJECT, ACCESS_TOKEN),
+                responses={
+                    "200": {
+                        "description": "text/event-stream: `event: long_task`, `data: LongTask`",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "403": {
+                        "description": "the token does not see this project",
+                        "content": _PROBLEM_CONTENT,
+                    },
+                    **problems("401", "503"),
+                },
+            ),
+        ),
+    ),
     Entry(
         "GET",
         LONG_TASKS,

@@ -16,6 +16,8 @@ import * as mywork from './js/pages/mywork.js';
 import * as queue from './js/pages/queue.js';
 import * as run from './js/pages/run.js';
 import * as runtimes from './js/pages/runtimes.js';
+import * as longTask from './js/long-tasks/inspector.js';
+import { mountGroup } from './js/long-tasks/group.js';
 
 const PROJECT_KEY = 'truerun.project';
 const pages = { queue, mywork, automations, capacity, agents, runtimes };
@@ -88,6 +90,8 @@ function route() {
   const path = window.location.hash.replace(/^#/, '') || '/queue';
   const runMatch = path.match(/^\/runs\/([^/?]+)/);
   if (runMatch) return { page: 'run', arg: decodeURIComponent(runMatch[1]) };
+  const taskMatch = path.match(/^\/tasks\/([^/?]+)/);
+  if (taskMatch) return { page: 'task', arg: decodeURIComponent(taskMatch[1]) };
   // One schedule: #/automations/<project>/<schedule>.
   const scheduleMatch = path.match(/^\/automations\/([^/?]+)\/([^/?]+)/);
   if (scheduleMatch) {
@@ -115,7 +119,8 @@ function render() {
   }
   errorBox();
   const ctx = { project: project(), main, announce, showError, clearError, rerender: render };
-  current = page === 'run' ? run.mount(ctx, arg) : pages[page].mount(ctx, arg);
+  const mount = { run: run.mount, task: longTask.mount }[page] || pages[page].mount;
+  current = mount(ctx, arg);
   document.title = `${current.title} — truerun`;
 }
 
@@ -128,8 +133,12 @@ function start() {
   document.getElementById('project-form').addEventListener('submit', (event) => {
     event.preventDefault();
   });
+  // The long tasks' "In progress" group and header badge live outside <main>: every page.
+  const remountGroup = mountGroup(
+    document.getElementById('long-tasks'), document.getElementById('lt-badge'), project, showError);
   projectInput.addEventListener('change', () => {
     localStorage.setItem(PROJECT_KEY, projectInput.value.trim() || 'default');
+    remountGroup();
     render();
   });
   setupTheme(document.getElementById('theme-toggle'));

@@ -27,6 +27,7 @@ from longtasks.domain.model import (
     PlanVersion,
     Task,
 )
+from longtasks.domain.progress import progress, recovery_prompt
 from longtasks.domain.states import DecisionState, PlanAuthor, ProbeResult
 from longtasks.domain.text_commands import prompt
 from longtasks.service.reads import TaskView
@@ -252,6 +253,8 @@ def task_summary(
         state_reason=task.state_reason,
         display_state=shown.shown.value,
         wait_kind=shown.wait_kind.value if shown.wait_kind is not None else "",
+        display_label=shown.label,
+        display_action=shown.action,
         etag=etag(task),
         plan_version=task.plan_version,
         budget=budget_to_proto(task),
@@ -286,4 +289,6 @@ def task_to_proto(view: TaskView) -> pb.LongTask:
     )
     message.plan_versions.extend(plan_to_proto(p) for p in view.plans)
     message.attempts.extend(attempt_to_proto(a) for a in view.attempts)
+    message.progress = progress(task.state, view.steps, view.criteria, view.decisions)
+    message.recovery_prompt = recovery_prompt(task.state, task.state_reason, view.decisions)
     return message

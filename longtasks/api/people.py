@@ -207,6 +207,10 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
             author,
             drafts.step_drafts(request.steps, required=False),
             drafts.criterion_drafts(request.criteria),
+            goal=drafts.text(request.goal, "goal", drafts.MAX_GOAL) or None,
+            constraints=drafts.texts(request.constraints, "constraints")
+            if request.revise_constraints
+            else None,
         )
         return await self._answer(task.id)
 

@@ -34,6 +34,7 @@ from longtasks.domain.states import (
 from longtasks.service.base import DoorBase, Work
 from longtasks.service.errors import task_error
 from longtasks.service.inputs import Changed, NewCriterion
+from longtasks.store.rows import dumps
 
 C = TaskCommand
 
@@ -48,15 +49,23 @@ class Revisions(DoorBase):
         author: PlanAuthor = PlanAuthor.USER,
         steps: Sequence[StepDraft] | None = None,
         criteria: Sequence[NewCriterion] | None = None,
+        goal: str | None = None,
+        constraints: Sequence[str] | None = None,
     ) -> Changed:
-        """A new plan version (None: keep the current steps, or criteria). Steps that ran
-        keep their state and evidence (``domain/plans.py``); a criterion a person wrote
-        survives a model's revision (``completion.revise_criteria``); the old version is
-        kept, closed with the state the task was in."""
+        """A new plan version (None: keep the current steps, criteria, goal or
+        constraints). Steps that ran keep their state and evidence (``domain/plans.py``); a
+        criterion a person wrote survives a model's revision (``completion.revise_criteria``);
+        the old version is kept, closed with the state the task was in. A new goal or new
+        constraints are the task's from this version on (the task row, in the same
+        transaction)."""
 
         async def change(work: Work) -> None:
             self._move(work, C.REVISE_PLAN, reason)
             await self._new_version(work, author, reason, steps, criteria, work.before.state)
+            if goal is not None:
+                work.task = replace(work.task, goal=goal)
+            if constraints is not None:
+                await self._sql.update_constraints(work.tx, task_id, dumps(list(constraints)))
 
         return await self._act(task_id, actor, change, expected_version=expected_version)
 

@@ -71,6 +71,7 @@ _RENEW = (
     "AND lease_expires_at_ms > ? RETURNING id"
 )
 _TASK_DISPLAY = f"SELECT {_cols(r.TASK_DISPLAY)} FROM long_tasks WHERE id = ?"
+_UPDATE_CONSTRAINTS = "UPDATE long_tasks SET constraints = ? WHERE id = ? RETURNING id"
 _TASKS_OF_OWNER = (
     f"SELECT {_cols(r.TASK)} FROM long_tasks WHERE owner_id = ? ORDER BY created_at_ms DESC, id "
     "LIMIT ?"
@@ -208,6 +209,11 @@ class LongTaskSql(
         await self._cas(
             tx, _UPDATE_TASK, *(values[c] for c in r.TASK_MUTABLE), task.id, expected_version
         )
+
+    async def update_constraints(self, tx: Tx, task_id: str, constraints: str) -> None:
+        """A plan revision's new constraints (JSON list), in the door's transaction: the
+        task row's compare-and-set in the same transaction guards the version."""
+        await tx.fetch(self._q(_UPDATE_CONSTRAINTS), constraints, task_id)
 
     async def renew_lease(
         self, tx: Tx, task_id: str, attempt_id: str, now_ms: int, expires_ms: int

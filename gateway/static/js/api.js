@@ -25,6 +25,9 @@ export const paths = {
   scheduleEvents: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/events`,
   scheduleRuns: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/runs`,
   scheduleUpcoming: (project, id) => `/v1/projects/${enc(project)}/schedules/${enc(id)}/upcoming`,
+  longTasks: (project) => `/v1/projects/${enc(project)}/longTasks`,
+  longTask: (project, id) => `/v1/projects/${enc(project)}/longTasks/${enc(id)}`,
+  longTaskStream: (project) => `/v1/projects/${enc(project)}/longTasks:stream`,
 };
 
 export class ApiError extends Error {

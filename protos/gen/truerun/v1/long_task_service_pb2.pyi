@@ -1085,6 +1085,10 @@ class LongTask(_message.Message):
     CONTINUATION_FIELD_NUMBER: _builtins.int
     SOURCE_RUN_ID_FIELD_NUMBER: _builtins.int
     SOURCE_REF_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    RECOVERY_PROMPT_FIELD_NUMBER: _builtins.int
+    DISPLAY_LABEL_FIELD_NUMBER: _builtins.int
+    DISPLAY_ACTION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """projects/{project_id}/longTasks/{long_task_id}"""
     project_id: _builtins.str
@@ -1125,6 +1129,25 @@ class LongTask(_message.Message):
     """
     source_ref: _builtins.str
     """Where its creator asked for it (LongTaskDraft.source_ref); empty if not given."""
+    progress: _builtins.str
+    """Where it is beside its display label, in words ("step 2/3 · send the
+    email", "2nd request for the same permission", "partial 1/2: required
+    criteria proven"); empty in a listing and when the label says it all.
+    """
+    recovery_prompt: _builtins.str
+    """The question a person answers after an interruption (an uncertain
+    effect's intent record, or why recovery_required stopped it), in words;
+    empty in a listing and when nothing asks.
+    """
+    display_label: _builtins.str
+    """The display projection's words (longtasks/domain/display.py): why it
+    stands still or what it does ("queued: 2 ahead of it", "waiting for its
+    next window at 09:00 (truerun must be running)", "needs your decision").
+    """
+    display_action: _builtins.str
+    """The main action a surface offers: start, pause, answer, review_approval,
+    resume, review, view_unmet, view, view_report.
+    """
     @_builtins.property
     def constraints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Constraints."""
@@ -1208,10 +1231,14 @@ class LongTask(_message.Message):
         continuation: Global___LongTaskContinuation | None = ...,
         source_run_id: _builtins.str = ...,
         source_ref: _builtins.str = ...,
+        progress: _builtins.str = ...,
+        recovery_prompt: _builtins.str = ...,
+        display_label: _builtins.str = ...,
+        display_action: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "continuation", b"continuation", "create_time", b"create_time", "finish_time", b"finish_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "project_id", b"project_id", "queue_position", b"queue_position", "source_ref", b"source_ref", "source_run_id", b"source_run_id", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_action", b"display_action", "display_label", b"display_label", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "progress", b"progress", "project_id", b"project_id", "queue_position", b"queue_position", "recovery_prompt", b"recovery_prompt", "source_ref", b"source_ref", "source_run_id", b"source_run_id", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1527,6 +1554,9 @@ class RevisePlanRequest(_message.Message):
     STEPS_FIELD_NUMBER: _builtins.int
     CRITERIA_FIELD_NUMBER: _builtins.int
     AUTHOR_FIELD_NUMBER: _builtins.int
+    GOAL_FIELD_NUMBER: _builtins.int
+    CONSTRAINTS_FIELD_NUMBER: _builtins.int
+    REVISE_CONSTRAINTS_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project."""
     long_task_id: _builtins.str
@@ -1537,6 +1567,10 @@ class RevisePlanRequest(_message.Message):
     """Why the plan changes."""
     author: _builtins.str
     """Who wrote the revision: "user" (default) or "model"."""
+    goal: _builtins.str
+    """The new goal; empty = keep it."""
+    revise_constraints: _builtins.bool
+    """Replace the constraints with constraints (else they are kept)."""
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepDraft]:
         """The new steps; empty = keep the current ones."""
@@ -1544,6 +1578,10 @@ class RevisePlanRequest(_message.Message):
     @_builtins.property
     def criteria(self) -> _containers.RepeatedCompositeFieldContainer[Global___CriterionDraft]:
         """The new criteria; empty = keep the current ones."""
+
+    @_builtins.property
+    def constraints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The new constraints, when revise_constraints is set (empty then: none)."""
 
     def __init__(
         self,
@@ -1555,10 +1593,13 @@ class RevisePlanRequest(_message.Message):
         steps: _abc.Iterable[Global___StepDraft] | None = ...,
         criteria: _abc.Iterable[Global___CriterionDraft] | None = ...,
         author: _builtins.str = ...,
+        goal: _builtins.str = ...,
+        constraints: _abc.Iterable[_builtins.str] | None = ...,
+        revise_constraints: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["author", b"author", "criteria", b"criteria", "etag", b"etag", "long_task_id", b"long_task_id", "project_id", b"project_id", "reason", b"reason", "steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["author", b"author", "constraints", b"constraints", "criteria", b"criteria", "etag", b"etag", "goal", b"goal", "long_task_id", b"long_task_id", "project_id", b"project_id", "reason", b"reason", "revise_constraints", b"revise_constraints", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
