@@ -27,7 +27,7 @@ from longtasks.domain.rules import Moved, Refusal, Refused, TaskCommand, decide_
 from longtasks.service.base import DoorBase, Work
 from longtasks.service.errors import task_error
 from longtasks.service.inputs import Changed, NewCriterion, NewTask
-from longtasks.service.usage import budget_words
+from longtasks.service.usage import budget_ending, budget_words
 from longtasks.store.rows import dumps
 from longtasks.store.sql import TaskExists
 
@@ -104,9 +104,9 @@ class TaskCommands(DoorBase):
         """A queued task's next attempt: its run is created through the coordinator's door
         in this transaction (one try: retrying is the long task's recovery, never the run's
         retry policy), linked, and the attempt takes the lease. A task whose budget is used
-        up goes to ``partial`` instead, saying so. ``admit``: the scheduler's check, in this
-        transaction right before the attempt opens (the owner's concurrency cap); it raises
-        to refuse, and nothing is written."""
+        up goes to ``partial`` (``failed`` with no useful result) instead, saying so.
+        ``admit``: the scheduler's check, in this transaction right before the attempt
+        opens (the owner's concurrency cap); it raises to refuse, and nothing is written."""
 
         async def change(work: Work) -> None:
             refused = decide_task(work.task.state, C.ATTEMPT_STARTED)
@@ -121,7 +121,8 @@ class TaskCommands(DoorBase):
             if exhausted is not None:
                 steps = await self._steps(work)
                 criteria = await self._sql.criteria(work.tx, task_id, work.task.plan_version)
-                self._move(work, C.BUDGET_EXHAUSTED, budget_words(exhausted, steps, criteria))
+                ending = budget_ending(steps, criteria)
+                self._move(work, ending, budget_words(exhausted, steps, criteria))
                 return
             if admit is not None:
                 await admit(work.tx, work.task)
