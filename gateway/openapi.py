@@ -363,6 +363,7 @@ def _long_task_schemas() -> dict[str, Schema]:
     path = frozenset({"project_id", "long_task_id"})
     for body, request, required in (
         ("LongTaskNoteBody", "PauseLongTaskRequest", ("etag",)),
+        ("ClearRecoveryBody", "ClearRecoveryRequest", ("etag",)),
         ("ContinueLongTaskBody", "ContinueLongTaskRequest", ("etag", "reason")),
         ("RevisePlanBody", "RevisePlanRequest", ("etag", "reason")),
         ("AnswerDecisionBody", "AnswerDecisionRequest", ("etag", "decision_id", "answer")),

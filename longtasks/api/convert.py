@@ -290,5 +290,7 @@ def task_to_proto(view: TaskView) -> pb.LongTask:
     message.plan_versions.extend(plan_to_proto(p) for p in view.plans)
     message.attempts.extend(attempt_to_proto(a) for a in view.attempts)
     message.progress = progress(task.state, view.steps, view.criteria, view.decisions)
-    message.recovery_prompt = recovery_prompt(task.state, task.state_reason, view.decisions)
+    message.recovery_prompt = recovery_prompt(
+        task.state, task.state_reason, view.decisions, view.steps, view.effects
+    )
     return message

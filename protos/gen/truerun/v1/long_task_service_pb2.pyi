@@ -1517,6 +1517,7 @@ class ClearRecoveryRequest(_message.Message):
     LONG_TASK_ID_FIELD_NUMBER: _builtins.int
     ETAG_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    RESOLUTION_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project."""
     long_task_id: _builtins.str
@@ -1525,6 +1526,11 @@ class ClearRecoveryRequest(_message.Message):
     """The task's etag as the caller read it."""
     note: _builtins.str
     """Why, in words (kept in the task's log)."""
+    resolution: _builtins.str
+    """The person's resolution (longtasks/domain/resolutions.py): "go_on" (empty: the
+    default; it goes on as it is), "skip" (the stopped step's work is done: skipped on
+    the person's word) or "retry" (not done: the stopped step back to pending).
+    """
     def __init__(
         self,
         *,
@@ -1532,10 +1538,11 @@ class ClearRecoveryRequest(_message.Message):
         long_task_id: _builtins.str = ...,
         etag: _builtins.str = ...,
         note: _builtins.str = ...,
+        resolution: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["etag", b"etag", "long_task_id", b"long_task_id", "note", b"note", "project_id", b"project_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["etag", b"etag", "long_task_id", b"long_task_id", "note", b"note", "project_id", b"project_id", "resolution", b"resolution"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
