@@ -28,7 +28,8 @@ from longtasks.domain.model import (
     Task,
 )
 from longtasks.domain.progress import progress, recovery_prompt
-from longtasks.domain.states import DecisionState, PlanAuthor, ProbeResult
+from longtasks.domain.resolutions import offered
+from longtasks.domain.states import DecisionState, PlanAuthor, ProbeResult, TaskState
 from longtasks.domain.text_commands import prompt
 from longtasks.service.reads import TaskView
 from longtasks.store.rows import display_json
@@ -293,4 +294,7 @@ def task_to_proto(view: TaskView) -> pb.LongTask:
     message.recovery_prompt = recovery_prompt(
         task.state, task.state_reason, view.decisions, view.steps, view.effects
     )
+    if task.state is TaskState.RECOVERY_REQUIRED:
+        facts = [s.rules() for s in view.steps]
+        message.recovery_resolutions.extend(r.value for r in offered(facts))
     return message

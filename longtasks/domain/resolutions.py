@@ -69,3 +69,11 @@ def resolve_recovery(steps: Sequence[Step], resolution: Resolution) -> Resolved 
     else:
         why = f"step {stopped.index}: a person says its work is not done; it runs again"
     return Resolved(stopped.index, command, why)
+
+
+def offered(steps: Sequence[Step]) -> tuple[Resolution, ...]:
+    """What a surface offers a person on ``recovery_required``, besides going on as it is
+    and cancelling: skip and retry with a stopped step, else retry (check again)."""
+    if stopped_step(steps) is None:
+        return (Resolution.RETRY,)
+    return (Resolution.SKIP, Resolution.RETRY)

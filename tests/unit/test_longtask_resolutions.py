@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from longtasks.domain.model import Step
-from longtasks.domain.resolutions import Resolution, Resolved, resolve_recovery, stopped_step
+from longtasks.domain.resolutions import (
+    Resolution,
+    Resolved,
+    offered,
+    resolve_recovery,
+    stopped_step,
+)
 from longtasks.domain.rules import Refusal, Refused, StepCommand, StepMoved, decide_step
 from longtasks.domain.states import Basis, SideEffect, StepState, TaskState
 
@@ -64,3 +70,10 @@ def test_a_finished_task_takes_no_resolution_move() -> None:
     for task in (TaskState.PARTIAL, TaskState.FAILED, TaskState.CANCELLED):
         moved = decide_step(task, FAILED_PLAN[1], StepCommand.SKIP, basis=Basis.USER)
         assert isinstance(moved, Refused) and moved.reason is Refusal.TASK_TERMINAL
+
+
+def test_what_a_surface_offers() -> None:
+    assert offered(FAILED_PLAN) == (R.SKIP, R.RETRY)
+    assert offered(VERIFIED_PLAN) == (R.RETRY,)
+    for resolution in offered(FAILED_PLAN) + offered(VERIFIED_PLAN):  # each one is taken
+        assert isinstance(resolve_recovery(FAILED_PLAN, resolution), Resolved)

@@ -23,6 +23,9 @@ const CHOICES = {
   ],
 };
 
+// ClearRecovery's resolutions, in a person's words (seed C: 已发送, 跳过 / 未发送, 重试).
+const RESOLUTION_WORDS = { skip: 'Done, skip', retry: 'Not done, retry' };
+
 function section(id, title) {
   return h('section', { class: `lt-section lt-${id}`, 'aria-labelledby': `lt-${id}-h` },
     h('h2', { id: `lt-${id}-h` }, title), h('div', { class: 'lt-body' }));
@@ -95,8 +98,12 @@ export function mount(ctx, id) {
     const buttons = effect
       ? CHOICES.effect.map(([answer, words]) => h('button', { type: 'button', dataset: { answer },
         onclick: () => act('answer', { decision_id: effect.decision_id, answer }) }, words))
-      : [h('button', { type: 'button', dataset: { answer: 'clear' },
-        onclick: () => act('clearRecovery', { note: 'checked from the dashboard' }) }, 'Checked, go on'),
+      // recovery_required: the resolutions the server offers now (skip and retry with a
+      // stopped step; retry alone, "check again", after an interrupted verification)
+      : [...(task.recovery_resolutions || []).map((resolution) => h('button', {
+        type: 'button', dataset: { answer: resolution },
+        onclick: () => act('clearRecovery', { resolution, note: 'resolved from the dashboard' }),
+      }, RESOLUTION_WORDS[resolution] || resolution)),
       h('button', { type: 'button', dataset: { answer: 'cancel' },
         onclick: () => act('cancel', { note: 'given up after a check' }) }, 'Cancel it')];
     buttons.push(h('button', { type: 'button', dataset: { answer: 'check' }, onclick: () => {
