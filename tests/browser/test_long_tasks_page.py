@@ -213,6 +213,11 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         await sdk.request_decision("Which bucket?", ["eu", "us"])
         await sdk.close()
         await walk.state("ask", "waiting_for_you", "waiting-for-user", count="1")
+        # Its stillness as a duration the app's ticker counts on, in the same row.
+        still = row(group, "ask").locator(".lt-still")
+        await expect(still).to_contain_text("waiting for your answer for ")
+        waited = await still.locator(".lt-waited").text_content()
+        await expect(still.locator(".lt-waited")).not_to_have_text(waited or "", timeout=3000)
         asking = await dash.open(browser, "/tasks/ask")
         await expect(asking.locator(".lt-ask .lt-decision")).to_contain_text("Which bucket?")
         await dash.screenshot(asking, "inspector-question")
