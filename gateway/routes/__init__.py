@@ -98,6 +98,20 @@ ROUTES: tuple[Entry, ...] = (
     # The document does not describe itself.
     Entry("GET", "/v1/openapi.json", meta.openapi_document, public=True),
     Entry(
+        "GET",
+        "/v1/me",
+        meta.me,
+        (
+            Operation(
+                operation_id="get_me",
+                summary="who the calling token is",
+                description="The actor its actions are recorded as, the projects it sees "
+                "(all_projects: every one) and whether it is an operator.",
+                responses={"200": json_response("the caller", "Me"), **problems("401")},
+            ),
+        ),
+    ),
+    Entry(
         "POST",
         f"{BASE}/runs",
         runs.create_run,

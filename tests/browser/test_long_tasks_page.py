@@ -142,6 +142,9 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
             await inspector.locator('.lt-ask button[data-answer="grant"]').click()
             await settle(asked)
             await walk.state("walk", "in_progress", f"{name}-granted")
+            # answered by this dashboard's own token (GET /v1/me): "by you"
+            answered = inspector.locator(".lt-decisions .lt-past").first
+            await expect(answered).to_contain_text("answered “grant” by you at ")
         await step2.complete([evidence("file", str(report), "part 2")])
         await step2.__aexit__(None, None, None)
         async with sdk.step("s3") as step:

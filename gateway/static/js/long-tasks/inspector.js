@@ -7,6 +7,7 @@
 import { h, formatTime, formatDuration, enumName, timeEl } from '../dom.js';
 import { command, follow, newer, read } from './live.js';
 import { DIRECT, fill, openDecisions, row } from './rows.js';
+import { byWhom, whoAmI } from '../me.js';
 
 const CHOICES = {
   effect: [
@@ -70,6 +71,7 @@ export function mount(ctx, id) {
   const title = h('h1', { tabindex: '-1' }, `Task ${id}`);
   main.append(title, head, recovery, ...Object.values(parts));
   let task = null;
+  let me = null; // GET /v1/me: "answered by you"
   let checking = false; // "I'll check": the person will look first; nothing is sent
 
   const act = async (verb, body = {}) => {
@@ -200,7 +202,7 @@ export function mount(ctx, id) {
         evidenceLinks(s.evidence)))));
     body('decisions').replaceChildren(h('ul', {}, (task.decisions || []).map((d) =>
       h('li', { class: 'lt-past' }, `${d.kind}: ${d.question} — `,
-        d.state === 'open' ? 'open' : `${d.state}${d.answer ? ` “${d.answer}”` : ''} by ${d.answered_by || '—'} at ${formatTime(d.answer_time)}`,
+        d.state === 'open' ? 'open' : `${d.state}${d.answer ? ` “${d.answer}”` : ''} by ${byWhom(d.answered_by, me)} at ${formatTime(d.answer_time)}`,
         d.repeat_count > 1 ? ` · request ${d.repeat_count} for the same permission` : '',
         d.note ? ` · note: ${d.note}` : ''))));
     const b = task.budget || {};
@@ -222,6 +224,10 @@ export function mount(ctx, id) {
     if (task && !newer(live, task)) return;
     task = live;
     render();
+  });
+  whoAmI().then((got) => {
+    me = got;
+    if (task && me) render();
   });
   if (!task) {
     read(project, id).then((got) => {
