@@ -244,8 +244,8 @@ def budget_warning(b: pb.LongTaskBudget) -> str | None:
     if b.tokens_used >= b.max_tokens:
         return f"warning    the token budget is used up ({share}%)"
     return (
-        f"warning    {share}% of the token budget is used: the task stops as partial "
-        "when it runs out"
+        f"warning    {share}% of the token budget is used: when it runs out the task stops "
+        "(partial, or failed with nothing done)"
     )
 
 
