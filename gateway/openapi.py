@@ -21,6 +21,7 @@ from truerun.v1 import (
 )
 
 from gateway.routes import ROUTES
+from gateway.routes.me import ME_SCHEMA
 from gateway.routes.spec import Schema, ref
 
 _INT32 = {
@@ -188,17 +189,7 @@ def document() -> Schema:
     schemas.update(_schedule_schemas())
     schemas.update(_long_task_schemas())
     schemas["Problem"] = _PROBLEM
-    schemas["Me"] = {
-        "type": "object",
-        "required": ["actor", "named", "all_projects", "projects", "operator"],
-        "properties": {
-            "actor": {"type": "string", "description": "the actor id its actions carry"},
-            "named": {"type": "boolean", "description": "a person's name was configured"},
-            "all_projects": {"type": "boolean"},
-            "projects": {"type": "array", "items": {"type": "string"}},
-            "operator": {"type": "boolean"},
-        },
-    }
+    schemas["Me"] = ME_SCHEMA
     schemas["Health"] = {
         "type": "object",
         "required": ["status"],

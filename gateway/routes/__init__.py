@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gateway.routes import capacity, events, meta, output, run_filters, runs
 from gateway.routes.long_task_routes import LONG_TASK_ROUTES
+from gateway.routes.me import ME_ROUTE
 from gateway.routes.notice_routes import NOTICE_ROUTES
 from gateway.routes.schedule_routes import SCHEDULE_ROUTES
 from gateway.routes.spec import (
@@ -97,20 +98,7 @@ ROUTES: tuple[Entry, ...] = (
     ),
     # The document does not describe itself.
     Entry("GET", "/v1/openapi.json", meta.openapi_document, public=True),
-    Entry(
-        "GET",
-        "/v1/me",
-        meta.me,
-        (
-            Operation(
-                operation_id="get_me",
-                summary="who the calling token is",
-                description="The actor its actions are recorded as, the projects it sees "
-                "(all_projects: every one) and whether it is an operator.",
-                responses={"200": json_response("the caller", "Me"), **problems("401")},
-            ),
-        ),
-    ),
+    ME_ROUTE,
     Entry(
         "POST",
         f"{BASE}/runs",

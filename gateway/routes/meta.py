@@ -1,5 +1,5 @@
-"""The gateway's own answers: liveness, the OpenAPI document (both without a token), who the
-calling token is (``GET /v1/me``), and the problem for a path or method no route serves."""
+"""The gateway's own answers: liveness, the OpenAPI document (both without a token), and the
+problem for a path or method no route serves."""
 
 from __future__ import annotations
 
@@ -9,29 +9,11 @@ from starlette.responses import Response
 
 from gateway.http import JSON, error_response, json_response
 from gateway.problems import Problem
-from gateway.routes.common import context, endpoint, principal
-from gateway.tokens import ALL_PROJECTS
+from gateway.routes.common import context
 
 
 async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
-
-
-@endpoint
-async def me(request: Request) -> Response:
-    """The actor the token acts as (what ``answered_by``, ``created_by`` and events name),
-    the projects it sees and whether it is an operator: a surface says "by you" with it."""
-    who = principal(request)
-    projects = sorted(p for p in who.projects if p != ALL_PROJECTS)
-    return json_response(
-        {
-            "actor": who.name,
-            "named": who.named,
-            "all_projects": who.all_projects,
-            "projects": projects,
-            "operator": who.operator,
-        }
-    )
 
 
 async def openapi_document(request: Request) -> Response:

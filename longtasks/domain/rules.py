@@ -236,8 +236,7 @@ STEP_TRANSITIONS: Mapping[tuple[StepState, StepCommand], StepState] = {
     (S.UNCERTAIN, SC.COMPLETE): S.COMPLETED,
     (S.UNCERTAIN, SC.SKIP): S.SKIPPED,
     (S.UNCERTAIN, SC.FAIL): S.FAILED,
-    # a person resolving recovery_required on a failed step (resolutions.py): done, skip it;
-    # not done, run it again from pending
+    # a person's resolution of a failed step (resolutions.py): done, skip; not done, reopen
     (S.FAILED, SC.SKIP): S.SKIPPED,
     (S.FAILED, SC.REOPEN): S.PENDING,
 }

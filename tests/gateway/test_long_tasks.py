@@ -150,16 +150,6 @@ async def test_a_long_task_over_rest_from_create_to_export(
         409,
         "INVALID_LONG_TASK_TRANSITION",
     )
-    # A resolution that is not one of go_on, skip, retry (the body's field, REST to gRPC).
-    assert_problem(
-        await http.post(
-            f"{REPORT}:clearRecovery",
-            json={"etag": queued["etag"], "resolution": "maybe"},
-            headers=AUTH,
-        ),
-        400,
-        "INVALID_ARGUMENT",
-    )
     assert await snapshot(stack.database_url) == before
 
     # Pause, resume; revise the plan; waive a criterion: each on the etag before it.
