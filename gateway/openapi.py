@@ -21,6 +21,7 @@ from truerun.v1 import (
 )
 
 from gateway.routes import ROUTES
+from gateway.routes.me import ME_SCHEMA
 from gateway.routes.spec import Schema, ref
 
 _INT32 = {
@@ -188,6 +189,7 @@ def document() -> Schema:
     schemas.update(_schedule_schemas())
     schemas.update(_long_task_schemas())
     schemas["Problem"] = _PROBLEM
+    schemas["Me"] = ME_SCHEMA
     schemas["Health"] = {
         "type": "object",
         "required": ["status"],
@@ -363,6 +365,7 @@ def _long_task_schemas() -> dict[str, Schema]:
     path = frozenset({"project_id", "long_task_id"})
     for body, request, required in (
         ("LongTaskNoteBody", "PauseLongTaskRequest", ("etag",)),
+        ("ClearRecoveryBody", "ClearRecoveryRequest", ("etag",)),
         ("ContinueLongTaskBody", "ContinueLongTaskRequest", ("etag", "reason")),
         ("RevisePlanBody", "RevisePlanRequest", ("etag", "reason")),
         ("AnswerDecisionBody", "AnswerDecisionRequest", ("etag", "decision_id", "answer")),

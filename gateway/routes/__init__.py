@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gateway.routes import capacity, events, meta, output, run_filters, runs
 from gateway.routes.long_task_routes import LONG_TASK_ROUTES
+from gateway.routes.me import ME_ROUTE
 from gateway.routes.notice_routes import NOTICE_ROUTES
 from gateway.routes.schedule_routes import SCHEDULE_ROUTES
 from gateway.routes.spec import (
@@ -97,6 +98,7 @@ ROUTES: tuple[Entry, ...] = (
     ),
     # The document does not describe itself.
     Entry("GET", "/v1/openapi.json", meta.openapi_document, public=True),
+    ME_ROUTE,
     Entry(
         "POST",
         f"{BASE}/runs",

@@ -49,8 +49,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "Cancels the task for good: no continuation ever starts again.",
     ),
     "clearRecovery": (
-        "LongTaskNoteBody",
-        "A person has checked a task in recovery_required: it is queued again.",
+        "ClearRecoveryBody",
+        "A person has checked a task in recovery_required: it is queued again; resolution "
+        "skip (the stopped step's work is done: skipped on their word) or retry (not done: "
+        "the step runs again), default go_on.",
     ),
     "continue": (
         "ContinueLongTaskBody",

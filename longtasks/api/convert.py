@@ -28,7 +28,8 @@ from longtasks.domain.model import (
     Task,
 )
 from longtasks.domain.progress import progress, recovery_prompt
-from longtasks.domain.states import DecisionState, PlanAuthor, ProbeResult
+from longtasks.domain.resolutions import offered
+from longtasks.domain.states import DecisionState, PlanAuthor, ProbeResult, TaskState
 from longtasks.domain.text_commands import prompt
 from longtasks.service.reads import TaskView
 from longtasks.store.rows import display_json
@@ -290,5 +291,10 @@ def task_to_proto(view: TaskView) -> pb.LongTask:
     message.plan_versions.extend(plan_to_proto(p) for p in view.plans)
     message.attempts.extend(attempt_to_proto(a) for a in view.attempts)
     message.progress = progress(task.state, view.steps, view.criteria, view.decisions)
-    message.recovery_prompt = recovery_prompt(task.state, task.state_reason, view.decisions)
+    message.recovery_prompt = recovery_prompt(
+        task.state, task.state_reason, view.decisions, view.steps, view.effects
+    )
+    if task.state is TaskState.RECOVERY_REQUIRED:
+        facts = [s.rules() for s in view.steps]
+        message.recovery_resolutions.extend(r.value for r in offered(facts))
     return message

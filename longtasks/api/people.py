@@ -32,6 +32,7 @@ from longtasks.api.notices import NoticeRpcs
 from longtasks.domain.actions import Action
 from longtasks.domain.model import Task
 from longtasks.domain.queue import unfinished_cap_refusal
+from longtasks.domain.resolutions import Resolution
 from longtasks.domain.states import PlanAuthor
 from longtasks.service.actions import ActRequest, TaskActions
 from longtasks.service.chat import ChatCommands
@@ -58,6 +59,15 @@ def _etag(value: str) -> int:
     if expected is None:
         raise InvalidArgument("etag is required: read the task, then send its etag")
     return expected
+
+
+def _resolution(value: str) -> Resolution:
+    """ClearRecovery's resolution; empty is ``go_on`` (the request as it was before)."""
+    try:
+        return Resolution(value or Resolution.GO_ON)
+    except ValueError:
+        offered = ", ".join(r.value for r in Resolution)
+        raise InvalidArgument(f"resolution must be one of {offered}, not {value!r}") from None
 
 
 def _page_token(task: Task) -> str:
@@ -190,7 +200,8 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
     async def ClearRecovery(self, request: pb.ClearRecoveryRequest, context: Ctx) -> pb.LongTask:
         task = await self._seen(request.project_id, request.long_task_id)
         note = drafts.text(request.note, "note", 1024)
-        await self._door.clear_recovery(task.id, _etag(request.etag), _actor(), note)
+        resolution = _resolution(request.resolution)
+        await self._door.clear_recovery(task.id, _etag(request.etag), _actor(), note, resolution)
         return await self._answer(task.id)
 
     @unary

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from longtasks.domain.model import CriterionRecord, Decision, PlanStep
+from longtasks.domain.model import CriterionRecord, Decision, Effect, PlanStep
 from longtasks.domain.states import (
     CriterionResult,
     DecisionKind,
@@ -74,14 +74,20 @@ def _at(ms: object) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def recovery_prompt(state: TaskState, state_reason: str, decisions: Sequence[Decision]) -> str:
+def recovery_prompt(
+    state: TaskState,
+    state_reason: str,
+    decisions: Sequence[Decision],
+    steps: Sequence[PlanStep] = (),
+    effects: Sequence[Effect] = (),
+) -> str:
     """The question a person answers after an interruption, written for them: the step an
     uncertain effect belongs to, with its intent record (an open ``effect`` decision), or,
     for ``recovery_required``, why the task stopped. Empty when nothing asks."""
-    effects = _open(decisions, DecisionKind.EFFECT)
-    if effects:
+    asked = _open(decisions, DecisionKind.EFFECT)
+    if asked:
         try:
-            material = json.loads(effects[0].material)
+            material = json.loads(asked[0].material)
         except ValueError:
             material = {}
         if not isinstance(material, dict):
@@ -97,8 +103,27 @@ def recovery_prompt(state: TaskState, state_reason: str, decisions: Sequence[Dec
             words += f", summary “{material['summary']}”"
         return words + "."
     if state is T.RECOVERY_REQUIRED:
+        return _stopped_prompt(state_reason, steps, effects)
+    return ""
+
+
+def _stopped_prompt(state_reason: str, steps: Sequence[PlanStep], effects: Sequence[Effect]) -> str:
+    """recovery_required: the failed step recovery stopped at (``resolutions.stopped_step``)
+    with its last intent record, else the general words (verification interrupted)."""
+    failed = next((s for s in steps if s.state is StepState.FAILED), None)
+    if failed is None:
         return (
             f"It stopped and needs a person before it goes on: {state_reason}. Check what "
             "happened, then let it go on (it is queued again) or cancel it."
         )
-    return ""
+    words = (
+        f"Before it stopped it was working on “{failed.title}”: {state_reason}. truerun "
+        "cannot tell whether its work was done: if it was, skip the step; if not, it runs "
+        "again."
+    )
+    mine = [e for e in effects if e.step_id == failed.step_id]
+    effect = next((e for e in mine if e.id == failed.intent_id), mine[-1] if mine else None)
+    if effect is None:
+        return words
+    words += f" Intent recorded {_at(effect.recorded_at_ms)}, target {effect.target}"
+    return words + (f", summary “{effect.summary}”." if effect.summary else ".")

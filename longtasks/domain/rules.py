@@ -67,6 +67,7 @@ class StepCommand(StrEnum):
     SKIP = "skip"
     BLOCK = "block"
     FAIL = "fail"
+    REOPEN = "reopen"  # a failed step back to pending: only on a person's word (a retry)
 
 
 class Refusal(StrEnum):
@@ -97,6 +98,7 @@ class Refusal(StrEnum):
     ATTEMPT_OPEN = "ATTEMPT_OPEN"  # the previous attempt has not ended yet
     DECISION_CLOSED = "DECISION_CLOSED"  # the decision was answered or expired already
     ANSWER_NOT_OFFERED = "ANSWER_NOT_OFFERED"  # not one of the answers its kind takes
+    NO_STOPPED_STEP = "NO_STOPPED_STEP"  # skip: recovery_required stopped at no step
 
 
 C = TaskCommand
@@ -234,6 +236,9 @@ STEP_TRANSITIONS: Mapping[tuple[StepState, StepCommand], StepState] = {
     (S.UNCERTAIN, SC.COMPLETE): S.COMPLETED,
     (S.UNCERTAIN, SC.SKIP): S.SKIPPED,
     (S.UNCERTAIN, SC.FAIL): S.FAILED,
+    # a person's resolution of a failed step (resolutions.py): done, skip; not done, reopen
+    (S.FAILED, SC.SKIP): S.SKIPPED,
+    (S.FAILED, SC.REOPEN): S.PENDING,
 }
 
 _ANY_CLASS = tuple(E)
@@ -258,7 +263,11 @@ UNCERTAIN_EXITS: Mapping[tuple[StepCommand, E], frozenset[Basis]] = {
 #: The only basis a move from another state may name: reconciling a dead holder's step.
 OTHER_BASES: Mapping[tuple[StepState, StepCommand], frozenset[Basis]] = {
     (S.RUNNING, SC.MARK_UNCERTAIN): frozenset({Basis.HOLDER_GONE}),
+    (S.FAILED, SC.SKIP): frozenset({Basis.USER}),
+    (S.FAILED, SC.REOPEN): frozenset({Basis.USER}),
 }
+#: Moves only a person makes: without a basis (the attempt's own act) they are refused.
+PERSON_ONLY = frozenset({(S.FAILED, SC.SKIP), (S.FAILED, SC.REOPEN)})
 #: What the step's record must show for a basis to be true.
 BASIS_FACTS: Mapping[Basis, Callable[[Step], bool]] = {
     Basis.EVIDENCE: lambda step: bool(step.evidence),
@@ -281,6 +290,7 @@ RESOLUTION_GATE: Mapping[StepCommand, frozenset[TaskState]] = {
     SC.COMPLETE: TASK_NOT_TERMINAL,
     SC.SKIP: TASK_NOT_TERMINAL,
     SC.FAIL: TASK_NOT_TERMINAL,
+    SC.REOPEN: TASK_NOT_TERMINAL,
     SC.MARK_UNCERTAIN: frozenset(TaskState),
 }
 #: With an intent but no receipt, the attempt may only record the receipt or say it does
@@ -297,8 +307,9 @@ class StepMoved:
 
     @property
     def fresh_try(self) -> bool:
-        """A new try: the step's intent, receipt and probe of the last try no longer apply."""
-        return self.command is SC.BEGIN
+        """A new try: the step's intent, receipt and probe of the last try no longer apply
+        (``reopen``: a person said the failed try's work was not done)."""
+        return self.command in (SC.BEGIN, SC.REOPEN)
 
 
 def decide_step(
@@ -333,6 +344,9 @@ def _basis_refusal(step: Step, command: StepCommand, basis: Basis | None) -> Ref
             )
     else:
         accepted = OTHER_BASES.get((step.state, command), frozenset())
+        if basis is None and (step.state, command) in PERSON_ONLY:
+            why = f"only a person may {command} a {step.state} step"
+            return Refused(Refusal.BASIS_REQUIRED, why)
         if basis is None:
             return None
     if basis not in accepted:

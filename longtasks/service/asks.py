@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kernel.errors import InvalidArgument
+from longtasks.domain.boundary import Boundary, boundary_command
 from longtasks.domain.completion import Completion, Outcome, Source, Verdict, evaluate
 from longtasks.domain.decisions import ApprovalAnswer, VerificationAnswer
 from longtasks.domain.findings import disputed_completion
@@ -101,7 +102,8 @@ class Asks(DoorBase):
     ) -> Changed:
         """The verifier's verdicts; ``completion.evaluate`` decides: every required criterion
         passed with evidence bound to it -> completed; a failed one -> a correction round
-        while they last, else partial; unproven -> a person is asked (never completed)."""
+        while they last, else partial (failed with no useful result: ``boundary.py``);
+        unproven -> a person is asked (never completed)."""
 
         async def change(work: Work) -> None:
             refused = decide_task(work.task.state, C.VERIFICATION_PASSED)
@@ -204,7 +206,9 @@ class Asks(DoorBase):
                 work.task = replace(task, corrections_used=task.corrections_used + 1)
                 self._move(work, C.START_CORRECTION, f"{why}: correcting")
                 return  # the same attempt corrects, holding its lease
-            self._move(work, C.VERIFICATION_INCOMPLETE, f"{why}; unmet: {completion.unmet}")
+            steps = [s.state for s in await self._steps(work)]
+            ending = boundary_command(Boundary.CORRECTIONS, steps, completion.results.values())
+            self._move(work, ending, f"{why}; unmet: {completion.unmet}")
         else:
             self._move(work, C.REQUEST_DECISION, why)
             question = f"Confirm the criteria that could not be proven: {list(completion.unmet)}"

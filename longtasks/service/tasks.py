@@ -23,11 +23,13 @@ from longtasks.domain.model import (
     Task,
 )
 from longtasks.domain.plans import first_plan, plan_refusal
+from longtasks.domain.resolutions import Resolution, resolve_recovery
 from longtasks.domain.rules import Moved, Refusal, Refused, TaskCommand, decide_task
+from longtasks.domain.states import Basis, ProbeResult
 from longtasks.service.base import DoorBase, Work
 from longtasks.service.errors import task_error
 from longtasks.service.inputs import Changed, NewCriterion, NewTask
-from longtasks.service.usage import budget_words
+from longtasks.service.usage import budget_ending, budget_words
 from longtasks.store.rows import dumps
 from longtasks.store.sql import TaskExists
 
@@ -104,9 +106,9 @@ class TaskCommands(DoorBase):
         """A queued task's next attempt: its run is created through the coordinator's door
         in this transaction (one try: retrying is the long task's recovery, never the run's
         retry policy), linked, and the attempt takes the lease. A task whose budget is used
-        up goes to ``partial`` instead, saying so. ``admit``: the scheduler's check, in this
-        transaction right before the attempt opens (the owner's concurrency cap); it raises
-        to refuse, and nothing is written."""
+        up goes to ``partial`` (``failed`` with no useful result) instead, saying so.
+        ``admit``: the scheduler's check, in this transaction right before the attempt
+        opens (the owner's concurrency cap); it raises to refuse, and nothing is written."""
 
         async def change(work: Work) -> None:
             refused = decide_task(work.task.state, C.ATTEMPT_STARTED)
@@ -121,7 +123,8 @@ class TaskCommands(DoorBase):
             if exhausted is not None:
                 steps = await self._steps(work)
                 criteria = await self._sql.criteria(work.tx, task_id, work.task.plan_version)
-                self._move(work, C.BUDGET_EXHAUSTED, budget_words(exhausted, steps, criteria))
+                ending = budget_ending(steps, criteria)
+                self._move(work, ending, budget_words(exhausted, steps, criteria))
                 return
             if admit is not None:
                 await admit(work.tx, work.task)
@@ -228,12 +231,39 @@ class TaskCommands(DoorBase):
         )
 
     async def clear_recovery(
-        self, task_id: str, expected_version: int, actor: Actor, note: str = ""
+        self,
+        task_id: str,
+        expected_version: int,
+        actor: Actor,
+        note: str = "",
+        resolution: Resolution = Resolution.GO_ON,
     ) -> Changed:
-        """A person checked an interrupted task (``recovery_required``): it goes on."""
+        """A person checked an interrupted task (``recovery_required``): it goes on, queued.
+        ``resolution`` (``domain/resolutions.py``): ``skip`` the stopped step (its work is
+        done, on their word: no evidence is recorded) or ``retry`` it (back to pending)."""
 
         async def change(work: Work) -> None:
             self._move(work, C.RECOVERY_CLEARED, f"checked by {actor.id}: {note}".strip(": "))
+            steps = await self._steps(work)
+            evidence = await self._evidence(work)
+            facts = [s.rules(self._bound(evidence, s.step_id)) for s in steps]
+            resolved = resolve_recovery(facts, resolution)
+            if isinstance(resolved, Refused):
+                raise task_error(resolved, task_id)
+            work.note("recovery_resolved", f"{resolution} by {actor.id}: {resolved.why}")
+            if resolved.command is None or resolved.step_index is None:
+                return
+            step = next(s for s in steps if s.position == resolved.step_index)
+            moved = self._decide_step(
+                work, step, facts[steps.index(step)], resolved.command, Basis.USER
+            )
+            after = replace(step, state=moved.after, basis=Basis.USER, granted_by=None)
+            if moved.fresh_try:  # the failed try's record no longer applies
+                after = replace(
+                    after, intent_id=None, receipt_id=None, probe=ProbeResult.NOT_PROBED
+                )
+            why = f"{resolved.command} on {actor.id}'s word: {resolved.why}"
+            await self._write_step(work, step, after, resolved.command, why)
 
         return await self._act(task_id, actor, change, expected_version=expected_version)
 

@@ -10,10 +10,11 @@ task's version does not move and no event is noted (a lease renewal is none eith
 person's etag stays good while the attempt spends.
 
 When the sum reaches ``max_tokens`` the attempt must not go on: the task moves to
-``partial`` in the same transaction with the reason and the acceptance criteria met and
+``partial`` (``failed`` when no step completed and no criterion passed: ``boundary.py``)
+in the same transaction with the reason and the acceptance criteria met and
 unmet, in words; the lease is released, the attempt's run cancelled through the coordinator's
 door (as ``pause`` and ``cancel`` do) and its open decisions expire. The watcher then ends
-the attempt once the run has ended (a running step becomes ``uncertain``); ``partial`` is
+the attempt once the run has ended (a running step becomes ``uncertain``); both are
 terminal, so no further attempt ever starts.
 """
 
@@ -24,6 +25,7 @@ from dataclasses import replace
 
 from coordinator.domain import commands as c
 from kernel.errors import InvalidArgument
+from longtasks.domain.boundary import Boundary, boundary_command
 from longtasks.domain.model import CriterionRecord, PlanStep
 from longtasks.domain.rules import TaskCommand
 from longtasks.domain.states import CriterionResult, StepState
@@ -73,16 +75,22 @@ class Usage(DoorBase):
         return await self._act(task_id, attempt_actor(attempt_id), change, holder=attempt_id)
 
     async def _stop_for_budget(self, work: Work, why: str) -> None:
-        """``partial`` with the reason and the criteria in words; the live attempt's run
-        cancelled in this transaction, its decisions expired."""
+        """``partial`` (or ``failed`` when nothing useful was produced: ``boundary.py``) with
+        the reason and the criteria in words; the live attempt's run cancelled in this
+        transaction, its decisions expired."""
         lease = work.task.lease
         steps = await self._steps(work)
         records = await self._sql.criteria(work.tx, work.task.id, work.task.plan_version)
-        self._move(work, TaskCommand.BUDGET_EXHAUSTED, budget_words(why, steps, records))
+        self._move(work, budget_ending(steps, records), budget_words(why, steps, records))
         if lease is not None:
             cancel = c.RequestCancel(lease.run_id, SYSTEM, reason="long_task_budget_exhausted")
             work.results.append(await self._transitions.execute_in(work.tx, cancel))
         await self._expire_decisions(work, None, "the task's budget is used up")
+
+
+def budget_ending(steps: Sequence[PlanStep], records: Sequence[CriterionRecord]) -> TaskCommand:
+    """A used-up budget's command: ``budget_exhausted`` (partial) or ``fail``."""
+    return boundary_command(Boundary.BUDGET, (s.state for s in steps), (r.result for r in records))
 
 
 def budget_words(why: str, steps: Sequence[PlanStep], records: Sequence[CriterionRecord]) -> str:

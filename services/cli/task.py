@@ -96,6 +96,22 @@ def add_parsers(
     for name, (_, _, done) in _MOVES.items():
         move = command(name, f"{name.replace('-', ' ')} a long task (sends the etag it reads)")
         move.add_argument("--note", default="", help=f"why it is {done}, kept in its log")
+        if name == "clear-recovery":
+            how = move.add_mutually_exclusive_group()
+            how.add_argument(
+                "--skip",
+                dest="resolution",
+                action="store_const",
+                const="skip",
+                help="the stopped step's work is done: skip it, on your word",
+            )
+            how.add_argument(
+                "--retry",
+                dest="resolution",
+                action="store_const",
+                const="retry",
+                help="it is not done: the stopped step runs again",
+            )
     go_on = command("continue", "go on with a finished task: a new plan version and attempt")
     go_on.add_argument("--reason", required=True, help="what the continuation is for")
     go_on.add_argument(
@@ -217,6 +233,7 @@ def _move(name: str) -> Callable[[Stub, Client, argparse.Namespace], Shown]:
                 long_task_id=task.long_task_id,
                 etag=task.etag,
                 note=args.note,
+                **({"resolution": args.resolution or ""} if name == "clear-recovery" else {}),
             )
             try:
                 after: pb.LongTask = getattr(stub, rpc)(ask, timeout=client.timeout)

@@ -244,8 +244,8 @@ def budget_warning(b: pb.LongTaskBudget) -> str | None:
     if b.tokens_used >= b.max_tokens:
         return f"warning    the token budget is used up ({share}%)"
     return (
-        f"warning    {share}% of the token budget is used: the task stops as partial "
-        "when it runs out"
+        f"warning    {share}% of the token budget is used: when it runs out the task stops "
+        "(partial, or failed with nothing done)"
     )
 
 
@@ -267,6 +267,18 @@ def continuation_lines(task: pb.LongTask) -> list[str]:
     return lines
 
 
+def where_lines(task: pb.LongTask) -> list[str]:
+    """The server's words for where the task is (``progress``) and, when a person must
+    judge an interruption, its recovery prompt with the resolutions it takes now."""
+    lines = [f"progress   {task.progress}"] if task.progress else []
+    if task.recovery_prompt:
+        lines.append(f"recovery   {task.recovery_prompt}")
+    if task.recovery_resolutions:
+        flags = " | ".join(f"--{r}" for r in task.recovery_resolutions)
+        lines.append(f"resolve    truerun task clear-recovery {task.long_task_id} [{flags}]")
+    return lines
+
+
 def describe(task: pb.LongTask) -> str:
     """Everything `task show` prints about one task."""
     lines = [
@@ -274,6 +286,7 @@ def describe(task: pb.LongTask) -> str:
         f"   owner {task.owner_id}" + (f"   agent {task.agent_id}" if task.agent_id else ""),
         f"goal       {task.goal}",
         f"state      {state_words(task)}   (stored: {stored_state(task)})",
+        *where_lines(task),
         f"plan       v{task.plan_version}   etag {task.etag}",
         f"budget     {budget_text(task.budget)}",
     ]

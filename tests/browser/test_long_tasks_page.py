@@ -142,6 +142,9 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
             await inspector.locator('.lt-ask button[data-answer="grant"]').click()
             await settle(asked)
             await walk.state("walk", "in_progress", f"{name}-granted")
+            # answered by this dashboard's own token (GET /v1/me): "by you"
+            answered = inspector.locator(".lt-decisions .lt-past").first
+            await expect(answered).to_contain_text("answered “grant” by you at ")
         await step2.complete([evidence("file", str(report), "part 2")])
         await step2.__aexit__(None, None, None)
         async with sdk.step("s3") as step:
@@ -205,47 +208,102 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         await walk.state("hold", "cancelled", "cancelled", label="cancelled by you")
 
         # waiting_for_user (a question, count badge 1), answered in the inspector; with no
-        # attempt left in its budget it ends partial ("partial 0/1").
+        # attempt left in its budget and no step done it ends failed (no useful result:
+        # longtasks/domain/boundary.py).
         await people.create(draft("ask", report, budget={"max_attempts": 1}), start=True)
         await expect(row(group, "ask")).to_have_count(1, timeout=WAIT_MS)  # seen before it asks
         sdk, _ = await attempts.attempt("ask")
         await sdk.request_decision("Which bucket?", ["eu", "us"])
         await sdk.close()
         await walk.state("ask", "waiting_for_you", "waiting-for-user", count="1")
+        # Its stillness as a duration the app's ticker counts on, in the same row.
+        still = row(group, "ask").locator(".lt-still")
+        await expect(still).to_contain_text("waiting for your answer for ")
+        waited = await still.locator(".lt-waited").text_content()
+        await expect(still.locator(".lt-waited")).not_to_have_text(waited or "", timeout=3000)
         asking = await dash.open(browser, "/tasks/ask")
         await expect(asking.locator(".lt-ask .lt-decision")).to_contain_text("Which bucket?")
         await dash.screenshot(asking, "inspector-question")
         await asking.locator('.lt-ask button[data-answer="eu"]').click()
-        await walk.state("ask", "partial", "partial", progress="partial 0/1")
+        failed = await walk.state("ask", "failed", "failed", label="failed")
+        assert failed["state"] == "LONG_TASK_STATE_FAILED", failed
+        assert "budget of 1 attempts is used up; steps done: 0 of 3" in failed["state_reason"]
         await asking.close()
 
-        # recovery_required: a step failed and the attempt's process died. "Checked, go on"
-        # clears it (queued again, and the scheduler starts it: whatever the API says);
-        # "Cancel it" cancels (another task); "I'll check" is shown with the effect tasks.
-        for task_id, answer, lands in (
-            ("broken", "clear", ("queued", "in_progress")),
-            ("dropped", "cancel", ("cancelled",)),
+        # partial: the same one-attempt budget runs out after a step completed with its
+        # evidence (a useful result), "partial 0/1" of the required criteria proven.
+        await people.create(draft("part", report, budget={"max_attempts": 1}), start=True)
+        await expect(row(group, "part")).to_have_count(1, timeout=WAIT_MS)
+        sdk, start = await attempts.attempt("part")
+        async with sdk.step("s1") as step:
+            await step.complete([evidence("file", str(report), "part 1")])
+        await sdk.close()
+        await attempts.run_ends(start)
+        partial = await walk.state("part", "partial", "partial", progress="partial 0/1")
+        assert "steps done: 1 of 3" in partial["state_reason"], partial
+
+        # recovery_required: the email step recorded its intent, the mail server's answer
+        # (a receipt) and failed; the attempt's process died. The recovery prompt, written
+        # for a person, names the step and its intent; each action on its own task, its
+        # result read back through the API: Done, skip (skipped on your word), Not done,
+        # retry (pending again), I'll check (nothing sent), Cancel it.
+        for task_id, answer in (
+            ("fixed", "skip"),
+            ("again", "retry"),
+            ("peek", "check"),
+            ("dropped", "cancel"),
         ):
-            await people.create(draft(task_id, report), start=True)
+            await people.create(effect_draft(task_id), start=True)
             await expect(row(group, task_id)).to_have_count(1, timeout=WAIT_MS)
             sdk, start = await attempts.attempt(task_id)
-            async with sdk.step("s1", begin=True) as step:
-                await step.fail("the disk is full")
+            async with sdk.step("send") as step:
+                await step.intent("mailto:team@example.com", "the weekly report email")
+                await step.receipt("mailto:team@example.com", 1, "451: try again later")
+                await step.fail("the mail server deferred it")
             await sdk.close()
             await attempts.run_ends(start)
-            await walk.state(task_id, "recovery_required", f"recovery-{task_id}", label="interr")
+            stopped = await walk.state(
+                task_id, "recovery_required", f"recovery-{task_id}", label="interr"
+            )
+            assert stopped["recovery_resolutions"] == ["skip", "retry"], stopped
             fixing = await dash.open(browser, f"/tasks/{task_id}")
-            await expect(fixing.locator(".lt-recovery .lt-prompt")).to_contain_text(
-                "needs a person before it goes on: ", timeout=WAIT_MS
+            prompt = fixing.locator(".lt-recovery .lt-prompt")
+            await expect(prompt).to_contain_text(
+                "Before it stopped it was working on “send the email”", timeout=WAIT_MS
+            )
+            await expect(prompt).to_contain_text("cannot tell whether its work was done")
+            await expect(prompt).to_contain_text("target mailto:team@example.com")
+            await expect(prompt).to_contain_text("summary “the weekly report email”")
+            buttons = fixing.locator(".lt-recovery button")
+            await expect(buttons).to_have_text(
+                ["Done, skip", "Not done, retry", "Cancel it", "I'll check"]
             )
             await dash.screenshot(fixing, f"recovery-prompt-{task_id}")
             await fixing.locator(f'.lt-recovery button[data-answer="{answer}"]').click()
-            await shows(group, people, task_id, lands)
+            if answer == "check":  # nothing is sent: it stays in recovery_required
+                await expect(fixing.locator(".lt-checking")).to_contain_text("nothing was sent")
+                after = await walk.state(task_id, "recovery_required", "recovery-check-stays")
+                assert after["steps"][0]["state"] == "STEP_STATE_FAILED", after
+                await fixing.close()
+                continue
+            lands = ("cancelled",) if answer == "cancel" else ("queued", "in_progress")
+            after = await shows(group, people, task_id, lands)
             await expect(fixing.locator(".lt-recovery")).to_be_hidden()
+            send = after["steps"][0]
+            if answer == "skip":  # on your word: skipped, basis user, no evidence made up
+                assert (send["state"], send["basis"]) == ("STEP_STATE_SKIPPED", "user"), send
+                assert not send.get("evidence"), send
+            elif answer == "retry":  # back to pending, the old try's intent gone
+                assert (send["state"], send["basis"]) == ("STEP_STATE_PENDING", "user"), send
+            else:
+                assert send["state"] == "STEP_STATE_FAILED", send
+            await dash.screenshot(fixing, f"recovery-{answer}-done")
             await fixing.close()
+            if answer == "skip":  # its new attempt would hold one of the owner's 4 slots
+                await people.command(task_id, "cancel", note="done with it")
 
         # An interruption after an intent: truerun cannot tell whether the email went out.
-        # The recovery prompt, written for a person, with its three actions (one task each).
+        # The effect question, written for a person, with its three actions (one task each).
         for task_id, answer in (("sent", "done"), ("resend", "retry"), ("look", "check")):
             await people.create(effect_draft(task_id), start=True)
             await expect(row(group, task_id)).to_have_count(1, timeout=WAIT_MS)
@@ -280,7 +338,7 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
         await expect(group.locator("#lt-list li")).to_have_count(len(walk.marks))
         # The header badge counts what is not finished; a click opens the list.
         badge = group.locator("#lt-badge")
-        await expect(badge).to_have_text("4 in progress · 1 waiting for you", timeout=WAIT_MS)
+        await expect(badge).to_have_text("4 in progress · 2 waiting for you", timeout=WAIT_MS)
         await badge.click()
         await expect(group.locator("#lt-heading")).to_be_focused()
         await dash.screenshot(group, "in-progress-group")
@@ -310,9 +368,12 @@ async def test_long_tasks_through_their_states_on_the_dashboard(
             "waiting for your approval",
             "done: every required criterion proven",
         ],
-        "weekly report ask": ["needs your decision", "partly done: required criteria unmet"],
-        "weekly report broken": ["interrupted: needs a check before it goes on"],
-        "weekly report dropped": ["interrupted: needs a check before it goes on"],
+        "weekly report ask": ["needs your decision", "failed: no safe way on"],
+        "weekly report part": ["partly done: required criteria unmet"],
+        **{
+            f"email the team {t}": ["interrupted: needs a check before it goes on"]
+            for t in ("fixed", "again", "peek", "dropped")
+        },
         "email the team sent": ["needs your decision"],
         "email the team resend": ["needs your decision"],
         "email the team look": ["needs your decision"],

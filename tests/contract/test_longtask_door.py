@@ -346,10 +346,14 @@ async def test_renew_lease_moves_only_the_expiry(h: Harness) -> None:
 async def test_an_attempt_budget_used_up_ends_the_task_partial_with_its_reason(
     h: Harness,
 ) -> None:
+    """Partial: a step completed with its evidence (a useful result, boundary.py)."""
     started = await running(h, new_task(max_attempts=1))
     assert started.made is not None
+    await h.door.begin_step("lt-1", started.made, "s1", 1)
+    await h.door.complete_step("lt-1", started.made, "s1", 2, [NewEvidence("f", "a://1", "x")])
     ended = await h.door.attempt_ended("lt-1", started.made, "run lost")
     assert ended.task.state is T.QUEUED
     stopped = await h.door.start_attempt("lt-1", SCHEDULER, ended.task.state_version)
     assert stopped.task.state is T.PARTIAL and stopped.run_id is None
     assert "budget of 1 attempts" in stopped.task.state_reason
+    assert "steps done: 1 of 3" in stopped.task.state_reason

@@ -122,10 +122,10 @@ async def test_terminal_outcomes_are_counted_once_and_a_refusal_counts_nothing(
 ) -> None:
     attempt = (await running(h, new_task(max_tokens=100))).made
     assert attempt is not None
-    await h.door.report_usage("lt-1", attempt, "u-1", 150)
-    assert value(metrics, "truerun_long_task_outcome_total", state="partial") == 1
-    await h.door.attempt_ended("lt-1", attempt, "run cancelled")  # still partial: not again
-    assert value(metrics, "truerun_long_task_outcome_total", state="partial") == 1
+    await h.door.report_usage("lt-1", attempt, "u-1", 150)  # nothing done: failed
+    assert value(metrics, "truerun_long_task_outcome_total", state="failed") == 1
+    await h.door.attempt_ended("lt-1", attempt, "run cancelled")  # still failed: not again
+    assert value(metrics, "truerun_long_task_outcome_total", state="failed") == 1
 
     other = await h.door.create(new_task("lt-2"), ANA)
     with pytest.raises(LongTaskVersionConflict):
@@ -135,7 +135,7 @@ async def test_terminal_outcomes_are_counted_once_and_a_refusal_counts_nothing(
     assert value(metrics, "truerun_long_task_outcome_total", state="cancelled") == 1
 
     scraped = metrics.exposition()
-    assert 'truerun_long_task_outcome_total{state="partial"} 1.0' in scraped
+    assert 'truerun_long_task_outcome_total{state="failed"} 1.0' in scraped
     assert 'truerun_long_task_outcome_total{state="cancelled"} 1.0' in scraped
     for name in (
         "truerun_long_task_recovery_total",

@@ -1,8 +1,9 @@
 """Token usage and the task's budget on SQLite and real PostgreSQL (docs/long-tasks.md
 "Budgets"; seed C "预算、并发与配额"): the runtime's reports accumulate without moving the
 task's version, a repeated usage id counts once, an attempt without the lease is refused
-with nothing written, and the budget used up moves the task to ``partial`` with the reason
-and the met and unmet criteria in words, cancels the attempt's run, and no attempt follows."""
+with nothing written, and the budget used up moves the task to ``partial`` (``failed`` when
+nothing useful was done) with the reason and the met and unmet criteria in words, cancels
+the attempt's run, and no attempt follows."""
 
 from __future__ import annotations
 
@@ -164,12 +165,19 @@ async def test_the_budget_used_up_stops_the_task_as_partial_and_cancels_its_run(
     assert len(await h.sql.attempts(None, "lt-1")) == 1
 
 
-async def test_the_budget_reached_exactly_stops_the_task_too(h: Harness) -> None:
+async def test_the_budget_reached_exactly_with_nothing_done_ends_the_task_failed(
+    h: Harness,
+) -> None:
+    """No step completed, no criterion passed: no useful result, so ``failed`` (boundary.py)
+    with the same reason words ``partial`` would carry."""
     attempt = (await running(h, new_task(max_tokens=1000))).made
     assert attempt is not None
     stopped = await h.door.report_usage("lt-1", attempt, "u-1", 1000)
-    assert stopped.task.state is T.PARTIAL
+    assert stopped.task.state is T.FAILED and stopped.task.lease is None
     assert "1,000 tokens is used up (1,000 used)" in stopped.task.state_reason
+    assert "steps done: 0 of 3; criteria met: none" in stopped.task.state_reason
+    moves = [(e.type, e.to_state) for e in await h.sql.events("lt-1") if e.to_state]
+    assert moves[-1] == ("fail", "failed")
 
 
 async def test_without_a_token_cap_usage_only_accumulates(h: Harness) -> None:
@@ -190,7 +198,7 @@ async def test_a_used_up_attempt_budget_names_the_criteria_when_the_next_would_s
     ended = await h.door.attempt_ended("lt-1", attempt, "run lost")
     assert ended.task.state is T.QUEUED
     stopped = await h.door.start_attempt("lt-1", SCHEDULER)
-    assert stopped.made is None and stopped.task.state is T.PARTIAL
+    assert stopped.made is None and stopped.task.state is T.FAILED  # nothing useful done
     assert stopped.task.state_reason == (
         "stopped because the task's budget ran out: the task's budget of 1 attempts is used "
         "up; steps done: 0 of 3; criteria met: none; "

@@ -3,7 +3,7 @@
 sees it from elsewhere. Queued raises no notice; each approval request is one notice with
 its repeat count and the text command that answers it (and answering with that very text
 works); a crash whose run the run layer sees failed, seen by the watcher and by process
-start at once, is one interruption notice; a question is one; the used-up budget's partial
+start at once, is one interruption notice; a question is one; the used-up budget's failed
 is one terminal notice. Only the owner lists them (another person of the project and
 another project are refused); the notices are posted to the owner's webhooks signed with
 HMAC (verified here by a loopback receiver), retried with backoff after a 500, dead-lettered
@@ -132,7 +132,7 @@ async def test_a_long_task_told_to_its_owner_once_per_fact_and_posted_signed(
         )
         assert replied.outcome == "done"
 
-        # -- the budget used up: partial, one terminal notice
+        # -- the budget used up with no step done: failed, one terminal notice
         third = await start_attempt(live, "lt-1", OWNER)
         await live.attempts.ReportUsage(
             lt.ReportUsageRequest(credential=third.credential, tokens=6000, usage_id="u-1")
@@ -144,9 +144,9 @@ async def test_a_long_task_told_to_its_owner_once_per_fact_and_posted_signed(
             ("approval", "waiting_for_approval"),
             ("interruption", "queued"),
             ("decision", "waiting_for_user"),
-            ("terminal", "partial"),
+            ("terminal", "failed"),
         ]
-        assert listed[-1].title == "#1 partial"
+        assert listed[-1].title == "#1 failed"
         for kind, count in (("approval", 2), ("interruption", 1), ("decision", 1), ("terminal", 1)):
             sample = stack.metrics.registry.get_sample_value(
                 "truerun_long_task_notices_total", {"kind": kind}

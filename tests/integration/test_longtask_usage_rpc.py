@@ -2,8 +2,9 @@
 (docs/runtime-protocol.md "Long-task attempts"): the attempt whose run was really claimed
 reports its tokens with its callback token, raw and through the SDK
 (``LongTaskAttempt.report_usage``); the task shows them before the budget runs out; the
-report that uses it up answers ``partial``, its runtime is told to cancel the run, and the
-release metrics count the outcome. Bad input and strangers change nothing."""
+report that uses it up answers ``failed`` (no step done: no useful result), its runtime is
+told to cancel the run, and the release metrics count the outcome. Bad input and strangers
+change nothing."""
 
 from __future__ import annotations
 
@@ -59,13 +60,13 @@ async def test_usage_is_shown_counted_once_and_the_used_up_budget_stops_the_task
             assert (await get(stack)).budget.tokens_used == 4000
             assert (
                 metrics.registry.get_sample_value(
-                    "truerun_long_task_outcome_total", {"state": "partial"}
+                    "truerun_long_task_outcome_total", {"state": "failed"}
                 )
                 is None
             )
 
             stopped = await attempt.report_usage(1500, usage_id="call-3")
-            assert stopped.state == lt.LONG_TASK_STATE_PARTIAL
+            assert stopped.state == lt.LONG_TASK_STATE_FAILED  # no step done
             assert "budget of 5,000 tokens is used up (5,500 used)" in stopped.state_reason
             assert "criteria unmet: c1 (unproven), c2 (unproven, optional)" in (
                 stopped.state_reason
@@ -77,11 +78,11 @@ async def test_usage_is_shown_counted_once_and_the_used_up_budget_stops_the_task
         cancel = await live.runtime.expect("cancel")
         assert cancel.cancel.attempt_id == live.start.attempt_id
         task = await get(stack)
-        assert task.state == lt.LONG_TASK_STATE_PARTIAL and task.lease_attempt_id == ""
+        assert task.state == lt.LONG_TASK_STATE_FAILED and task.lease_attempt_id == ""
         assert task.budget.tokens_used == 5500 and task.state_reason == stopped.state_reason
         assert (
             metrics.registry.get_sample_value(
-                "truerun_long_task_outcome_total", {"state": "partial"}
+                "truerun_long_task_outcome_total", {"state": "failed"}
             )
             == 1
         )

@@ -5,11 +5,12 @@ prompt a person answers, for each state that has them and none for the others.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from longtasks.domain.completion import Criterion
-from longtasks.domain.model import CriterionRecord, Decision, PlanStep
+from longtasks.domain.model import CriterionRecord, Decision, Effect, PlanStep
 from longtasks.domain.progress import ordinal, progress, recovery_prompt
 from longtasks.domain.states import (
     CriterionResult,
@@ -94,3 +95,20 @@ def test_the_recovery_prompt_is_written_for_a_person() -> None:
     assert stopped.startswith("It stopped and needs a person before it goes on: step 1 failed.")
     assert recovery_prompt(T.WAITING_FOR_USER, "", (_decision(DecisionKind.QUESTION),)) == ""
     assert recovery_prompt(T.RUNNING, "", ()) == ""
+
+
+def test_the_recovery_prompt_names_the_failed_step_and_its_intent() -> None:
+    failed = replace(_step(2, StepState.FAILED), intent_id="e-2")
+    plan = (_step(1, StepState.COMPLETED), failed, _step(3, StepState.PENDING))
+    effect = Effect("e-2", "t", "s2", 1, "a", 1, "mailto:team", "the weekly report", None, 0)
+    other = replace(effect, id="e-1", step_id="s1", target="elsewhere")
+    words = recovery_prompt(T.RECOVERY_REQUIRED, "step 2 failed", (), plan, (other, effect))
+    assert words == (
+        "Before it stopped it was working on “part 2”: step 2 failed. truerun cannot tell "
+        "whether its work was done: if it was, skip the step; if not, it runs again. Intent "
+        "recorded 1970-01-01 00:00 UTC, target mailto:team, summary “the weekly report”."
+    )
+    no_intent = recovery_prompt(T.RECOVERY_REQUIRED, "step 2 failed", (), plan, ())
+    assert no_intent.endswith("if not, it runs again.")
+    verifying = recovery_prompt(T.RECOVERY_REQUIRED, "verification interrupted", (), STEPS[:1])
+    assert verifying.startswith("It stopped and needs a person before it goes on")

@@ -179,9 +179,9 @@ def _next(node: Node, command: SC, basis: B | None) -> Node | None:
     outcome = decide_step(T.RUNNING, step, command, basis=basis, evidence=("ev",))
     if isinstance(outcome, Refused):
         return None
-    if command is SC.BEGIN:
+    if outcome.fresh_try:  # begin, or reopen (a failed step back to pending on a person's word)
         assert not may_have_happened or basis in SAFE_AGAIN[step.side_effect], (step, basis)
-        return Step(0, S.RUNNING, step.side_effect), False  # a fresh try
+        return Step(0, outcome.after, step.side_effect), False
     intent = "i" if command is SC.RECORD_INTENT else step.intent_id
     receipt = "r" if command is SC.RECORD_RECEIPT else step.receipt_id
     after = Step(0, outcome.after, step.side_effect, intent, receipt, probe=step.probe)

@@ -192,7 +192,11 @@ STEP_EXPECTED: Final[dict[tuple[S, SC], S]] = {
     (S.UNCERTAIN, SC.COMPLETE): S.COMPLETED,
     (S.UNCERTAIN, SC.SKIP): S.SKIPPED,
     (S.UNCERTAIN, SC.FAIL): S.FAILED,
+    (S.FAILED, SC.SKIP): S.SKIPPED,  # a person's resolution of recovery_required
+    (S.FAILED, SC.REOPEN): S.PENDING,
 }
+#: Moves a person alone makes (basis ``user``), never the attempt.
+PERSON_ONLY: Final = {(S.FAILED, SC.SKIP), (S.FAILED, SC.REOPEN)}
 B = Basis
 #: The bases on which an uncertain step may make each move, per class.
 UNCERTAIN_OK: Final[dict[tuple[SC, E], set[Basis]]] = {
@@ -237,6 +241,10 @@ def _expected_step(state: S, command: SC, effect: E, basis: Basis | None) -> S |
         if basis is None:
             return Refusal.BASIS_REQUIRED
         return after if basis in UNCERTAIN_OK[(command, effect)] else Refusal.BASIS_NOT_ACCEPTED
+    if (state, command) in PERSON_ONLY:
+        if basis is None:
+            return Refusal.BASIS_REQUIRED
+        return after if basis is B.USER else Refusal.BASIS_NOT_ACCEPTED
     if basis is None or (state, command, basis) == (S.RUNNING, SC.MARK_UNCERTAIN, B.HOLDER_GONE):
         return after
     return Refusal.BASIS_NOT_ACCEPTED

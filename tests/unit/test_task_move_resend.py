@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from truerun.v1 import long_task_service_pb2 as pb
 
-from services.cli import task
+from services.cli import main, task
 
 
 class Conflict(grpc.RpcError):
@@ -37,6 +37,7 @@ class Server:
     def __init__(self, moves: int, reason: str = "LONG_TASK_VERSION_CONFLICT") -> None:
         self.version, self.moves, self.reason = 1, moves, reason
         self.sent: list[str] = []
+        self.resolutions: list[str] = []
 
     def GetLongTask(self, ask: pb.GetLongTaskRequest, timeout: float) -> pb.LongTask:
         return pb.LongTask(long_task_id=ask.long_task_id, project_id="p", etag=str(self.version))
@@ -54,10 +55,11 @@ class Server:
         return self._move(ask, pb.LONG_TASK_STATE_PAUSED)
 
     def ClearRecovery(self, ask: pb.ClearRecoveryRequest, timeout: float) -> pb.LongTask:
+        self.resolutions.append(ask.resolution)
         return self._move(ask, pb.LONG_TASK_STATE_QUEUED)
 
 
-ARGS = argparse.Namespace(long_task_id="lt-1", project="p", note="")
+ARGS = argparse.Namespace(long_task_id="lt-1", project="p", note="", resolution=None)
 CLIENT: Any = SimpleNamespace(timeout=5.0)  # all a command reads of its client
 
 
@@ -87,3 +89,19 @@ def test_clear_recovery_never_resends() -> None:
     with pytest.raises(Conflict):
         task._move("clear-recovery")(server, CLIENT, ARGS)  # type: ignore[arg-type]
     assert server.sent == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "sent"), [([], ""), (["--skip"], "skip"), (["--retry"], "retry")]
+)
+def test_clear_recovery_sends_the_persons_resolution(flags: list[str], sent: str) -> None:
+    args = main._parser().parse_args(["task", "clear-recovery", "lt-1", *flags])
+    server = Server(moves=0)
+    _, text = task._move("clear-recovery")(server, CLIENT, args)  # type: ignore[arg-type]
+    assert server.resolutions == [sent] and "recovery cleared" in text
+
+
+def test_skip_and_retry_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main._parser().parse_args(["task", "clear-recovery", "lt-1", "--skip", "--retry"])
+    assert "not allowed with argument" in capsys.readouterr().err

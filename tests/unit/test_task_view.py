@@ -269,3 +269,18 @@ def test_a_task_waiting_for_its_window_says_so_and_shows_the_catch_up() -> None:
     assert "continue   window: 0 9 * * * (Europe/Berlin), next 2025-12-02 09:00:00 CET" in text
     assert f"catch-up   {every.note}" in text
     assert "continue" not in describe(pb.LongTask(long_task_id="lt-2"))
+
+
+def test_show_prints_the_servers_progress_and_recovery_prompt_with_its_resolutions() -> None:
+    stopped = _task(
+        state=pb.LONG_TASK_STATE_RECOVERY_REQUIRED,
+        progress="step 2/3 · send the email",
+        recovery_prompt="Before it stopped it was working on “send the email”: it failed.",
+        recovery_resolutions=["skip", "retry"],
+    )
+    text = describe(stopped)
+    assert "progress   step 2/3 · send the email" in text
+    assert "recovery   Before it stopped it was working on “send the email”" in text
+    assert "resolve    truerun task clear-recovery lt-1 [--skip | --retry]" in text
+    plain = describe(_task())
+    assert "progress " not in plain and "recovery " not in plain and "resolve " not in plain

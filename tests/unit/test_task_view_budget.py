@@ -35,7 +35,8 @@ def test_usage_without_a_cap_is_shown_once_there_is_some() -> None:
 def test_a_warning_line_from_80_percent_on() -> None:
     assert budget_warning(_budget(3999, 5000)) is None
     warning = (
-        "warning    80% of the token budget is used: the task stops as partial when it runs out"
+        "warning    80% of the token budget is used: when it runs out the task stops "
+        "(partial, or failed with nothing done)"
     )
     assert budget_warning(_budget(4000, 5000)) == warning
     lines = _shown(_budget(4000, 5000))

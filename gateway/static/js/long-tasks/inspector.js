@@ -7,6 +7,7 @@
 import { h, formatTime, formatDuration, enumName, timeEl } from '../dom.js';
 import { command, follow, newer, read } from './live.js';
 import { DIRECT, fill, openDecisions, row } from './rows.js';
+import { byWhom, whoAmI } from '../me.js';
 
 const CHOICES = {
   effect: [
@@ -22,6 +23,9 @@ const CHOICES = {
     ['reject', 'Reject'],
   ],
 };
+
+// ClearRecovery's resolutions, in a person's words (seed C: 已发送, 跳过 / 未发送, 重试).
+const RESOLUTION_WORDS = { skip: 'Done, skip', retry: 'Not done, retry' };
 
 function section(id, title) {
   return h('section', { class: `lt-section lt-${id}`, 'aria-labelledby': `lt-${id}-h` },
@@ -67,6 +71,7 @@ export function mount(ctx, id) {
   const title = h('h1', { tabindex: '-1' }, `Task ${id}`);
   main.append(title, head, recovery, ...Object.values(parts));
   let task = null;
+  let me = null; // GET /v1/me: "answered by you"
   let checking = false; // "I'll check": the person will look first; nothing is sent
 
   const act = async (verb, body = {}) => {
@@ -95,8 +100,12 @@ export function mount(ctx, id) {
     const buttons = effect
       ? CHOICES.effect.map(([answer, words]) => h('button', { type: 'button', dataset: { answer },
         onclick: () => act('answer', { decision_id: effect.decision_id, answer }) }, words))
-      : [h('button', { type: 'button', dataset: { answer: 'clear' },
-        onclick: () => act('clearRecovery', { note: 'checked from the dashboard' }) }, 'Checked, go on'),
+      // recovery_required: the resolutions the server offers now (skip and retry with a
+      // stopped step; retry alone, "check again", after an interrupted verification)
+      : [...(task.recovery_resolutions || []).map((resolution) => h('button', {
+        type: 'button', dataset: { answer: resolution },
+        onclick: () => act('clearRecovery', { resolution, note: 'resolved from the dashboard' }),
+      }, RESOLUTION_WORDS[resolution] || resolution)),
       h('button', { type: 'button', dataset: { answer: 'cancel' },
         onclick: () => act('cancel', { note: 'given up after a check' }) }, 'Cancel it')];
     buttons.push(h('button', { type: 'button', dataset: { answer: 'check' }, onclick: () => {
@@ -193,7 +202,7 @@ export function mount(ctx, id) {
         evidenceLinks(s.evidence)))));
     body('decisions').replaceChildren(h('ul', {}, (task.decisions || []).map((d) =>
       h('li', { class: 'lt-past' }, `${d.kind}: ${d.question} — `,
-        d.state === 'open' ? 'open' : `${d.state}${d.answer ? ` “${d.answer}”` : ''} by ${d.answered_by || '—'} at ${formatTime(d.answer_time)}`,
+        d.state === 'open' ? 'open' : `${d.state}${d.answer ? ` “${d.answer}”` : ''} by ${byWhom(d.answered_by, me)} at ${formatTime(d.answer_time)}`,
         d.repeat_count > 1 ? ` · request ${d.repeat_count} for the same permission` : '',
         d.note ? ` · note: ${d.note}` : ''))));
     const b = task.budget || {};
@@ -215,6 +224,10 @@ export function mount(ctx, id) {
     if (task && !newer(live, task)) return;
     task = live;
     render();
+  });
+  whoAmI().then((got) => {
+    me = got;
+    if (task && me) render();
   });
   if (!task) {
     read(project, id).then((got) => {

@@ -4,6 +4,7 @@
 // fill() rewrites the texts of an existing row element, so a row is never appended twice.
 
 import { h, formatTime } from '../dom.js';
+import { span } from '../durations.js';
 
 export const ACTION_WORDS = {
   start: 'Start',
@@ -29,19 +30,20 @@ export function openDecisions(task) {
 }
 
 // Why it stands still, from the server's records: the continuation's catch-up note
-// ("missed 3 ..."), or since when an open question waits for a person.
+// ("missed 3 ..."), or how long an open question has waited for a person ("waiting for
+// your answer for 2 d 3 h", `since` its creation time: the shared ticker counts it on).
 export function stillness(task) {
   const held = task.continuation || {};
   // The last catch-up's words ("missed 3 continuations while truerun was not running")
   // explain a task that stands still; once it works again its progress says the rest.
-  if (held.note && task.display_state !== 'in_progress') return held.note;
+  if (held.note && task.display_state !== 'in_progress') return { words: held.note };
   const open = openDecisions(task);
   if (open.length && task.display_state === 'waiting_for_you') {
     const oldest = open[open.length - 1];
     const what = task.wait_kind === 'approval' ? 'your approval' : 'your answer';
-    return `waiting for ${what} since ${formatTime(oldest.create_time)}`;
+    return { words: `waiting for ${what} for `, since: oldest.create_time };
   }
-  return '';
+  return { words: '' };
 }
 
 export function row(task, onAction) {
@@ -83,8 +85,14 @@ export function fill(el, task) {
   progress.textContent = task.progress || '';
   progress.hidden = !task.progress;
   const still = el.querySelector('.lt-still');
-  still.textContent = stillness(task);
-  still.hidden = !still.textContent;
+  const { words, since } = stillness(task);
+  if (still.dataset.words !== words || still.dataset.since !== (since || '')) {
+    still.replaceChildren(words, ...(since ? [span(since, { cls: 'tick lt-waited' })] : []));
+    still.dataset.words = words;
+    still.dataset.since = since || '';
+  }
+  still.title = since ? `since ${formatTime(since)}` : '';
+  still.hidden = !words;
   const action = el.querySelector('.lt-action');
   action.textContent = ACTION_WORDS[task.display_action] || 'View';
   action.dataset.action = task.display_action || 'view';

@@ -1087,6 +1087,7 @@ class LongTask(_message.Message):
     SOURCE_REF_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
     RECOVERY_PROMPT_FIELD_NUMBER: _builtins.int
+    RECOVERY_RESOLUTIONS_FIELD_NUMBER: _builtins.int
     DISPLAY_LABEL_FIELD_NUMBER: _builtins.int
     DISPLAY_ACTION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
@@ -1198,6 +1199,14 @@ class LongTask(_message.Message):
         last catch-up said (missed, coalesced).
         """
 
+    @_builtins.property
+    def recovery_resolutions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """recovery_required: the resolutions ClearRecovery takes now
+        (longtasks/domain/resolutions.py): "skip" and "retry" when a failed step
+        stopped it, "retry" (check again) when verification was interrupted; empty
+        in any other state and in a listing.
+        """
+
     def __init__(
         self,
         *,
@@ -1233,12 +1242,13 @@ class LongTask(_message.Message):
         source_ref: _builtins.str = ...,
         progress: _builtins.str = ...,
         recovery_prompt: _builtins.str = ...,
+        recovery_resolutions: _abc.Iterable[_builtins.str] | None = ...,
         display_label: _builtins.str = ...,
         display_action: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "continuation", b"continuation", "create_time", b"create_time", "finish_time", b"finish_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_action", b"display_action", "display_label", b"display_label", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "progress", b"progress", "project_id", b"project_id", "queue_position", b"queue_position", "recovery_prompt", b"recovery_prompt", "source_ref", b"source_ref", "source_run_id", b"source_run_id", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempts", b"attempts", "budget", b"budget", "constraints", b"constraints", "continuation", b"continuation", "create_time", b"create_time", "created_by", b"created_by", "criteria", b"criteria", "decisions", b"decisions", "display_action", b"display_action", "display_label", b"display_label", "display_state", b"display_state", "etag", b"etag", "finish_time", b"finish_time", "goal", b"goal", "handle", b"handle", "lease_attempt_id", b"lease_attempt_id", "long_task_id", b"long_task_id", "name", b"name", "owner_id", b"owner_id", "plan_version", b"plan_version", "plan_versions", b"plan_versions", "progress", b"progress", "project_id", b"project_id", "queue_position", b"queue_position", "recovery_prompt", b"recovery_prompt", "recovery_resolutions", b"recovery_resolutions", "source_ref", b"source_ref", "source_run_id", b"source_run_id", "sources", b"sources", "state", b"state", "state_reason", b"state_reason", "steps", b"steps", "update_time", b"update_time", "wait_kind", b"wait_kind"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1517,6 +1527,7 @@ class ClearRecoveryRequest(_message.Message):
     LONG_TASK_ID_FIELD_NUMBER: _builtins.int
     ETAG_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    RESOLUTION_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     """The project."""
     long_task_id: _builtins.str
@@ -1525,6 +1536,11 @@ class ClearRecoveryRequest(_message.Message):
     """The task's etag as the caller read it."""
     note: _builtins.str
     """Why, in words (kept in the task's log)."""
+    resolution: _builtins.str
+    """The person's resolution (longtasks/domain/resolutions.py): "go_on" (empty: the
+    default; it goes on as it is), "skip" (the stopped step's work is done: skipped on
+    the person's word) or "retry" (not done: the stopped step back to pending).
+    """
     def __init__(
         self,
         *,
@@ -1532,10 +1548,11 @@ class ClearRecoveryRequest(_message.Message):
         long_task_id: _builtins.str = ...,
         etag: _builtins.str = ...,
         note: _builtins.str = ...,
+        resolution: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["etag", b"etag", "long_task_id", b"long_task_id", "note", b"note", "project_id", b"project_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["etag", b"etag", "long_task_id", b"long_task_id", "note", b"note", "project_id", b"project_id", "resolution", b"resolution"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
