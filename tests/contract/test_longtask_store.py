@@ -293,8 +293,8 @@ def _json_reads(path: Path) -> list[tuple[str, int]]:
 
 async def test_no_state_field_is_read_from_json(h: Harness) -> None:
     # by inspection: only the display reads parse JSON (the store's, the API's conversion
-    # to Structs, and the server checkers' parameters, where a damaged one proves nothing);
-    # the door never does
+    # to Structs, the recovery prompt's words from a decision's material, and the server
+    # checkers' parameters, where a damaged one proves nothing); the door never does
     reads = {
         p.relative_to(ROOT).as_posix(): {f for f, _ in _json_reads(p)}
         for p in sorted((ROOT / "longtasks").rglob("*.py"))
@@ -305,6 +305,7 @@ async def test_no_state_field_is_read_from_json(h: Harness) -> None:
         "longtasks/store/sql.py": {"task_display", "tasks_of_project"},
         "longtasks/api/convert.py": {"struct_of", "decision_to_proto"},
         "longtasks/api/briefing.py": {"server_side"},
+        "longtasks/domain/progress.py": {"recovery_prompt"},
     }
     # and in the rows: every display payload damaged, the state machine goes on
     attempt, _ = await attempt_of(h)
