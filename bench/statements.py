@@ -84,6 +84,11 @@ async def enable(url: str) -> None:
     try:
         for setting, value in LOG_SETTINGS.items():
             await admin.execute(f'ALTER DATABASE "{name}" SET {setting} = {value}')
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise RuntimeError(
+            "--count-statements needs a superuser at TRUERUN_TEST_PG_ADMIN_URL (it sets"
+            f" log_statement per database and reads the server log back): {exc}"
+        ) from None
     finally:
         await admin.close()
 
