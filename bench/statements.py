@@ -19,7 +19,8 @@ Without touching the server's configuration or restarting it (other work shares 
   PostgreSQL 15 flushes a backend's table counters at most once a second and an idle one's
   within 10 s, so each window waits ``settle_s`` (default 11 s) before its begin marker
   and before its end snapshot; what the first wait logs and writes is printed as the
-  side's idle background (statements, commits and rows written while it waits). Statements
+  side's idle background (statements and commits logged while it waits; the rows counted
+  then are mostly earlier work's counters arriving late, the warm-up's). Statements
   and commits are those between the begin marker and a ``done`` marker right after the round;
   the rows' window goes on through the second wait (the idle rows say what that adds).
 """
@@ -179,7 +180,7 @@ class Count:
     background: Tally
     settle_s: float
     tables: dict[str, TableDelta]
-    idle_rows: int = 0  # rows written (inserted + updated + deleted) while settling
+    idle_rows: int = 0  # rows counted (inserted + updated + deleted) while settling
 
     def total(self) -> TableDelta:
         out = TableDelta()
@@ -337,8 +338,9 @@ def report(counts: list[Count], top: int = 15) -> str:
         w, b = c.window, c.background
         lines.append(
             f"{c.side}: {w.statements} statements, {w.commits} commits, {w.rollbacks} rollbacks,"
-            f" {w.errors} errors in the window; idle background before it ({settle:g} s):"
-            f" {b.statements} statements, {b.commits} commits, {c.idle_rows} rows written"
+            f" {w.errors} errors in the window; while settling before it ({settle:g} s):"
+            f" {b.statements} statements, {b.commits} commits logged (idle background),"
+            f" {c.idle_rows} rows counted (late counters, the warm-up's included)"
         )
     for c in counts:
         n, shapes = max(c.jobs, 1), c.window.shapes

@@ -1,10 +1,12 @@
 """procrastinate's side of bench.lifecycle, run by the peer venv (bench/peers/env.py), never by
 the project's venv:
 
+    <peer python> -m bench.peers.procrastinate_peer install --url U
     <peer python> -m bench.peers.procrastinate_peer worker  --url U --expect N --warmup W
     <peer python> -m bench.peers.procrastinate_peer produce --url U --producers P
 
-The job is a no-op async task. The worker applies procrastinate's schema, then runs
+The job is a no-op async task. ``install`` applies procrastinate's schema (once, before the
+first round); the worker runs
 ``App.run_worker_async(queues=[QUEUE])`` with its defaults (concurrency 1, LISTEN/NOTIFY,
 polling every 5 s) over a ``PsycopgConnector``; the producers are ``defer_async`` calls, one
 per job, P in flight over a pool of P connections. A job is done when its row says
@@ -60,7 +62,6 @@ async def worker(url: str, expect: int, warmup: int) -> None:
 
     task.box["hook"] = hook
     async with application.open_async():
-        await application.schema_manager.apply_schema_async()
         running = asyncio.create_task(application.run_worker_async(queues=[QUEUE]))
         poller = connect(url)
         say("ready", backend_pid(poller))
@@ -73,6 +74,12 @@ async def worker(url: str, expect: int, warmup: int) -> None:
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+
+
+async def install(url: str) -> None:
+    application, _ = app(url)
+    async with application.open_async():
+        await application.schema_manager.apply_schema_async()
 
 
 async def produce(url: str, producers: int) -> None:
@@ -96,13 +103,15 @@ async def produce(url: str, producers: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers.procrastinate_peer")
-    parser.add_argument("mode", choices=["worker", "produce"])
+    parser.add_argument("mode", choices=["install", "worker", "produce"])
     parser.add_argument("--url", required=True, help="the database (postgresql://)")
     parser.add_argument("--expect", type=int, default=0, help="worker: jobs until done")
     parser.add_argument("--warmup", type=int, default=0, help="worker: jobs before 'warm'")
     parser.add_argument("--producers", type=int, default=1, help="produce: calls in flight")
     args = parser.parse_args(argv)
-    if args.mode == "worker":
+    if args.mode == "install":
+        asyncio.run(install(args.url))
+    elif args.mode == "worker":
         asyncio.run(worker(args.url, args.expect, args.warmup))
     else:
         asyncio.run(produce(args.url, args.producers))

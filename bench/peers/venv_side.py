@@ -30,9 +30,14 @@ class VenvPeer:
     done_status: str
     python: Path
     step_sql: str = ""  # (optional) how many jobs recorded their one step
+    install: bool = False  # ``<module> install`` sets the schema up (else the worker does)
 
     async def prepare(self, url: str) -> None:
-        return None  # the worker sets its schema up (DBOS at launch, procrastinate by hand)
+        if not self.install:  # DBOS migrates its schema at launch, every round alike
+            return
+        proc = await self._spawn("install", "--url", url)
+        if await asyncio.wait_for(proc.wait(), READY_TIMEOUT_S) != 0:
+            raise RuntimeError(f"{self.module} install failed (exit {proc.returncode})")
 
     async def _spawn(self, *args: str) -> asyncio.subprocess.Process:
         env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
@@ -133,4 +138,5 @@ def procrastinate(python: Path) -> VenvPeer:
         statuses_sql="SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status",
         done_status="succeeded",
         python=python,
+        install=True,
     )

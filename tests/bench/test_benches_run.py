@@ -119,20 +119,24 @@ def test_ingest_runs_and_checks_both_sides() -> None:
     assert "ratio " in out, out
 
 
-PEER_CHECKS = [
-    "checked: truerun: 1 runs succeeded, none in another state",
-    "checked: pgqueuer: 1 jobs done, table empty",
-    "checked: dbos: 1 workflows SUCCESS, none in another state, 1 steps recorded",
-    "checked: procrastinate: 1 jobs succeeded, none in another state",
-]
+def peer_checks(n: int) -> list[str]:
+    return [
+        f"checked: truerun: {n} runs succeeded, none in another state",
+        f"checked: pgqueuer: {n} jobs done, table empty",
+        f"checked: dbos: {n} workflows SUCCESS, none in another state, {n} steps recorded",
+        f"checked: procrastinate: {n} jobs succeeded, none in another state",
+    ]
 
 
 @pytest.mark.bench
 @pytest.mark.postgres
 def test_lifecycle_runs_and_checks_every_side() -> None:
-    # every peer by default: pgqueuer, then DBOS and procrastinate from bench's own venv
-    out = run_bench("lifecycle", "--runs", "1", "--warmup", "0", "--producers", "1")
-    for check in PEER_CHECKS:
+    # every peer by default: pgqueuer, then DBOS and procrastinate from bench's own venv; two
+    # rounds, so every peer also starts again on the database its first round left
+    out = run_bench(
+        "lifecycle", *("--runs", "1", "--warmup", "0", "--producers", "1", "--rounds", "2")
+    )
+    for check in peer_checks(2):
         assert check in out, out
     ratios = [line.split(" (")[0].rsplit(" ", 1)[0] for line in out.splitlines()]
     assert [r for r in ratios if r.startswith("ratio")] == [
@@ -151,7 +155,8 @@ def test_lifecycle_counts_statements_per_run() -> None:
         *("--count-statements", "--settle-s", "0", "--top", "100"),
         *("--peers", "pgqueuer,procrastinate"),
     )
-    assert PEER_CHECKS[0] in out and PEER_CHECKS[1] in out and PEER_CHECKS[3] in out, out
+    checks = peer_checks(1)
+    assert checks[0] in out and checks[1] in out and checks[3] in out, out
     assert "ratio" not in out, out  # counted, not timed
     rows = {
         cells[0]: cells[1:]
