@@ -1,4 +1,4 @@
-"""Runs per second through the whole lifecycle, next to pgqueuer's default worker.
+"""Runs per second through the whole lifecycle, next to pgqueuer, DBOS and procrastinate.
 
 truerun: the product's ``truerun dev`` in a process of its own on a fresh PostgreSQL
 database; this process creates ``--runs`` runs with ``RunService.CreateRun`` (``--producers``
@@ -8,14 +8,16 @@ heartbeats with D = ``--limit``) answers every Start at once: an accepted StartR
 done when the Ack covering its seq 3 arrives. So every run goes create -> claim -> start
 fence -> Start -> accepted -> running -> succeeded, all committed.
 
-pgqueuer: its schema installed in the same database; ``PgQueuer(AsyncpgDriver(conn))`` with
-one no-op entrypoint and ``run()`` with its defaults (batch size 10, LISTEN/NOTIFY) in a
-process of its own; this process enqueues the same number of jobs one ``enqueue`` call each
-with as many producers. A job is done when the worker's ``run()`` returned after the last
-handler (its completion log is flushed).
+The peers (``--peers``, bench/peers/): each in a database of its own on the same server,
+its worker in a process of its own, the same number of producers making one job per call:
+pgqueuer's default worker (bench/peers/pgqueuer_side.py), a DBOS no-op workflow with one
+step on a DBOS queue and procrastinate's default worker (bench/peers/venv_side.py; both in
+bench's own venv, bench/peers/env.py).
 
-Both: a warm-up batch first, then the clock runs from the first create/enqueue to the last
-done. Rate = jobs / elapsed. The ratio is truerun / pgqueuer.
+Every side: a warm-up batch first, then the clock runs from the first create/enqueue to the
+last done. Rate = jobs / elapsed; rounds alternate the order (A B C, C B A, ...). The ratios
+are truerun / each peer. ``--count-statements`` counts, instead of timing, what a run costs
+PostgreSQL on every side (bench/statements.py).
 
     .venv/bin/python -m bench.lifecycle --runs 3000
 
@@ -39,13 +41,6 @@ from typing import Any
 import asyncpg
 import uvloop
 from google.protobuf import struct_pb2
-
-# pgqueuer is a benchmark-only dependency (bench/requirements.txt); it ships types, and
-# without it mypy sees Any (the ignores keep `make typecheck` green where it is missing).
-from pgqueuer import PgQueuer  # type: ignore[import-not-found, unused-ignore]
-from pgqueuer.db import AsyncpgDriver  # type: ignore[import-not-found, unused-ignore]
-from pgqueuer.models import Job  # type: ignore[import-not-found, unused-ignore]
-from pgqueuer.queries import Queries  # type: ignore[import-not-found, unused-ignore]
 from truerun.v1 import run_service_pb2, run_service_pb2_grpc
 from truerun.v1 import runtime_service_pb2 as pb
 
@@ -59,18 +54,22 @@ from bench.ingest import (
     Started,
     api_channel,
     code_version,
-    cores,
     server_env,
 )
+from bench.peers.base import Measured, NoWindow, Peer, Window, ratios
+from bench.peers.env import env_dir, peers_python
+from bench.peers.pgqueuer_side import Pgqueuer
+from bench.peers.venv_side import dbos, procrastinate
 from bench.server import ServerProcess, start_server, stop_server
+from bench.statements import SETTLE_S, Counting, enable, report
 from bench.transition import _progress
+from bench.venv import installed_version
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
 
-ENTRYPOINT = "noop"
-SPEC = {"command": "true"}  # what each run / job carries
-JOB_PAYLOAD = b'{"command": "true"}'
+SPEC = {"command": "true"}  # what each run carries
 TERMINAL_SEQ = 3
+PEERS = ("pgqueuer", "dbos", "procrastinate")
 
 
 # -- truerun: producer and no-op runtime ------------------------------------------------------
@@ -131,133 +130,27 @@ async def create_runs(address: str, count: int, producers: int) -> float:
     return time.time()
 
 
-@dataclass
-class Measured:
-    side: str
-    jobs: int
-    seconds: float
-    produced_s: float  # until the last create/enqueue returned
-    used: dict[str, float]
-
-    @property
-    def rate(self) -> float:
-        return self.jobs / self.seconds
-
-    def line(self) -> str:
-        return (
-            f"{self.side:<9} {self.rate:7.0f} runs/s ({self.jobs} in {self.seconds:.2f} s;"
-            f" creates done after {self.produced_s:.2f} s); cores: {cores(self.used)}"
-        )
-
-
 async def truerun_round(
-    server: ServerProcess, runtimes: NoopRuntimes, runs: int, producers: int, meter: CpuMeter
+    server: ServerProcess,
+    runtimes: NoopRuntimes,
+    runs: int,
+    producers: int,
+    meter: CpuMeter,
+    window: Window | None = None,
 ) -> Measured:
     runtimes.target = runtimes.done + runs
     runtimes.finished.clear()
     if runs <= 0:  # --warmup 0: nothing to wait for
         return Measured("truerun", 0, 0.0, 0.0, {})
+    window = window or NoWindow()
+    await window.begin()
     meter.begin()
     t0 = time.time()
     produced = await create_runs(server.address, runs, producers)
     await asyncio.wait_for(runtimes.finished.wait(), 600)
     used = meter.end()
+    await window.end()
     return Measured("truerun", runs, runtimes.last_done - t0, produced - t0, used)
-
-
-# -- pgqueuer: worker process and producer -----------------------------------------------------
-
-
-async def pgqueuer_worker(dsn: str, expect: int, warmup: int) -> None:
-    """The default worker: PgQueuer over one asyncpg connection, run() with its defaults.
-    Prints 'warm' after ``warmup`` jobs and 'flushed <time>' once run() returned after
-    ``expect`` jobs."""
-    connection = await asyncpg.connect(dsn)
-    pgq = PgQueuer(AsyncpgDriver(connection))
-    handled = 0
-    if warmup <= 0:
-        print("warm", flush=True)
-
-    async def noop(job: Job) -> None:
-        nonlocal handled
-        handled += 1
-        if handled == warmup:
-            print("warm", flush=True)
-        if handled == expect:
-            pgq.shutdown.set()
-
-    pgq.entrypoint(ENTRYPOINT)(noop)
-
-    await pgq.run()
-    print(f"flushed {time.time()!r} {handled}", flush=True)
-    await connection.close()
-
-
-async def enqueue(url: str, count: int, producers: int) -> float:
-    connections = [await asyncpg.connect(url) for _ in range(producers)]
-    try:
-        left = count
-
-        async def producer(connection: asyncpg.Connection) -> None:
-            nonlocal left
-            queries = Queries(AsyncpgDriver(connection))
-            while left > 0:
-                left -= 1
-                await queries.enqueue(ENTRYPOINT, JOB_PAYLOAD)
-
-        await asyncio.gather(*(producer(c) for c in connections))
-        return time.time()
-    finally:
-        for connection in connections:
-            await connection.close()
-
-
-async def pgqueuer_round(
-    url: str, runs: int, warmup: int, producers: int, meter: CpuMeter
-) -> Measured:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.lifecycle",
-        "--pgqueuer-worker",
-        url,
-        "--runs",
-        str(runs),
-        "--warmup",
-        str(warmup),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    try:
-        await asyncio.sleep(1.0)  # let it connect and LISTEN; the warm-up proves it works
-        await enqueue(url, warmup, producers)
-        await asyncio.wait_for(_worker_line(proc.stdout, b"warm"), 60)
-        meter.pids["worker"] = proc.pid
-        meter.begin()
-        t0 = time.time()
-        produced = await enqueue(url, runs, producers)
-        line = await asyncio.wait_for(_worker_line(proc.stdout, b"flushed"), 600)
-        used = meter.end()
-        del meter.pids["worker"]
-        fields = line.split()
-        if len(fields) != 3 or fields[0] != b"flushed" or int(fields[2]) != warmup + runs:
-            raise RuntimeError(f"pgqueuer worker: {line!r}")
-        await proc.wait()
-        return Measured("pgqueuer", runs, float(fields[1]) - t0, produced - t0, used)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-
-
-async def _worker_line(stdout: asyncio.StreamReader, word: bytes) -> bytes:
-    """The worker's next line starting with ``word``, whatever else it prints before it."""
-    seen: list[bytes] = []
-    while line := await stdout.readline():
-        if line.split(maxsplit=1)[:1] == [word]:
-            return line
-        seen.append(line)
-    raise RuntimeError(f"pgqueuer worker ended before {word!r}: {seen!r}")
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -275,22 +168,44 @@ class Options:
     keep_db: bool
     seconds: float
     profile: str
+    peers: tuple[str, ...]
+    count_statements: bool
+    settle_s: float
+    top: int
+
+
+def make_peers(names: Sequence[str]) -> list[Peer]:
+    """The peers named, in that order; the peers' venv is made only when one needs it."""
+    in_venv = [n for n in names if n != "pgqueuer"]
+    python = peers_python() if in_venv else Path(sys.executable)
+    if in_venv:
+        versions = ", ".join(f"{n} {installed_version(python, n)}" for n in in_venv)
+        print(f"peers' venv: {env_dir()} ({versions})")
+    made: dict[str, Callable[[], Peer]] = {
+        "pgqueuer": Pgqueuer,
+        "dbos": lambda: dbos(python),
+        "procrastinate": lambda: procrastinate(python),
+    }
+    return [made[name]() for name in names]
 
 
 async def bench(opts: Options) -> float:
-    url = await create_pg_database()
+    peers = make_peers(opts.peers)
+    urls = {"truerun": await create_pg_database()}
     tmp = Path(tempfile.mkdtemp(prefix="truerun-bench-lifecycle-"))
     server: ServerProcess | None = None
     try:
-        await upgrade(url)
-        connection = await asyncpg.connect(url)
+        for peer in peers:
+            urls[peer.name] = await create_pg_database()
+        if opts.count_statements:  # before anything connects: only new sessions log
+            for url in urls.values():
+                await enable(url)
+        await upgrade(urls["truerun"])
+        for peer in peers:
+            await peer.prepare(urls[peer.name])
+        server = await start_server(urls["truerun"], tmp, server_env())
         try:
-            await Queries(AsyncpgDriver(connection)).install()
-        finally:
-            await connection.close()
-        server = await start_server(url, tmp, server_env())
-        try:
-            return await _bench(server, url, opts)
+            return await _bench(server, urls, peers, opts)
         except BaseException:
             tail = server.log_path.read_text().splitlines()[-40:]
             print("server log (last lines):", *tail, sep="\n", file=sys.stderr)
@@ -299,17 +214,22 @@ async def bench(opts: Options) -> float:
         if server is not None:
             await stop_server(server)
         shutil.rmtree(tmp, ignore_errors=True)
-        if opts.keep_db:
-            print(f"kept database {url}")
-        else:
-            await drop_pg_database(url)
+        for url in urls.values():
+            if opts.keep_db:
+                print(f"kept database {url}")
+            else:
+                await drop_pg_database(url)
 
 
-async def _bench(server: ServerProcess, url: str, opts: Options) -> float:
+async def _bench(
+    server: ServerProcess, urls: dict[str, str], peers: list[Peer], opts: Options
+) -> float:
     size = f"about {opts.seconds:g} s of runs" if opts.seconds > 0 else f"{opts.runs} runs"
     print(
         f"code {code_version()}; {size} per side, {opts.producers} producers,"
-        f" {opts.runtimes} runtime(s) with D = {opts.limit}, heartbeat every {opts.heartbeat_s:g} s"
+        f" {opts.runtimes} runtime(s) with D = {opts.limit},"
+        f" heartbeat every {opts.heartbeat_s:g} s;"
+        f" peers: {', '.join(opts.peers) or 'none'}"
     )
     runtimes = NoopRuntimes()
     streams = [
@@ -322,7 +242,10 @@ async def _bench(server: ServerProcess, url: str, opts: Options) -> float:
     await asyncio.gather(*(s.open() for s in streams))
     meter = CpuMeter({"server": server.pid, "load": os.getpid()})
     watch = asyncio.create_task(_watch(streams))
-    results: dict[str, list[Measured]] = {"truerun": [], "pgqueuer": []}
+    counting = Counting(opts.settle_s) if opts.count_statements else None
+    sides = ["truerun", *(p.name for p in peers)]
+    by_name = {p.name: p for p in peers}
+    results: dict[str, list[Measured]] = {side: [] for side in sides}
     try:
         _progress(f"truerun warm-up: {opts.warmup} runs")
         warm = await truerun_round(server, runtimes, opts.warmup, opts.producers, CpuMeter({}))
@@ -330,35 +253,38 @@ async def _bench(server: ServerProcess, url: str, opts: Options) -> float:
             opts.runs = max(100, round(warm.rate * opts.seconds / 100) * 100)
             print(f"--seconds {opts.seconds:g}: {opts.runs} runs per side")
         for r in range(opts.rounds):
-            order = ("truerun", "pgqueuer") if r % 2 == 0 else ("pgqueuer", "truerun")
-            for side in order:
+            for side in sides if r % 2 == 0 else sides[::-1]:
                 _progress(f"round {r + 1}: {side}, {opts.runs} runs")
+                window = counting.window(side, urls[side], opts.runs) if counting else NoWindow()
                 if side == "truerun":
                     profiler = None
                     if opts.profile and r == 0:
                         profiler = Profiler(server.pid, opts.profile)
                         await profiler.start()
-                    m = await truerun_round(server, runtimes, opts.runs, opts.producers, meter)
+                    m = await truerun_round(
+                        server, runtimes, opts.runs, opts.producers, meter, window
+                    )
                     if profiler is not None:
                         await profiler.stop()
                 else:
-                    m = await pgqueuer_round(url, opts.runs, opts.warmup, opts.producers, meter)
+                    peer = by_name[side]
+                    m = await peer.round(
+                        urls[side], opts.runs, opts.warmup, opts.producers, meter, window
+                    )
                 results[side].append(m)
                 print(f"round {r + 1}: {m.line()}")
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
         await asyncio.gather(*(s.close() for s in streams))
-    print(await _verify(url, opts.warmup + opts.rounds * opts.runs))
-    rates = {side: _rate(ms) for side, ms in results.items()}
-    ratio = rates["truerun"] / rates["pgqueuer"]
-    rounds = f" x {opts.rounds} rounds" if opts.rounds > 1 else ""
-    print(
-        f"ratio {ratio:.2f} (truerun {rates['truerun']:.0f} runs/s, pgqueuer"
-        f" {rates['pgqueuer']:.0f} jobs/s, {opts.runs} each{rounds}; {os.cpu_count()} cores"
-        " shared by server, worker, load and PostgreSQL)"
-    )
-    return ratio
+    expected = opts.rounds * opts.runs
+    print(await _verify(urls["truerun"], opts.warmup + expected))
+    for peer in peers:
+        print(await peer.verify(urls[peer.name], opts.rounds * (opts.warmup + opts.runs)))
+    if counting is not None:
+        print(report(counting.counts, opts.top))
+        return 0.0
+    return ratios(results, peers, opts.runs, opts.rounds)
 
 
 async def _watch(streams: Sequence[RuntimeStream]) -> None:
@@ -367,10 +293,6 @@ async def _watch(streams: Sequence[RuntimeStream]) -> None:
         await asyncio.sleep(0.5)
         for stream in streams:
             stream.check()
-
-
-def _rate(parts: list[Measured]) -> float:
-    return sum(m.jobs for m in parts) / sum(m.seconds for m in parts)
 
 
 async def _verify(url: str, expected: int) -> str:
@@ -382,18 +304,16 @@ async def _verify(url: str, expected: int) -> str:
         other = await connection.fetchval(
             "SELECT count(*) FROM runs WHERE owner_id = $1 AND status <> 'succeeded'", OWNER
         )
-        left = await connection.fetchval("SELECT count(*) FROM pgqueuer")
     finally:
         await connection.close()
-    if succeeded != expected or other or left:
+    if succeeded != expected or other:
         return (
-            f"MISMATCH: {succeeded} runs succeeded of {expected}, {other} in another state;"
-            f" {left} pgqueuer jobs left"
+            f"MISMATCH: truerun: {succeeded} runs succeeded of {expected}, {other} in another state"
         )
-    return f"checked: {succeeded} runs succeeded, none in another state; pgqueuer table empty"
+    return f"checked: truerun: {succeeded} runs succeeded, none in another state"
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
+def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m bench.lifecycle", description=(__doc__ or "").split("\n")[0]
     )
@@ -412,15 +332,36 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         default=0.0,
         help="instead of --runs: about this many seconds per side (sized by the warm-up rate)",
     )
-    parser.add_argument("--keep-db", action="store_true", help="do not drop the database")
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help=f"comma-separated, of {', '.join(PEERS)} ('' for none; default all)",
+    )
+    parser.add_argument(
+        "--count-statements",
+        action="store_true",
+        help="count statements, commits, rows and index entries per run on every side (not timed)",
+    )
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help="--count-statements: wait before and after each window (PostgreSQL's stats flush)",
+    )
+    parser.add_argument("--top", type=int, default=15, help="--count-statements: shapes shown")
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the databases")
     parser.add_argument(
         "--profile", default="", help="py-spy raw profile of the server in the first truerun round"
     )
-    parser.add_argument("--pgqueuer-worker", default="", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
+    peers = tuple(p for p in ns.peers.split(",") if p)
+    if unknown := sorted(set(peers) - set(PEERS)):
+        parser.error(f"--peers: unknown {', '.join(unknown)} (known: {', '.join(PEERS)})")
     if ns.runs < 1 or ns.warmup < 0 or (ns.seconds > 0 and ns.warmup < 1):
         parser.error("--runs must be positive, --warmup not negative (positive with --seconds)")
-    opts = Options(
+    if ns.settle_s < 0 or ns.top < 0:
+        parser.error("--settle-s and --top must not be negative")
+    return Options(
         runs=ns.runs,
         warmup=ns.warmup,
         producers=ns.producers,
@@ -431,16 +372,15 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Options, str]:
         keep_db=ns.keep_db,
         seconds=ns.seconds,
         profile=ns.profile,
+        peers=peers,
+        count_statements=ns.count_statements,
+        settle_s=ns.settle_s,
+        top=ns.top,
     )
-    return opts, ns.pgqueuer_worker
 
 
 def main(argv: Sequence[str] | None = None, runner: Callable[..., Any] = uvloop.run) -> int:
-    opts, worker_dsn = parse_args(argv)
-    if worker_dsn:
-        runner(pgqueuer_worker(worker_dsn, opts.warmup + opts.runs, opts.warmup))
-    else:
-        runner(bench(opts))
+    runner(bench(parse_args(argv)))
     return 0
 
 

@@ -119,9 +119,59 @@ def test_ingest_runs_and_checks_both_sides() -> None:
     assert "ratio " in out, out
 
 
+def peer_checks(n: int) -> list[str]:
+    return [
+        f"checked: truerun: {n} runs succeeded, none in another state",
+        f"checked: pgqueuer: {n} jobs done, table empty",
+        f"checked: dbos: {n} workflows SUCCESS, none in another state, {n} steps recorded",
+        f"checked: procrastinate: {n} jobs succeeded, none in another state",
+    ]
+
+
 @pytest.mark.bench
 @pytest.mark.postgres
-def test_lifecycle_runs_and_checks_both_sides() -> None:
-    out = run_bench("lifecycle", "--runs", "1", "--warmup", "0", "--producers", "1")
-    assert "checked: 1 runs succeeded, none in another state; pgqueuer table empty" in out, out
-    assert "ratio " in out, out
+def test_lifecycle_runs_and_checks_every_side() -> None:
+    # every peer by default: pgqueuer, then DBOS and procrastinate from bench's own venv; two
+    # rounds, so every peer also starts again on the database its first round left
+    out = run_bench(
+        "lifecycle", *("--runs", "1", "--warmup", "0", "--producers", "1", "--rounds", "2")
+    )
+    for check in peer_checks(2):
+        assert check in out, out
+    ratios = [line.split(" (")[0].rsplit(" ", 1)[0] for line in out.splitlines()]
+    assert [r for r in ratios if r.startswith("ratio")] == [
+        "ratio",
+        "ratio vs dbos",
+        "ratio vs procrastinate",
+    ], out
+
+
+@pytest.mark.bench
+@pytest.mark.postgres
+def test_lifecycle_counts_statements_per_run() -> None:
+    out = run_bench(
+        "lifecycle",
+        *("--runs", "1", "--warmup", "0", "--producers", "1"),
+        *("--count-statements", "--settle-s", "0", "--top", "100"),
+        *("--peers", "pgqueuer,procrastinate"),
+    )
+    checks = peer_checks(1)
+    assert checks[0] in out and checks[1] in out and checks[3] in out, out
+    assert "ratio" not in out, out  # counted, not timed
+    rows = {
+        cells[0]: cells[1:]
+        for line in out.splitlines()
+        if line.startswith("| ") and (cells := [c.strip() for c in line.strip("|").split("|")])
+    }
+    assert list(rows) == ["side", "truerun", "pgqueuer", "procrastinate"], out
+    for side in ("truerun", "pgqueuer", "procrastinate"):
+        runs, statements, commits = rows[side][:3]
+        # the run's own statements were read back from the server log: never none
+        assert runs == "1" and float(statements) >= 1 and float(commits) >= 1, out
+        assert f"{side}: statements per run by text" in out, out
+    # the run's create is among truerun's statements
+    assert "WITH r AS (INSERT INTO runs" in out, out
+    # the peers' processes ended inside the window, so their table counters are flushed even
+    # without a settle: one job row inserted each (truerun's server lives on: not asserted)
+    assert "public.pgqueuer: 1.00 / " in out, out
+    assert "public.procrastinate_jobs: 1.00 / " in out, out
