@@ -20,6 +20,8 @@ from tests.support.scripted_runtime import ScriptedRuntime
 from truerun_runtime.longtask import LongTaskAttempt
 
 TASKS = f"/v1/projects/{PROJECT}/longTasks"
+#: Commands a person means whatever the version (services/cli/task.py resends these too).
+RESENT = frozenset({"start", "pause", "resume", "cancel"})
 
 
 def draft(task_id: str, report: Path, *, steps: int = 3, **fields: Any) -> dict[str, Any]:
@@ -86,11 +88,19 @@ class People:
         return task
 
     async def command(self, task_id: str, verb: str, **body: Any) -> dict[str, Any]:
-        task = await self.get(task_id)
-        async with self.dash.http() as client:
-            got = await client.post(
-                f"{TASKS}/{task_id}:{verb}", content=json.dumps({"etag": task["etag"], **body})
-            )
+        """``verb`` at the task's current version. The scheduler may start a queued task
+        between the read and the send; for start, pause, resume and cancel (a person's
+        wish whatever the version) the read is made again and the command resent, as
+        ``truerun task`` does; never for an answer."""
+        for _ in range(3):
+            task = await self.get(task_id)
+            async with self.dash.http() as client:
+                got = await client.post(
+                    f"{TASKS}/{task_id}:{verb}", content=json.dumps({"etag": task["etag"], **body})
+                )
+            moved = got.status_code == 409 and "LONG_TASK_VERSION_CONFLICT" in got.text
+            if not (moved and verb in RESENT):
+                break
         assert got.status_code == 200, got.text
         after: dict[str, Any] = got.json()
         return after
