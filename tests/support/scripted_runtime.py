@@ -11,6 +11,7 @@ from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import runtime_service_pb2 as pb
 
 from tests.support.runtime_stack import RUNTIME_TOKEN
+from truerun_runtime.agent.version import AGENT_VERSION
 
 if TYPE_CHECKING:
     from truerun.v1.runtime_service_pb2_grpc import RuntimeServiceAsyncStub
@@ -25,7 +26,8 @@ class ScriptedRuntime:
         device: str = "dev-1",
         token: str = RUNTIME_TOKEN,
         lineage: str = "",
-        agent_version: str = "",
+        # the reference agent always names itself in its Hello; so does its double
+        agent_version: str = AGENT_VERSION,
     ) -> None:
         self.owner, self.instance, self.device, self.token = owner, instance, device, token
         self.lineage, self.agent_version = lineage, agent_version
