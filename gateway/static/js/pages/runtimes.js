@@ -6,6 +6,7 @@
 
 import { api, paths } from '../api.js';
 import { enumName, h, replaceChildren, timeEl } from '../dom.js';
+import { durationText } from '../durations.js';
 
 const POLL_MS = 2000;
 const TICK_MS = 1000;
@@ -24,11 +25,9 @@ function durationMs(text) {
   return Number.isNaN(seconds) ? 0 : Math.round(seconds * 1000);
 }
 
+// The heartbeat's age in the app's duration words (durations.js), whole seconds: "4 s ago".
 export function ageText(ms) {
-  const s = Math.max(0, Math.floor(ms / 1000));
-  if (s < 60) return `${s} s ago`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s ago`;
-  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min ago`;
+  return ms < 1000 ? '0 s ago' : `${durationText(ms)} ago`;
 }
 
 function stateCell(runtime) {
