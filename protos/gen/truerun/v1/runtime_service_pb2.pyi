@@ -144,6 +144,15 @@ class _InspectStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InspectS
     unknown; truerun makes the attempt lost and applies the retry policy.
     Distinct from NOT_FOUND (the runtime has no such task).
     """
+    INSPECT_STATE_NEVER_RECEIVED: _InspectState.ValueType  # 6
+    """Provably never started: this runtime keeps a durable journal of every
+    Start that reached this runtime instance id, written before it acts on the
+    Start, and it holds no record of this one. Only a runtime keeping such a
+    journal for the whole life of its instance id may answer it (the
+    reference agent does); any other answers NOT_FOUND. truerun puts the same
+    attempt back in the queue (seed A section 9: no process exists), where
+    NOT_FOUND leaves the attempt lost for a person.
+    """
 
 class InspectState(_InspectState, metaclass=_InspectStateEnumTypeWrapper):
     """An Inspect answer."""
@@ -169,6 +178,15 @@ and supervisor are gone and no exit status was recorded (e.g. the whole
 worker died and the runtime restarted on its state). The outcome is
 unknown; truerun makes the attempt lost and applies the retry policy.
 Distinct from NOT_FOUND (the runtime has no such task).
+"""
+INSPECT_STATE_NEVER_RECEIVED: InspectState.ValueType  # 6
+"""Provably never started: this runtime keeps a durable journal of every
+Start that reached this runtime instance id, written before it acts on the
+Start, and it holds no record of this one. Only a runtime keeping such a
+journal for the whole life of its instance id may answer it (the
+reference agent does); any other answers NOT_FOUND. truerun puts the same
+attempt back in the queue (seed A section 9: no process exists), where
+NOT_FOUND leaves the attempt lost for a person.
 """
 Global___InspectState: _TypeAlias = InspectState  # noqa: Y015
 
