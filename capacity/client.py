@@ -93,7 +93,13 @@ class CapacityClient:
         await self._channel.close(None)
 
     async def claim(
-        self, owner: str, instance: str, device_id: str, max_claims: int, lease_ttl_ms: int
+        self,
+        owner: str,
+        instance: str,
+        device_id: str,
+        max_claims: int,
+        lease_ttl_ms: int,
+        fence_hashes: Sequence[str] = (),
     ) -> ClaimAnswer:
         request = pb.ClaimRequest(
             request_id=uuid7(),  # one id for every try: a repeat replays, never claims again
@@ -102,6 +108,7 @@ class CapacityClient:
             device_id=device_id,
             max_attempts=max_claims,
             lease_ttl_ms=lease_ttl_ms,
+            callback_token_hashes=list(fence_hashes),
         )
         response = await self._retrying(lambda: self._stub.Claim(request, timeout=self._timeout_s))
         return ClaimAnswer(
@@ -114,6 +121,7 @@ class CapacityClient:
                     spec=item.spec,
                     front_of_queue=item.front_of_queue,
                     workspace_path=item.workspace_path,
+                    callback_token_hash=item.callback_token_hash,
                 )
                 for item in response.claimed
             ),

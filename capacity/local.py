@@ -3,6 +3,8 @@ ClaimService and ObservationService of the same process."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from capacity.service.claims import ClaimService
 from coordinator.api.convert import struct
 from coordinator.dispatch.capacity_port import ClaimAnswer, ClaimedStart
@@ -15,12 +17,18 @@ class LocalClaims:
         self._claims = claims
 
     async def claim(
-        self, owner: str, instance: str, device_id: str, max_claims: int, lease_ttl_ms: int
+        self,
+        owner: str,
+        instance: str,
+        device_id: str,
+        max_claims: int,
+        lease_ttl_ms: int,
+        fence_hashes: Sequence[str] = (),
     ) -> ClaimAnswer:
         # The same actor the gRPC CapacityService records, so both modes write the same history.
         actor = Actor(ActorType.SCHEDULER, f"capacity:{instance}")
         outcome = await self._claims.claim(
-            owner, instance, device_id, max_claims, lease_ttl_ms, actor
+            owner, instance, device_id, max_claims, lease_ttl_ms, actor, fence_hashes=fence_hashes
         )
         return ClaimAnswer(
             tuple(
@@ -32,6 +40,7 @@ class LocalClaims:
                     spec=struct(item.run.spec),
                     front_of_queue=item.run.run_now,
                     workspace_path=item.workspace_path,
+                    callback_token_hash=item.attempt.callback_token_hash or "",
                 )
                 for item in outcome.claimed
             ),

@@ -66,12 +66,21 @@ def claim_response(outcome: ClaimOutcome) -> pb.ClaimResponse:
                 front_of_queue=item.run.run_now,
                 agent_id=item.run.agent_id or "",
                 workspace_path=item.workspace_path,
+                callback_token_hash=item.attempt.callback_token_hash or "",
             )
             for item in outcome.claimed
         ],
         blocked_reason=_BLOCKED[outcome.blocked],
         blocked_detail=outcome.detail,
     )
+
+
+def _token_hash(value: str) -> str:
+    """A callback token hash as the coordinator makes them (hex SHA-256), nothing else: the
+    field must never carry a token itself."""
+    if len(value) != 64 or value.strip("0123456789abcdef"):
+        raise InvalidArgument("callback_token_hashes holds hex SHA-256 digests only")
+    return value
 
 
 def _never_recorded(snapshot: Snapshot) -> pb.Agent:
@@ -150,10 +159,13 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
         ttl = validation.in_range(
             request.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, "lease_ttl_ms", 1_000, 3_600_000
         )
+        hashes = [_token_hash(h) for h in request.callback_token_hashes]
         actor = Actor(ActorType.SCHEDULER, f"capacity:{instance}")
 
         async def execute(record: RequestRecord | None) -> pb.ClaimResponse:
-            outcome = await self._claims.claim(owner, instance, device, wanted, ttl, actor, record)
+            outcome = await self._claims.claim(
+                owner, instance, device, wanted, ttl, actor, record, hashes
+            )
             return claim_response(outcome)
 
         return await once(

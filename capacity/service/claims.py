@@ -9,7 +9,7 @@ locks are what stops over-commit.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -24,7 +24,7 @@ from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import RequestRecord
 from coordinator.store.snapshots import Snapshot, run_from_snapshot, run_snapshot
 from kernel import telemetry
-from kernel.errors import VersionConflict
+from kernel.errors import InvalidArgument, VersionConflict
 from kernel.ids import now_ms
 from kernel.observation import Observation
 from kernel.telemetry import span
@@ -119,14 +119,23 @@ class ClaimService:
         lease_ttl_ms: int,
         actor: Actor,
         request: RequestRecord | None = None,
+        fence_hashes: Sequence[str] = (),
     ) -> ClaimOutcome:
         """Claim up to ``max_claims`` queued runs for this runtime; ``request`` keeps the
-        answer for AIP-155 replays in the same transaction."""
+        answer for AIP-155 replays in the same transaction. With ``fence_hashes`` (at least
+        ``max_claims`` callback token hashes, distinct) every claimed attempt is also fenced
+        in the same commit, the i-th with the i-th hash: the caller sends its Starts after
+        the commit, and a Start that never left is proven so by a journaling runtime
+        (docs/runtime-protocol.md)."""
+        if fence_hashes and (
+            len(fence_hashes) < max_claims or len(set(fence_hashes)) != len(fence_hashes)
+        ):
+            raise InvalidArgument("a fenced claim needs max_claims distinct callback token hashes")
         attributes = {"truerun.owner_id": owner, "truerun.runtime_instance_id": instance}
         began = time.time_ns()
         with span("capacity claim", attributes) as current:
             outcome = await self._claim(
-                owner, instance, device_id, max_claims, lease_ttl_ms, actor, request
+                owner, instance, device_id, max_claims, lease_ttl_ms, actor, request, fence_hashes
             )
         if self._on_timed is not None:
             result = "claimed" if outcome.claimed else outcome.blocked.value or "none"
@@ -156,6 +165,7 @@ class ClaimService:
         lease_ttl_ms: int,
         actor: Actor,
         request: RequestRecord | None,
+        fence_hashes: Sequence[str],
     ) -> ClaimOutcome:
         observation = await self._observations.get(owner, instance, self._clock())
         if observation is None:
@@ -174,7 +184,7 @@ class ClaimService:
         for _ in range(_CONTENTION_RETRIES):
             try:
                 return await self._claim_locked(
-                    observation, device_id, max_claims, lease_ttl_ms, actor, request
+                    observation, device_id, max_claims, lease_ttl_ms, actor, request, fence_hashes
                 )
             except VersionConflict:
                 continue  # a candidate changed under us (cancelled, say); plan again
@@ -188,6 +198,7 @@ class ClaimService:
         lease_ttl_ms: int,
         actor: Actor,
         request: RequestRecord | None,
+        fence_hashes: Sequence[str],
     ) -> ClaimOutcome:
         owner, instance = obs.owner_id, obs.runtime_instance_id
         results: list[Result] = []
@@ -206,17 +217,27 @@ class ClaimService:
             lanes = await self._sql.lanes_with_work(tx, owner)
             heads = await self._sql.lane_heads(tx, owner, instance, lanes, slots, obs.labels)
             plan, configs = await self._plan(tx, owner, slots, heads)
-            for candidate in plan.picked:
-                command = c.Claim(
+            chains: list[list[c.RunCommand]] = []
+            for i, candidate in enumerate(plan.picked):
+                claim = c.Claim(
                     candidate.run_id,
                     actor,
                     runtime_instance_id=instance,
                     runtime_device_id=device_id,
                     lease_ttl_ms=lease_ttl_ms,
                 )
-                result = await self._transitions.execute_in(tx, command)
+                commands: list[c.RunCommand] = [claim]
+                if fence_hashes:  # the lease check is moot: the fence is in the claim's write
+                    fence = c.StartFence(
+                        candidate.run_id, actor, callback_token_hash=fence_hashes[i]
+                    )
+                    commands.append(fence)
+                chains.append(commands)
+            if chains:
+                label = "ClaimAndFence" if fence_hashes else "Claim"
+                results = await self._transitions.execute_chains_in(tx, chains, label)
+            for candidate, result in zip(plan.picked, results, strict=True):
                 assert result.attempt is not None
-                results.append(result)
                 config = configs.get(candidate.agent_key)
                 claimed.append(
                     Claimed(result.run, result.attempt, workspace_for(config, result.attempt.id))

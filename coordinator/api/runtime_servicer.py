@@ -18,7 +18,7 @@ from coordinator.api.errors import abort, unary
 from coordinator.api.heartbeats import Heartbeats
 from coordinator.dispatch.capacity_port import ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
-from coordinator.dispatch.ingest import TERMINAL_TYPES, EventIngest
+from coordinator.dispatch.ingest import OUTCOMES, TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
@@ -276,12 +276,12 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             runtime_task_id=answer.runtime_task_id,
             state=state,
             turn_active=_TURNS.get(answer.turn_status),
-            outcome=_OUTCOMES.get(answer.terminal_type),
+            outcome=OUTCOMES.get(answer.terminal_type),
             exit_code=answer.exit_code if answer.HasField("exit_code") else None,
             last_seq=answer.last_seq,
+            max_recoveries=self._dispatcher.max_recoveries,
         )
-        # "not found" from the same live instance: the attempt is lost, and the retry policy
-        # answers in the same transaction
+        # "not found": lost, and the retry policy answers in the same transaction
         retrier = Actor(ActorType.SCHEDULER, f"dispatcher:{session.runtime_instance_id}")
         try:
             await lose(self._transitions, command, retrier, self._dispatcher.max_recoveries)
@@ -390,11 +390,6 @@ _INSPECT_STATES = {
     pb.INSPECT_STATE_FINISHED: c.InspectState.FINISHED,
     pb.INSPECT_STATE_NOT_FOUND: c.InspectState.NOT_FOUND,
     pb.INSPECT_STATE_LOST: c.InspectState.LOST,
+    pb.INSPECT_STATE_NEVER_RECEIVED: c.InspectState.NEVER_RECEIVED,
 }
 _TURNS = {pb.TURN_STATUS_ACTIVE: True, pb.TURN_STATUS_IDLE: False}
-_OUTCOMES = {
-    pb.RUNTIME_EVENT_TYPE_SUCCEEDED: c.RuntimeOutcome.SUCCEEDED,
-    pb.RUNTIME_EVENT_TYPE_FAILED: c.RuntimeOutcome.FAILED,
-    pb.RUNTIME_EVENT_TYPE_CANCELLED: c.RuntimeOutcome.CANCELLED,
-    pb.RUNTIME_EVENT_TYPE_TIMED_OUT: c.RuntimeOutcome.TIMED_OUT,
-}

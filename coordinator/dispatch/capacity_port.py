@@ -7,6 +7,7 @@ cannot tell them apart and a test can compare them field by field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +27,8 @@ class ClaimedStart:
     spec: struct_pb2.Struct
     front_of_queue: bool
     workspace_path: str
+    #: The hash it was fenced with in the claim's own commit ("" when the claim set none).
+    callback_token_hash: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +41,17 @@ class ClaimAnswer:
 
 class Claims(Protocol):
     async def claim(
-        self, owner: str, instance: str, device_id: str, max_claims: int, lease_ttl_ms: int
-    ) -> ClaimAnswer: ...
+        self,
+        owner: str,
+        instance: str,
+        device_id: str,
+        max_claims: int,
+        lease_ttl_ms: int,
+        fence_hashes: Sequence[str] = (),
+    ) -> ClaimAnswer:
+        """Claim up to ``max_claims``; with ``fence_hashes`` (capacity.service.claims) each
+        claimed attempt is fenced in the same commit, the i-th with the i-th hash."""
+        ...
 
 
 class ObservationReporter(Protocol):

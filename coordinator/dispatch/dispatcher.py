@@ -122,40 +122,48 @@ class Dispatcher:
                     pass
 
     async def _claim(self, session: Session, actor: Actor) -> int:
+        """One claim round: every attempt it claims is fenced in the claim's own commit with
+        a callback token made here (only its hash leaves this process), so a Start goes out
+        only after its fence is durable and none needs a write of its own."""
+        tokens = {token_hash(t): t for t in (new_token() for _ in range(CLAIMS_PER_ROUND))}
         outcome = await self._claims.claim(
             session.owner_id,
             session.runtime_instance_id,
             session.device_ids[0],
             CLAIMS_PER_ROUND,
             self.lease_ttl_ms,
+            list(tokens),
         )
         for item in outcome.claimed:
-            task = asyncio.create_task(self._start(session, item, actor))
+            token = tokens.get(item.callback_token_hash, "")
+            task = asyncio.create_task(self._start(session, item, actor, token))
             self._starts.add(task)
             task.add_done_callback(self._starts.discard)
         return len(outcome.claimed)
 
-    async def _start(self, session: Session, item: ClaimedStart, actor: Actor) -> None:
+    async def _start(self, session: Session, item: ClaimedStart, actor: Actor, token: str) -> None:
         """The dispatch of one claimed attempt, as a span in its run's trace (tracing on)."""
         parent = await run_trace_parent(self._transitions.reader, item.run_id)
         attributes = {"truerun.run_id": item.run_id, "truerun.attempt_id": item.attempt_id}
         with span("dispatch start", attributes, parent=parent):
-            await self._start_traced(session, item, actor)
+            await self._start_traced(session, item, actor, token)
 
-    async def _start_traced(self, session: Session, item: ClaimedStart, actor: Actor) -> None:
-        token = new_token()
-        try:
-            await self._transitions.execute(
-                c.StartFence(
-                    item.run_id,
-                    actor,
-                    lease_token=item.lease_token,
-                    callback_token_hash=token_hash(token),
-                )
+    async def _start_traced(
+        self, session: Session, item: ClaimedStart, actor: Actor, token: str
+    ) -> None:
+        if not token:  # claimed without a fence (a capacity service that sets none): fence now
+            token = new_token()
+            fence = c.StartFence(
+                item.run_id,
+                actor,
+                lease_token=item.lease_token,
+                callback_token_hash=token_hash(token),
             )
-        except DomainError as error:  # e.g. cancelled between claim and fence: nothing sent
-            log.info("no Start for attempt %s: %s", item.attempt_id, error.message)
-            return
+            try:
+                await self._transitions.execute(fence)
+            except DomainError as error:  # e.g. cancelled between claim and fence: nothing sent
+                log.info("no Start for attempt %s: %s", item.attempt_id, error.message)
+                return
         answer: asyncio.Future[pb.StartResult] = asyncio.get_running_loop().create_future()
         session.pending_starts[item.attempt_id] = answer
         first_event = session.awaiting_evidence[item.attempt_id] = asyncio.Event()
@@ -384,12 +392,6 @@ def _self_fence_after_ms(spec: struct_pb2.Struct) -> int:
 
 
 # A run became claimable, or an attempt stopped holding a slot.
-_WAKING = {
-    "run.queued",
-    "run.succeeded",
-    "run.failed",
-    "run.cancelled",
-    "run.timed_out",
-    "run.lost",
-    "run.retry_wait",
-}
+_WAKING = frozenset(
+    f"run.{s}" for s in "queued succeeded failed cancelled timed_out lost retry_wait".split()
+)

@@ -31,7 +31,8 @@ from kernel.errors import DomainError
 
 log = logging.getLogger(__name__)
 
-_OUTCOMES = {
+#: The runtime event types that end an attempt, and the outcome each says.
+OUTCOMES = {
     pb.RUNTIME_EVENT_TYPE_SUCCEEDED: c.RuntimeOutcome.SUCCEEDED,
     pb.RUNTIME_EVENT_TYPE_FAILED: c.RuntimeOutcome.FAILED,
     pb.RUNTIME_EVENT_TYPE_CANCELLED: c.RuntimeOutcome.CANCELLED,
@@ -41,7 +42,7 @@ _NOTES = {
     pb.RUNTIME_EVENT_TYPE_OUTPUT: c.NoteKind.OUTPUT,
     pb.RUNTIME_EVENT_TYPE_SIGNALLED: c.NoteKind.SIGNALLED,
 }
-TERMINAL_TYPES = frozenset(_OUTCOMES)
+TERMINAL_TYPES = frozenset(OUTCOMES)
 #: RUNNING with an idle turn is not proof of running; unspecified: the runtime did not say.
 _TURNS = {pb.TURN_STATUS_ACTIVE: True, pb.TURN_STATUS_IDLE: False}
 
@@ -66,10 +67,10 @@ def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeC
         if event.turn_status:
             details["turn_status"] = pb.TurnStatus.Name(event.turn_status)
         return c.RuntimeNote(*base, kind=_NOTES[kind], details=details)
-    if kind in _OUTCOMES:
+    if kind in OUTCOMES:
         return c.RuntimeResult(
             *base,
-            outcome=_OUTCOMES[kind],
+            outcome=OUTCOMES[kind],
             exit_code=event.exit_code if event.HasField("exit_code") else None,
             error_code=event.error_code or None,
             error_summary=event.error_summary or None,

@@ -227,6 +227,9 @@ class InspectState(StrEnum):
     #: The runtime had the task and can no longer account for it (process and supervisor
     #: gone, no exit status recorded): gone, with an unknown outcome.
     LOST = "lost"
+    #: Provably never started: the runtime journals every Start that reached its instance
+    #: id before acting on it, and holds no record of this one (seed A §9).
+    NEVER_RECEIVED = "never_received"
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +248,9 @@ class InspectAnswer(RunCommand):
     #: The last seq the runtime wrote for the attempt (0: not said). A FINISHED answer from a
     #: runtime that wrote events truerun has not applied yet waits for those events.
     last_seq: int = 0
+    #: NEVER_RECEIVED requeues the attempt as a counted recovery; past this many the run is
+    #: dead-lettered instead (0: no limit), like a refused Start.
+    max_recoveries: int = 0
 
 
 @dataclass(frozen=True, slots=True)

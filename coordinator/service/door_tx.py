@@ -40,6 +40,9 @@ class DoorTx:
     ) -> Loaded | None:
         return await self._tx.load(run_id, attempt_id, dedupe_key)
 
+    async def load_runs(self, run_ids: Sequence[str]) -> dict[str, Loaded]:
+        return await self._tx.load_runs(run_ids)
+
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         """A statement in the backend's own dialect: capacity's queries and its own tables
         (scripts/architecture.py keeps SQL that writes a run table in coordinator/store)."""

@@ -13,17 +13,13 @@ module calls a store write.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import (
-    AbstractAsyncContextManager,
-    AbstractContextManager,
-    asynccontextmanager,
-)
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import replace
 
 from opentelemetry.trace import Span
 
 from coordinator.domain import commands as c
-from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, decide
+from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, chain, decide
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
 from coordinator.service.door_calls import describe, through_door
@@ -262,6 +258,37 @@ class Transitions:
             applied.events,
             from_status=loaded.run.status.value,
         )
+
+    async def execute_chains_in(
+        self, tx: DoorTx, chains: Sequence[Sequence[c.RunCommand]], label: str
+    ) -> list[Result]:
+        """Commands on distinct runs in a caller's transaction, one read and one write for
+        all (a claim round claims and fences every run it picked: seed A §11's batch CAS),
+        each run's commands decided in turn and folded into one write (``chain``). A refusal
+        or conflict rolls the whole transaction back; ``published`` after commit."""
+        with self._door(label):
+            loaded = await tx.load_runs([commands[0].run_id for commands in chains])
+            ctx = self._context()
+            decisions: list[Decision] = []
+            for commands in chains:
+                run_id = commands[0].run_id
+                if (item := loaded.get(run_id)) is None:
+                    raise RunNotFound(f"run {run_id} does not exist", run_id=run_id)
+                steps: list[Decision] = []
+                run, attempt = item.run, item.attempt
+                for command in commands:
+                    steps.append(step := decide(command, run, attempt, ctx))
+                    run, attempt = step.run, step.attempt or attempt
+                decisions.append(chain(steps))
+            try:
+                applied = await tx._tx.apply_many(decisions)
+            except CasMiss:
+                raise VersionConflict("a run of the batch changed inside a locked batch") from None
+            befores = [loaded[commands[0].run_id].run.status.value for commands in chains]
+            return [
+                Result(d.outcome.value, a.run, a.attempt, a.events, from_status=before)
+                for d, a, before in zip(decisions, applied, befores, strict=True)
+            ]
 
     async def create_in(self, tx: DoorTx, spec: c.RunSpec) -> Result:
         """Create a run inside a caller's transaction, beside the caller's own rows (a

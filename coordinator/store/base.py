@@ -111,6 +111,10 @@ class RunTxReader(Protocol):
         self, run_id: str, attempt_id: str | None = None, dedupe_key: str | None = None
     ) -> Loaded | None: ...
 
+    async def load_runs(self, run_ids: Sequence[str]) -> dict[str, Loaded]:
+        """Each named run with its current attempt, in one read (missing ones left out)."""
+        ...
+
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         """A statement in the backend's own dialect (for the capacity queries)."""
         ...
@@ -142,6 +146,11 @@ class RunTx(RunTxReader, Protocol):
     the transition service holds one (callers get it as a ``RunTxReader``)."""
 
     async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied: ...
+
+    async def apply_many(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """Decisions on distinct runs, written together (one statement where the backend can),
+        answered in the given order; a miss raises CasMiss and aborts the transaction."""
+        ...
 
     async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
         """Keep the AIP-155 record with ``snapshot`` (a JSON object of what this transaction

@@ -418,6 +418,12 @@ class FailingTx:
             raise CasMiss("injected: the candidate changed under the batch")
         return await self._inner.apply(decision, dedupe_key)
 
+    async def apply_many(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """The claim round's one write, decision by decision on the real transaction, so the
+        injected miss comes after the first CAS was written (the PostgreSQL statement's own
+        all-or-nothing: test_transitions.py, test_a_batch_of_writes_is_all_or_nothing)."""
+        return [await self.apply(decision) for decision in decisions]
+
 
 class FailingStore:
     """The real store; its first ``failing`` transactions fail at their second apply."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -139,3 +140,52 @@ def test_an_unstarted_or_finished_attempt_takes_no_answer() -> None:
         decide(
             answer(done.run, done.attempt, c.InspectState.RUNNING), done.run, done.attempt, ctx()
         )
+
+
+def test_never_received_requeues_the_same_attempt_as_a_counted_recovery() -> None:
+    run, attempt = started()
+    assert attempt.observed_state is ObservedState.UNCONFIRMED and attempt.last_event_seq == 0
+    d = decide(answer(run, attempt, c.InspectState.NEVER_RECEIVED), run, attempt, ctx())
+    assert d.attempt is not None
+    assert d.run.status is RunStatus.QUEUED and d.attempt.status is AttemptStatus.QUEUED
+    assert d.attempt.id == attempt.id and d.attempt.attempt_no == attempt.attempt_no
+    assert d.attempt.runtime_task_id == attempt.runtime_task_id
+    assert (d.attempt.start_requested_at_ms, d.attempt.callback_token_hash) == (None, None)
+    assert d.attempt.runtime_instance_id is None and d.attempt.lease_token is None
+    assert d.run.recovery_count == run.recovery_count + 1
+    assert [e.type for e in d.events] == ["attempt.start_never_received", "run.queued"]
+    assert display_state(d.run, d.attempt) is DisplayState.QUEUED
+
+
+def test_never_received_past_the_recovery_limit_is_dead_lettered() -> None:
+    run, attempt = started()
+    run = replace(run, recovery_count=2)
+    d = decide(
+        answer(run, attempt, c.InspectState.NEVER_RECEIVED, max_recoveries=2), run, attempt, ctx()
+    )
+    assert d.run.status is RunStatus.DEAD_LETTER
+    assert [e.type for e in d.events] == ["attempt.start_never_received", "run.dead_lettered"]
+
+
+def test_never_received_with_a_cancel_requested_is_cancelled() -> None:
+    run, attempt = started()
+    d = decide(c.RequestCancel(run.id, USER, reason="stop"), run, attempt, ctx())
+    run, attempt = d.run, d.attempt or attempt
+    d = decide(answer(run, attempt, c.InspectState.NEVER_RECEIVED), run, attempt, ctx())
+    assert d.attempt is not None
+    assert d.run.status is RunStatus.CANCELLED and d.attempt.status is AttemptStatus.CANCELLED
+    assert d.events[0].type == "attempt.start_never_received"
+
+
+@pytest.mark.parametrize("evidence", ["accepted", "event"])
+def test_never_received_after_evidence_proves_nothing_and_counts_as_not_found(
+    evidence: str,
+) -> None:
+    run, attempt = started(ObservedState.RUNNING if evidence == "event" else ObservedState.ACCEPTED)
+    if evidence == "accepted":
+        d = decide(c.StartAccepted(run.id, RUNTIME, attempt_id=attempt.id), run, attempt, ctx())
+        run, attempt = d.run, d.attempt or attempt
+    d = decide(answer(run, attempt, c.InspectState.NEVER_RECEIVED), run, attempt, ctx())
+    assert d.attempt is not None
+    assert d.run.status is RunStatus.LOST and d.attempt.status is AttemptStatus.LOST
+    assert d.attempt.termination_reason == "runtime_says_not_found"

@@ -9,6 +9,7 @@ from coordinator.domain import commands as c
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision, Outcome, RunWrite
 from coordinator.domain.decide.helpers import (
     _attempt_change,
+    _back_to_queue,
     _cancelled,
     _dead_letter_if_exhausted,
     _enqueue_new_attempt,
@@ -94,6 +95,12 @@ def _inspect_answer(
             attempt_id=attempt.id,
         )
     state = cmd.state
+    if state is c.InspectState.NEVER_RECEIVED:
+        if _without_evidence(attempt):
+            return _never_received(cmd, run, attempt, ctx)
+        # It sent evidence of this attempt yet says it never got the Start: the answer proves
+        # nothing, and the task may be gone; as "not found", a person decides.
+        state = c.InspectState.NOT_FOUND
     if state in _GONE:
         return _mark_lost(c.MarkLost(run.id, cmd.actor, reason=_GONE[state]), run, attempt, ctx)
     # An answer is not a runtime event: it must not use up a seq the runtime may still send,
@@ -151,6 +158,57 @@ _GONE = {
     c.InspectState.LOST: "runtime_reports_lost: the runtime had the task, its process and "
     "supervisor are gone and no exit status was recorded; the outcome is unknown",
 }
+
+
+def _without_evidence(attempt: Attempt) -> bool:
+    """Fenced, and nothing from the runtime since: no answer, no event, no acceptance."""
+    return (
+        attempt.status is AttemptStatus.STARTING
+        and attempt.observed_state is ObservedState.UNCONFIRMED
+        and attempt.last_event_seq == 0
+    )
+
+
+def _never_received(cmd: c.InspectAnswer, run: Run, attempt: Attempt, ctx: Context) -> Decision:
+    """The runtime proves the Start never reached it (seed A §9: no process exists), so the
+    same attempt goes back to the queue, like a refusal before start: counted as a recovery
+    and bounded the same way; cancelled when a cancel was already asked for."""
+    why = "the runtime's journal of received Starts has no record of this one"
+    events = [
+        _event(
+            "attempt.start_never_received",
+            cmd.actor,
+            attempt.id,
+            reason=why,
+            runtime_instance_id=attempt.runtime_instance_id,
+        )
+    ]
+    if run.cancel_requested_at_ms is not None:
+        cancelled = _finish_attempt(attempt, ctx, AttemptStatus.CANCELLED, "cancelled_before_start")
+        events.append(
+            _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
+        )
+        events.append(
+            _event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
+        )
+        return _cancelled(run, ctx, events, cancelled, attempt)
+    requeued = _back_to_queue(attempt, ctx)
+    dead = _dead_letter_if_exhausted(
+        run, cmd.max_recoveries, cmd.actor, attempt, events, cause=f"never received: {why}"
+    )
+    if dead is not None:
+        return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, **dead)
+    events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
+    return _run_update(
+        run,
+        ctx,
+        events,
+        requeued,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.QUEUED,
+        recovery_count=run.recovery_count + 1,
+    )
 
 
 def _orphan_reported(

@@ -38,6 +38,11 @@ LEFT JOIN attempts a ON a.id = COALESCE($2::text, r.current_attempt_id) AND a.ru
 WHERE r.id = $1
 """
 
+LOAD_RUNS = f"""
+SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}
+FROM runs r LEFT JOIN attempts a ON a.id = r.current_attempt_id AND a.run_id = r.id
+WHERE r.id = ANY($1::text[])"""
+
 LOAD_ATTEMPTS = f"""
 SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT}
 FROM attempts a JOIN runs r ON r.id = a.run_id

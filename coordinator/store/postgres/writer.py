@@ -32,6 +32,7 @@ from coordinator.store.postgres.reader import load_on
 from coordinator.store.postgres.sql import (
     ADVISORY_LOCKS,
     FIND_BY_KEY,
+    LOAD_RUNS,
     OPEN_IN_SCOPE,
     OUTPUT_DELETE,
     PUT_REQUEST,
@@ -120,9 +121,27 @@ class PostgresTx:
     ) -> Loaded | None:
         return await load_on(self.conn, run_id, attempt_id, dedupe_key)
 
+    async def load_runs(self, run_ids: Sequence[str]) -> dict[str, Loaded]:
+        rows = await self.conn.fetch(LOAD_RUNS, list(run_ids))
+        return {row["id"]: Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows}
+
     async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied:
         """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
         return await _apply_on(self.conn, decision, dedupe_key)
+
+    async def apply_many(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """The batchable ones (run and attempt updates) in one statement, in attempt-id
+        order as apply_all writes them; the rest one by one."""
+        order = sorted(range(len(decisions)), key=lambda i: _lock_order(decisions[i]))
+        together = [i for i in order if batchable(decisions[i])]
+        applied: dict[int, Applied] = {}
+        if together:
+            written = await apply_batch(self.conn, [decisions[i] for i in together])
+            applied.update(zip(together, written, strict=True))
+        for i in order:
+            if i not in applied:
+                applied[i] = await _apply_on(self.conn, decisions[i], None)
+        return [applied[i] for i in range(len(decisions))]
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         return list(await self.conn.fetch(sql, *args))

@@ -160,6 +160,13 @@ def renew_leases_sql(n_attempts: int) -> str:
     )
 
 
+def load_runs_sql(n_runs: int) -> str:
+    return (
+        f"SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT} FROM runs r LEFT JOIN attempts a "
+        f"ON a.id = r.current_attempt_id AND a.run_id = r.id WHERE r.id IN ({_marks(n_runs)})"
+    )
+
+
 def load_attempts_sql(n_attempts: int) -> str:
     return (
         f"SELECT {_RUN_SELECT}, {_ATTEMPT_SELECT} FROM attempts a "

@@ -47,6 +47,7 @@ from coordinator.store.sqlite.sql import (
     PUT_REQUEST,
     RUN_INSERT,
     RUN_UPDATE,
+    load_runs_sql,
     lock_scan_sql,
 )
 from kernel.ids import now_ms
@@ -164,9 +165,21 @@ class SqliteTx:
             return None
         return Loaded(run_from_row(row), attempt_from_row(row, "a_"), bool(row["dedupe_hit"]))
 
+    async def load_runs(self, run_ids: Sequence[str]) -> dict[str, Loaded]:
+        if not run_ids:
+            return {}
+        sql = load_runs_sql(len(run_ids))
+        rows = await self._store._write(lambda conn: conn.execute(sql, list(run_ids)).fetchall())
+        return {row["id"]: Loaded(run_from_row(row), attempt_from_row(row, "a_")) for row in rows}
+
     async def apply(self, decision: Decision, dedupe_key: str | None = None) -> Applied:
         """A miss raises and aborts the whole transaction: batches are all-or-nothing."""
         return await self._store._write(lambda conn: _write_decision(conn, decision, dedupe_key))
+
+    async def apply_many(self, decisions: Sequence[Decision]) -> list[Applied]:
+        return await self._store._write(
+            lambda conn: [_write_decision(conn, decision, None) for decision in decisions]
+        )
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
         return await self._store._write(lambda conn: conn.execute(sql, args).fetchall())

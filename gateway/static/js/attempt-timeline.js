@@ -19,6 +19,11 @@ const STEP_OF = {
   'run.cancel_requested': { key: 'cancel_requested', label: 'cancel requested' },
   'attempt.sync_stale': { key: 'unknown', label: 'unknown (evidence went stale)' },
   'attempt.released': { key: 'released', label: 'released to the queue', ends: true },
+  'attempt.start_never_received': {
+    key: 'released',
+    label: 'never received: back to the queue',
+    ends: true,
+  },
   'attempt.lost': { key: 'lost', label: 'lost', ends: true },
   'run.resolved': { key: 'resolved', label: 'resolved by an operator' },
   'attempt.succeeded': { key: 'ended', label: 'ended: succeeded', ends: true },

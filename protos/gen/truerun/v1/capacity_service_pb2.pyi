@@ -329,6 +329,7 @@ class ClaimRequest(_message.Message):
     DEVICE_ID_FIELD_NUMBER: _builtins.int
     MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
     LEASE_TTL_MS_FIELD_NUMBER: _builtins.int
+    CALLBACK_TOKEN_HASHES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency of this request (AIP-155); a retry returns the same claims."""
     owner_id: _builtins.str
@@ -341,6 +342,14 @@ class ClaimRequest(_message.Message):
     """How many attempts to claim at most (>= 1)."""
     lease_ttl_ms: _builtins.int
     """The claim lease in milliseconds; 0 = server default."""
+    @_builtins.property
+    def callback_token_hashes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Set the start fence in the same commit: the hashes of the callback tokens
+        the caller will put in its Starts, at least max_attempts of them, all
+        distinct; the i-th claimed attempt is fenced with the i-th hash. Empty:
+        claim only (the caller fences each attempt with its own StartFence).
+        """
+
     def __init__(
         self,
         *,
@@ -350,10 +359,11 @@ class ClaimRequest(_message.Message):
         device_id: _builtins.str = ...,
         max_attempts: _builtins.int = ...,
         lease_ttl_ms: _builtins.int = ...,
+        callback_token_hashes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_id", b"device_id", "lease_ttl_ms", b"lease_ttl_ms", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "request_id", b"request_id", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_token_hashes", b"callback_token_hashes", "device_id", b"device_id", "lease_ttl_ms", b"lease_ttl_ms", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "request_id", b"request_id", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -375,6 +385,7 @@ class ClaimedAttempt(_message.Message):
     FRONT_OF_QUEUE_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
     WORKSPACE_PATH_FIELD_NUMBER: _builtins.int
+    CALLBACK_TOKEN_HASH_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run the attempt belongs to."""
     attempt_id: _builtins.str
@@ -392,6 +403,10 @@ class ClaimedAttempt(_message.Message):
     workspace_path: _builtins.str
     """The per-attempt git worktree path for agents with concurrency > 1;
     empty otherwise.
+    """
+    callback_token_hash: _builtins.str
+    """The callback token hash it was fenced with (from callback_token_hashes);
+    empty when the claim set no fence.
     """
     @_builtins.property
     def lease_expire_time(self) -> _timestamp_pb2.Timestamp:
@@ -414,10 +429,11 @@ class ClaimedAttempt(_message.Message):
         front_of_queue: _builtins.bool = ...,
         agent_id: _builtins.str = ...,
         workspace_path: _builtins.str = ...,
+        callback_token_hash: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["lease_expire_time", b"lease_expire_time", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_id", b"attempt_id", "front_of_queue", b"front_of_queue", "lease_expire_time", b"lease_expire_time", "lease_token", b"lease_token", "run_id", b"run_id", "run_version", b"run_version", "runtime_task_id", b"runtime_task_id", "spec", b"spec", "workspace_path", b"workspace_path"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "attempt_id", b"attempt_id", "callback_token_hash", b"callback_token_hash", "front_of_queue", b"front_of_queue", "lease_expire_time", b"lease_expire_time", "lease_token", b"lease_token", "run_id", b"run_id", "run_version", b"run_version", "runtime_task_id", b"runtime_task_id", "spec", b"spec", "workspace_path", b"workspace_path"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
