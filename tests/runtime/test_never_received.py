@@ -5,15 +5,19 @@ after the retention period), and the same after the agent restarts on its state 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from truerun.v1 import runtime_service_pb2 as pb
+from truerun.v1.runtime_service_pb2_grpc import RuntimeServiceStub
 
 from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import AgentProcess
 from tests.support.fake_runtime_server import FakeRuntimeServer
+from tests.support.scripted_runtime import ScriptedRuntime
 
 NEVER_RECEIVED = pb.INSPECT_STATE_NEVER_RECEIVED
 NOT_FOUND = pb.INSPECT_STATE_NOT_FOUND
@@ -106,3 +110,68 @@ async def test_a_configured_id_process_answers_not_found_after_a_restart_too(
         assert await states(server, "never-sent") == [NOT_FOUND]
     finally:
         agent.stop()
+
+
+# -- the test double answers as the agent does -----------------------------------------------
+
+
+async def refused_then_inspected(server: FakeRuntimeServer) -> list[int]:
+    """A Start refused as invalid, then Inspect of an attempt never sent and of the refused one."""
+    assert not (await server.start("refused", {"cmd": "true"})).accepted
+    return await states(server, "never-sent", "refused")
+
+
+async def play(double: ScriptedRuntime) -> None:
+    """The double's side of ``refused_then_inspected``, holding no task."""
+    start = (await double.expect("start")).start
+    await double.answer_start(start, False, "the spec needs a command")
+    for _ in range(2):
+        await double.answer_inspect_without_task((await double.expect("inspect")).inspect)
+
+
+@pytest.mark.parametrize(
+    ("instance_id", "expected"),
+    [("", [NEVER_RECEIVED, NOT_FOUND]), ("dev-configured", [NOT_FOUND, NOT_FOUND])],
+    ids=["generated id = journal", "configured id = no journal"],
+)
+async def test_the_scripted_runtime_answers_inspect_as_the_agent_does(
+    server: FakeRuntimeServer,
+    start_agent: StartAgent,
+    address: str,
+    instance_id: str,
+    expected: list[int],
+) -> None:
+    agent = await start_agent(instance_id=instance_id)
+    await server.connected(1)
+    by_agent = await refused_then_inspected(server)
+    await agent.stop()
+    await server.wait_for(lambda: server.sessions[0].closed, what="the agent's stream closed")
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        double = ScriptedRuntime(RuntimeServiceStub(channel), journal=not instance_id)
+        await double.connect()
+        player = asyncio.create_task(play(double))
+        by_double = await refused_then_inspected(server)
+        await player
+        await double.close()
+    assert by_agent == by_double == expected
+
+
+async def test_the_scripted_runtime_never_claims_never_received_without_its_journal(
+    server: FakeRuntimeServer, address: str
+) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        for journal in (False, True):
+            double = ScriptedRuntime(RuntimeServiceStub(channel), journal=journal)
+            await double.connect()
+            await server.connected(1 if not journal else 2)
+            asking = asyncio.create_task(server.start("a1", {"command": "true"}))
+            start = (await double.expect("start")).start
+            await double.answer_start(start, True)
+            await asking
+            for attempt in ["a1"] + ([] if journal else ["a2"]):
+                with pytest.raises(AssertionError, match="NEVER_RECEIVED"):
+                    await double.send_inspect_result(
+                        pb.InspectResult(attempt_id=attempt, state=NEVER_RECEIVED)
+                    )
+            await double.close()
