@@ -18,14 +18,16 @@ One append-only JSON-lines file:
 - ``{"start": "<attempt id>"}`` is one received Start;
 - ``{"torn": "<prefix>"}`` stands for a record that was torn by a crash: every attempt id
   that starts with the prefix counts as received (conservative: the agent never claims
-  "never received" for a Start it may have seen; ``""`` covers every attempt).
+  "never received" for a Start it may have seen; ``""`` covers every attempt);
+- ``{"void": "<why>"}`` ends the proof for good: the runtime found it holds an attempt the
+  journal has no record of (``void_unless_received``), so the journal missed Starts.
 
 A journal proves nothing (``proof`` is False; ``never_received`` is always False, ``record``
 writes nothing) when it is missing, its header names another instance id or another inode, a
-line other than the last cannot be read, or the caller says the id may have lived without it
-(``may_prove=False``: a configured id can outlive a wiped state dir; an id generated before
-journals existed has no record of its earlier Starts). A torn last line is rewritten as a
-``torn`` record (write + rename) when the journal is loaded.
+line other than the last cannot be read, a line is ``void``, or the caller says the id may
+have lived without it (``may_prove=False``: a configured id can outlive a wiped state dir;
+an id generated before journals existed has no record of its earlier Starts). A torn last
+line is rewritten as a ``torn`` record (write + rename) when the journal is loaded.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +106,12 @@ class StartJournal:
             log.error("start journal %s cannot be read (%s): it proves nothing", path, error)
             return none
         journal = cls(path, instance_id, proof=True, received=received, torn=torn, fsync=fsync)
-        if len(chunks) > 1 and not _replays(chunks[-1], received, torn):
+        try:
+            last_read = len(chunks) < 2 or _replays(chunks[-1], received, torn)
+        except _Void as error:
+            log.error("start journal %s is void (%s): it proves nothing", path, error)
+            return none
+        if not last_read:
             # the writer died mid-line (or the line is damaged): keep what it may have named
             prefix = _torn_prefix(chunks[-1])
             log.warning("start journal %s: a torn record (%r) counts as received", path, prefix)
@@ -124,6 +132,22 @@ class StartJournal:
             return
         self._received.add(attempt_id)
         self._append({"start": attempt_id})
+
+    def void_unless_received(self, attempt_ids: Iterable[str]) -> None:
+        """Stop proving anything, for good, if one of ``attempt_ids`` (attempts the runtime
+        holds, e.g. in its outbox) has no record: the journal missed Starts (a runtime without
+        it ran on this state dir, or a record was lost), so its silence proves nothing."""
+        if not self.proof:
+            return
+        missing = sorted(a for a in attempt_ids if not self.received(a))
+        if missing:
+            log.error(
+                "start journal %s misses held attempts %s: it proves nothing",
+                self.path,
+                missing[:5],
+            )
+            self._append({"void": f"missed {len(missing)} held attempts, e.g. {missing[0]}"})
+            self.proof = False
 
     def received(self, attempt_id: str) -> bool:
         """True when a Start of ``attempt_id`` reached this instance id (or may have)."""
@@ -195,14 +219,22 @@ def _replay(line: Any, received: set[str], torn: list[str]) -> None:
         received.add(line["start"])
     elif isinstance(line.get("torn"), str):
         torn.append(line["torn"])
+    elif "void" in line:
+        raise _Void(str(line["void"]))
     else:  # unknown (a newer writer?): guessing could claim "never received" wrongly
         raise ValueError(f"unknown journal line {sorted(line)}")
 
 
+class _Void(ValueError):
+    """A ``void`` line: the journal proves nothing, for good."""
+
+
 def _replays(chunk: bytes, received: set[str], torn: list[str]) -> bool:
-    """Replay the last line; False when it cannot be read (torn)."""
+    """Replay the last line; False when it cannot be read (torn). A void line raises."""
     try:
         _replay(json.loads(chunk), received, torn)
+    except _Void:
+        raise
     except (ValueError, TypeError, KeyError):
         return False
     return True

@@ -18,6 +18,7 @@ from tests.runtime.conftest import StartAgent
 from tests.runtime.helpers import AgentProcess
 from tests.support.fake_runtime_server import FakeRuntimeServer
 from tests.support.scripted_runtime import ScriptedRuntime
+from truerun_runtime import Outbox, make_event
 
 NEVER_RECEIVED = pb.INSPECT_STATE_NEVER_RECEIVED
 NOT_FOUND = pb.INSPECT_STATE_NOT_FOUND
@@ -66,6 +67,23 @@ async def test_a_pruned_task_stays_received(
     assert not (second.agent.tasks_dir / "a1").exists(), "the task was pruned"
     assert "a1" not in second.agent.outbox.attempts()
     assert await states(server, "a1", "never-sent") == [NOT_FOUND, NEVER_RECEIVED]
+
+
+async def test_an_accepted_attempt_the_journal_missed_voids_it(
+    server: FakeRuntimeServer, start_agent: StartAgent, root: Path
+) -> None:
+    """An outbox journal without a Start record (an older agent ran on this state dir):
+    the journal missed Starts, so it proves nothing any more."""
+    first = await start_agent()
+    await server.connected(1)
+    assert await states(server, "never-sent") == [NEVER_RECEIVED]
+    await first.stop()
+    old = Outbox(root / "state" / "outbox", fsync=False)
+    old.append(make_event("old", "rt-task-old", "cb-old", pb.RUNTIME_EVENT_TYPE_ACCEPTED))
+
+    await start_agent()
+    await server.connected(2)
+    assert await states(server, "never-sent") == [NOT_FOUND]
 
 
 @pytest.fixture

@@ -146,6 +146,20 @@ def test_a_journal_deleted_under_the_writer_fails_the_record(tmp_path: Path) -> 
     assert not journal.never_received("a1"), "this process still counts it as received"
 
 
+def test_a_journal_missing_a_held_attempt_is_void_for_good(tmp_path: Path) -> None:
+    """E.g. an older agent ran on the state dir for a while and accepted a Start unrecorded."""
+    path = tmp_path / "starts.jsonl"
+    journal = created(path, "a1")
+    journal.void_unless_received(["a1"])
+    assert journal.proof
+    journal.void_unless_received(["a1", "a2"])
+    assert not journal.proof and not journal.never_received("a9")
+    assert not reloaded(path).proof, "void after a restart too, once a2 is pruned"
+    with path.open("ab") as handle:
+        handle.write(b'{"start":"a3"}\n')
+    assert not reloaded(path).proof, "a void line anywhere voids it"
+
+
 # -- the agent's rules: which instance id a journal can prove anything for -------------------
 
 

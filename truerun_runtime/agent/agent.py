@@ -57,6 +57,7 @@ class Agent:
         self.secrets_dir = config.secrets_dir or config.state_dir / "secrets"
         self.socket_path = config.state_dir / SOCKET
         self.outbox = Outbox(config.state_dir / "outbox", fsync=config.fsync)
+        self.starts.void_unless_received(self.outbox.attempts())  # e.g. after a downgrade
         self.client = RuntimeClient(
             config.server,
             config.token,
