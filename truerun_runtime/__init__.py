@@ -4,7 +4,8 @@
 
 ``RuntimeClient`` holds the Connect stream (hello, heartbeats, events, Start/Cancel/Inspect,
 acks) and reconnects with bounded, jittered backoff; ``Outbox`` keeps every event on disk
-until truerun acknowledges it; a ``RuntimeHandler`` decides what Start, Cancel and Inspect
+until truerun acknowledges it; ``StartJournal`` keeps every Start received (so Inspect may
+answer "never received"); a ``RuntimeHandler`` decides what Start, Cancel and Inspect
 do. ``channel_target`` turns a target and ``TlsFiles`` into the address and the TLS
 credentials ``RuntimeClient`` takes (see docs/operations.md, "TLS"). ``LongTaskAttempt`` is
 a long task's attempt talking to LongTaskAttemptService (``truerun_runtime.longtask``: its
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ._client import RuntimeClient
     from ._events import TERMINAL_TYPES, make_event
     from ._outbox import Outbox, OutboxCorrupt
+    from ._starts import StartJournal
     from ._tls import TlsFileError, TlsFiles, channel_target
     from .longtask import LongTaskAttempt, LongTaskError
 
@@ -37,6 +39,7 @@ _HOME = {
     "make_event": "._events",
     "Outbox": "._outbox",
     "OutboxCorrupt": "._outbox",
+    "StartJournal": "._starts",
     "TlsFileError": "._tls",
     "TlsFiles": "._tls",
     "channel_target": "._tls",
@@ -53,6 +56,7 @@ __all__ = [
     "OutboxCorrupt",
     "RuntimeClient",
     "RuntimeHandler",
+    "StartJournal",
     "TlsFileError",
     "TlsFiles",
     "channel_target",

@@ -49,10 +49,13 @@ class RunningAgent:
 class AgentProcess:
     """``python -m truerun_runtime.agent`` as a real process (it can be SIGKILLed)."""
 
-    def __init__(self, address: str, state_dir: Path, limit: int = 1) -> None:
+    def __init__(
+        self, address: str, state_dir: Path, limit: int = 1, instance_id: str = ""
+    ) -> None:
         self.address = address
         self.state_dir = state_dir
         self.limit = limit
+        self.instance_id = instance_id  # empty: the id stored in the state dir
         self.process: subprocess.Popen[bytes] | None = None
         self.runs = 0
 
@@ -76,6 +79,7 @@ class AgentProcess:
                     str(self.limit),
                     "--log-level",
                     "DEBUG",
+                    *(["--instance-id", self.instance_id] if self.instance_id else []),
                 ],
                 env=env,
                 stdin=subprocess.DEVNULL,

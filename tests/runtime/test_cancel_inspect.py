@@ -98,7 +98,7 @@ async def test_cancel_of_unknown_or_mismatched_task_is_not_found(
     assert (await server.inspect("a1", task="another-task-id")).state == pb.INSPECT_STATE_NOT_FOUND
 
 
-async def test_inspect_running_finished_and_not_found(
+async def test_inspect_running_finished_and_never_received(
     server: FakeRuntimeServer, start_agent: StartAgent, root: Path
 ) -> None:
     await start_agent()
@@ -121,7 +121,8 @@ async def test_inspect_running_finished_and_not_found(
     assert finished.terminal_type == pb.RUNTIME_EVENT_TYPE_FAILED and finished.exit_code == 5
     assert finished.last_seq == len(server.events("a1"))
 
-    assert (await server.inspect("never-started")).state == pb.INSPECT_STATE_NOT_FOUND
+    never = await server.inspect("never-started")  # the state dir's id journals every Start
+    assert never.state == pb.INSPECT_STATE_NEVER_RECEIVED
 
 
 async def _running_with_a_handle_that_proves_nothing(

@@ -1,4 +1,12 @@
-"""A runtime whose every message the test writes by hand, over a real gRPC stream."""
+"""A runtime whose every message the test writes by hand, over a real gRPC stream.
+
+It sends only what the reference agent sends. With ``journal=True`` it plays the agent with a
+generated instance id, which keeps a Start journal: every Start that reaches it is recorded on
+receipt (before the test answers it; refused ones too), and an Inspect of an attempt it never
+received a Start for is answered ``NEVER_RECEIVED``. Without (the default) it plays the agent
+with a configured instance id: no journal, ``NOT_FOUND``. One object is the instance id's whole
+life; a test playing a restart of the same instance hands ``starts_received`` on.
+"""
 
 from __future__ import annotations
 
@@ -28,9 +36,12 @@ class ScriptedRuntime:
         lineage: str = "",
         # the reference agent always names itself in its Hello; so does its double
         agent_version: str = AGENT_VERSION,
+        journal: bool = False,
     ) -> None:
         self.owner, self.instance, self.device, self.token = owner, instance, device, token
         self.lineage, self.agent_version = lineage, agent_version
+        self.journal = journal
+        self.starts_received: set[str] = set()  # the journal (kept, used only with journal)
         self._outgoing: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
         self._stub = stub
         self._incoming: asyncio.Queue[pb.ConnectResponse] = asyncio.Queue()
@@ -61,6 +72,8 @@ class ScriptedRuntime:
     async def _read(self) -> None:
         try:
             async for message in self._call:
+                if message.WhichOneof("kind") == "start":  # on receipt, as the agent does
+                    self.starts_received.add(message.start.attempt_id)
                 await self._incoming.put(message)
         except Exception as error:  # the stream failed: the next expect() raises it
             self.error = error
@@ -126,7 +139,31 @@ class ScriptedRuntime:
         await self._outgoing.put(pb.ConnectRequest(start_result=result))
 
     async def send_inspect_result(self, result: pb.InspectResult) -> None:
+        if result.state == pb.INSPECT_STATE_NEVER_RECEIVED and not self.never_received(
+            result.attempt_id
+        ):
+            raise AssertionError(
+                f"the reference agent answers NEVER_RECEIVED for {result.attempt_id!r} only with "
+                "a Start journal (journal=True) that holds no Start of it"
+            )
         await self._outgoing.put(pb.ConnectRequest(inspect_result=result))
+
+    def never_received(self, attempt_id: str) -> bool:
+        """What the agent's journal proves: kept (``journal``) and no Start of the attempt."""
+        return self.journal and attempt_id not in self.starts_received
+
+    async def answer_inspect_without_task(self, inspect: pb.Inspect) -> None:
+        """As the reference agent answers an Inspect of an attempt it holds no task of (never
+        received, refused, or pruned): NEVER_RECEIVED where its journal proves it, else
+        NOT_FOUND."""
+        never = self.never_received(inspect.attempt_id)
+        await self.send_inspect_result(
+            pb.InspectResult(
+                attempt_id=inspect.attempt_id,
+                runtime_task_id=inspect.runtime_task_id,
+                state=pb.INSPECT_STATE_NEVER_RECEIVED if never else pb.INSPECT_STATE_NOT_FOUND,
+            )
+        )
 
     async def event(
         self,

@@ -51,12 +51,13 @@ class Agent:
         config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(config.state_dir, 0o700)
         self._lock_fd = _lock(config.state_dir)
-        self.instance_id = config.resolved_instance_id()
+        self.instance_id, self.starts = config.resolved_identity()
         self.tasks_dir = config.state_dir / "tasks"
         self.tasks_dir.mkdir(exist_ok=True, mode=0o700)
         self.secrets_dir = config.secrets_dir or config.state_dir / "secrets"
         self.socket_path = config.state_dir / SOCKET
         self.outbox = Outbox(config.state_dir / "outbox", fsync=config.fsync)
+        self.starts.void_unless_received(self.outbox.attempts())  # e.g. after a downgrade
         self.client = RuntimeClient(
             config.server,
             config.token,
@@ -145,7 +146,9 @@ class Agent:
         return time.time() - newest > self.config.retention_s
 
     def _prune(self, runner: TaskRunner) -> None:
-        """Forget a finished task: its dir (log included) and its journal. Worktrees stay."""
+        """Forget a finished task: its dir (log included) and its outbox journal. Worktrees
+        stay, and so does its record in the Start journal (Inspect: NOT_FOUND, not "never
+        received")."""
         shutil.rmtree(runner.paths.dir, ignore_errors=True)
         if runner.record.attempt_id:
             self.outbox.forget(runner.record.attempt_id)
@@ -153,6 +156,10 @@ class Agent:
     # -- RuntimeHandler --------------------------------------------------------------------
 
     async def on_start(self, start: pb.Start) -> pb.StartResult:
+        # first of all, before any answer or refusal: a Start that arrived (duplicate, invalid
+        # and refused ones too) is on disk, so Inspect never calls it "never received"
+        self.starts.record(start.attempt_id)
+
         def answer(accepted: bool, reason: str = "", seq: int = 0) -> pb.StartResult:
             return pb.StartResult(
                 attempt_id=start.attempt_id,
@@ -227,6 +234,9 @@ class Agent:
             state=pb.INSPECT_STATE_NOT_FOUND,
         )
         runner = self.runners.get(inspect.attempt_id)
+        if runner is None and self.starts.never_received(inspect.attempt_id):
+            result.state = pb.INSPECT_STATE_NEVER_RECEIVED  # truerun requeues the same attempt
+            return result
         if runner is None or runner.record.task_id != inspect.runtime_task_id:
             return result
         state, terminal, code = await runner.inspect()

@@ -69,7 +69,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     )
     _flag(parser, "--token", "TRUERUN_TOKEN", "the runtime token (a secret)")
     _flag(parser, "--owner", "TRUERUN_OWNER", "the owner whose runs this runtime executes")
-    _flag(parser, "--instance-id", "TRUERUN_INSTANCE_ID", "runtime instance id; default: stored")
+    _flag(
+        parser,
+        "--instance-id",
+        "TRUERUN_INSTANCE_ID",
+        "runtime instance id; default: generated once and stored in the state dir "
+        "(only such an id lets Inspect answer NEVER_RECEIVED)",
+    )
     _flag(
         parser,
         "--lineage",

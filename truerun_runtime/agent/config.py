@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 from truerun.v1 import capacity_service_pb2 as cpb
 
-from truerun_runtime import Backoff, TlsFiles
+from truerun_runtime import Backoff, StartJournal, TlsFiles
 from truerun_runtime._tls import HTTPS
 
 INSTANCE_FILE = "instance_id"
+STARTS_FILE = "starts.jsonl"
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,9 @@ class AgentConfig:
     limit: int = 1
     """D: the hard cap of concurrently running commands, manual tasks included."""
     instance_id: str = ""
-    """The runtime instance id; empty: a stable id stored in the state dir."""
+    """The runtime instance id; empty: a stable id stored in the state dir (generated once,
+    with the Start journal that lets Inspect answer NEVER_RECEIVED; a configured id may outlive
+    a wiped state dir, so with one Inspect never answers NEVER_RECEIVED)."""
     lineage: str = ""
     """Hello's lineage: set only where at most one instance of it runs at a time and a task
     cannot outlive its instance (a container whose processes die with it); empty: none."""
@@ -47,7 +52,7 @@ class AgentConfig:
     output_max_backlog: int = 64 * 1024
     """Unsent output beyond this is skipped in events (the log file keeps it)."""
     fsync: bool = True
-    """fsync every outbox write (off only for tests on throwaway dirs)."""
+    """fsync every outbox and Start journal write (off only for tests on throwaway dirs)."""
     backoff: Backoff = field(default_factory=Backoff)
     """Reconnect backoff."""
     keepalive_ms: int = 30_000
@@ -66,8 +71,12 @@ class AgentConfig:
     """Where secrets named by ``{"secret_ref": NAME}`` live (one file each); None: the state
     dir's ``secrets``. ``TRUERUN_SECRET_<NAME>`` in the agent's environment wins."""
 
-    def resolved_instance_id(self) -> str:
-        """The configured id, else the one stored in the state dir (created once)."""
+    def resolved_instance_id(self, on_birth: Callable[[str], None] | None = None) -> str:
+        """The configured id, else the one stored in the state dir (created once).
+
+        ``on_birth(id)`` runs when an id is generated, before it is stored (so before it is
+        ever used): what must live exactly as long as the id (the Start journal) starts there.
+        """
         if self.instance_id:
             return self.instance_id
         path = self.state_dir / INSTANCE_FILE
@@ -77,10 +86,35 @@ class AgentConfig:
             stored = ""
         if not stored:
             stored = f"rt-{uuid.uuid4()}"
+            if on_birth is not None:
+                on_birth(stored)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(stored + "\n")
+            with tmp.open("w") as handle:
+                handle.write(stored + "\n")
+                if self.fsync:
+                    handle.flush()
+                    os.fsync(handle.fileno())
             tmp.replace(path)
         return stored
+
+    def resolved_identity(self) -> tuple[str, StartJournal]:
+        """The instance id and its Start journal, which proves "never received" only where it
+        covers the id's whole life: a generated id's journal is created with the id (before
+        the id is stored); a generated id stored before journals existed has none, and a
+        configured id may have lived in another (wiped) state dir, so neither proves anything
+        (Inspect answers NOT_FOUND, and nothing is written per Start)."""
+        path = self.state_dir / STARTS_FILE
+        born: list[StartJournal] = []
+
+        def birth(new_id: str) -> None:
+            born.append(StartJournal.create(path, new_id, fsync=self.fsync))
+
+        instance_id = self.resolved_instance_id(birth)
+        if born:
+            return instance_id, born[0]
+        if self.instance_id:
+            return instance_id, StartJournal(path, instance_id, proof=False, fsync=self.fsync)
+        return instance_id, StartJournal.load(path, instance_id, may_prove=True, fsync=self.fsync)
 
     def server_env(self) -> dict[str, str]:
         """How a process the agent starts reaches truerun itself (a long task's step driver):
