@@ -521,11 +521,14 @@ class Cluster:
         wait: bool = True,
         keepalive_ms: int = 1000,
         grace_ms: int = 1000,
+        generated_id: bool = False,
         **flags: object,
     ) -> Service:
         """A reference agent (instance id ``name``-<cluster>) with a state dir of its own;
         ``through_proxy`` puts a proxy of its own (``handle.proxy``) in front of the gRPC
-        port, so one agent can be partitioned while others stay connected."""
+        port, so one agent can be partitioned while others stay connected. ``generated_id``:
+        no ``--instance-id``; the agent makes its id (and its Start journal) in the state
+        dir, so it can prove a Start never reached it (docs/runtime-protocol.md)."""
         self._agents += 1
         state_dir = self.tmp_dir / f"agent-{self._agents}"
         if len(str(state_dir / "agent.sock")) >= 100:  # unix socket paths are short
@@ -536,7 +539,8 @@ class Cluster:
             host, port = self._server_address.rsplit(":", 1)
             proxy = self._proxy((host, int(port)), f"grpc-{name}")
             server = proxy.address
-        extra = ["--instance-id", name, "--keepalive-ms", str(keepalive_ms)]
+        extra = [] if generated_id else ["--instance-id", name]
+        extra += ["--keepalive-ms", str(keepalive_ms)]
         extra += ["--grace-ms", str(grace_ms)]
         if self_fence_after_ms is not None:
             extra += ["--self-fence-after-ms", str(self_fence_after_ms)]
@@ -548,8 +552,17 @@ class Cluster:
                 server, self.token(), OWNER, state_dir, limit, tuple(extra), wait=ready
             )
 
+        process = launch(wait)
+        instance_id = name
+        if generated_id:  # written before the agent's first Hello
+            path = state_dir / "instance_id"
+            instance_id = self.eventually(
+                lambda: (path.read_text().strip() or None) if path.exists() else None,
+                10,
+                "the agent's generated instance id",
+            )
         service = Service(
-            name, "agent", launch(wait), launch, instance_id=name, state_dir=state_dir, proxy=proxy
+            name, "agent", process, launch, instance_id=instance_id, state_dir=state_dir, proxy=proxy
         )
         self.services.append(service)
         return service

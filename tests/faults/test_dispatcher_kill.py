@@ -1,8 +1,15 @@
-"""The coordinator dies after the start fence, before its Start reaches the runtime: the
-attempt shows unknown and holds its slot (nothing may be running, nothing proves it is not);
-after the restart Inspect asks the runtime, which never heard of it, and the truth is
-recorded: lost, never run, never run twice. A person resolves it "not started"; it then
-runs once, on a new attempt."""
+"""The coordinator dies after the claim and its start fence committed (one write), before its
+Start reaches the runtime: the attempt shows unknown and holds its slot (nothing may be
+running, nothing proves it is not). After the restart Inspect asks the runtime, and the truth
+is recorded:
+
+- a runtime that cannot prove the Start never came (an agent with a configured instance id)
+  answers "not found": lost, never run, never run twice. A person resolves it "not started";
+  it then runs once, on a new attempt.
+- a runtime that journals every Start it receives (an agent with a generated instance id)
+  answers "never received": the same attempt goes back to the queue by itself (seed A §9)
+  and runs once.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +18,12 @@ from collections.abc import Callable
 import pytest
 from truerun.v1 import common_pb2, run_service_pb2
 
-from tests.faults.harness import Cluster, display, gapless, types
+from tests.faults.harness import Cluster, Service, display, gapless, types
 
 
-@pytest.mark.parametrize("topology", ["dev", "split"])
-def test_kill_dispatcher_after_fence_before_start(
-    make_cluster: Callable[..., Cluster], topology: str
-) -> None:
-    """dev: ``truerun dev`` is killed; split: ``truerun coordinator`` is, and the capacity
-    service (which the occupancy is read from) stays up."""
-    cluster = make_cluster(lease_ttl_ms=2500, topology=topology)
-    agent = cluster.start_agent("a1", limit=1, through_proxy=True)
+def fenced_then_killed(cluster: Cluster, agent: Service) -> tuple[str, str]:
+    """A run claimed and fenced whose Start never reaches ``agent``, the coordinator killed
+    and restarted, the run unknown holding the slot, and a second run waiting behind it."""
     assert agent.proxy is not None and cluster.server is not None
     cluster.wait_observed(agent)  # its first heartbeat must not be the one the blackhole holds
     # From here on nothing the coordinator sends reaches the agent (and nothing comes back),
@@ -43,10 +45,23 @@ def test_kill_dispatcher_after_fence_before_start(
     cluster.restart(cluster.server)
     run = cluster.wait_for(run_id, "unknown", 30)
     assert run.current_attempt.status == common_pb2.ATTEMPT_STATUS_STARTING
-    held = cluster.occupancy(agent)
+    held = cluster.occupancy(agent.instance_id)
     assert held.durable_rows == 1 and held.free_slots == 0, held
     waiting = cluster.submit("waits", cluster.side_effect("echo second"))
     assert display(cluster.get(waiting)) == "queued"
+    return run_id, waiting
+
+
+@pytest.mark.parametrize("topology", ["dev", "split"])
+def test_kill_dispatcher_after_fence_before_start(
+    make_cluster: Callable[..., Cluster], topology: str
+) -> None:
+    """dev: ``truerun dev`` is killed; split: ``truerun coordinator`` is, and the capacity
+    service (which the occupancy is read from) stays up."""
+    cluster = make_cluster(lease_ttl_ms=2500, topology=topology)
+    agent = cluster.start_agent("a1", limit=1, through_proxy=True)
+    assert agent.proxy is not None
+    run_id, waiting = fenced_then_killed(cluster, agent)
 
     # The runtime comes back: Inspect -> not found on that live instance -> lost, the truth.
     agent.proxy.pass_through()
@@ -72,3 +87,28 @@ def test_kill_dispatcher_after_fence_before_start(
     assert [s.run_id for s in cluster.spans()] == [waiting, run_id]
     assert [s.attempt_id for s in cluster.spans()][1] == run.current_attempt.id
     assert gapless(cluster.events(run_id))
+
+
+@pytest.mark.parametrize("topology", ["dev", "split"])
+def test_a_journaling_runtime_gets_the_same_attempt_back_and_runs_it_once(
+    make_cluster: Callable[..., Cluster], topology: str
+) -> None:
+    cluster = make_cluster(lease_ttl_ms=2500, topology=topology)
+    agent = cluster.start_agent("a1", limit=1, through_proxy=True, generated_id=True)
+    assert agent.proxy is not None
+    run_id, waiting = fenced_then_killed(cluster, agent)
+    fenced_attempt = cluster.get(run_id).current_attempt.id
+
+    # The runtime comes back: Inspect -> never received -> the same attempt queued again.
+    agent.proxy.pass_through()
+    for ended in (run_id, waiting):
+        assert display(cluster.wait_for(ended, ("succeeded", "failed"), 45)) == "succeeded"
+    run = cluster.get(run_id)
+    assert run.attempt_count == 1 and run.current_attempt.id == fenced_attempt
+    events = types(cluster.events(run_id))
+    assert events.count("attempt.start_never_received") == 1, events
+    assert "attempt.lost" not in events and events.count("attempt.start_requested") == 2, events
+    assert gapless(cluster.events(run_id))
+    # Each ran exactly once, the fenced run on its one attempt.
+    assert sorted(s.run_id for s in cluster.spans()) == sorted([run_id, waiting])
+    assert fenced_attempt in {s.attempt_id for s in cluster.spans()}
