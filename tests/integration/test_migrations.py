@@ -231,8 +231,7 @@ async def test_run_tables_keep_only_the_indexes_a_statement_uses(
 async def test_downgrade_puts_the_dropped_indexes_back(migrated_database_url: str) -> None:
     await downgrade(migrated_database_url, "0019_notice_upkeep")
     before = {
-        table: names | BEFORE_0020.get(table, set())
-        for table, names in RUN_TABLE_INDEXES.items()
+        table: names | BEFORE_0020.get(table, set()) for table, names in RUN_TABLE_INDEXES.items()
     }
     assert await on_database(migrated_database_url, maintained) == before
     await upgrade(migrated_database_url)
