@@ -95,12 +95,13 @@ runs = Table(
     Column("recovery_count", Integer, nullable=False, server_default=text("0")),
     CheckConstraint("version >= 0", name="version_nonnegative"),
     CheckConstraint("event_sequence >= 0", name="event_sequence_nonnegative"),
+    # Every index here is one a statement's plan uses (docs/indexes.md): each costs an entry
+    # on every insert and every non-HOT update, so one no plan uses is pure write cost.
     Index("ix_runs_project_created", "project_id", "created_at_ms"),
     Index("ix_runs_task_created", "task_id", "created_at_ms"),
+    # Scans by status: the queue per project, due retries, quiet running runs.
     Index("ix_runs_status_queued", "status", "queued_at_ms"),
-    Index("ix_runs_status_cancel_requested", "status", "cancel_requested_at_ms"),
     Index("ix_runs_owner_created", "owner_id", "created_at_ms"),
-    Index("ix_runs_retry_of", "retry_of_run_id"),
     Index("ix_runs_scope_status", "execution_scope", "status"),
     Index(
         "uq_runs_project_idempotency_key",
@@ -161,7 +162,6 @@ attempts = Table(
     UniqueConstraint("run_id", "attempt_no", name="uq_attempts_run_attempt_no"),
     CheckConstraint("attempt_no >= 1", name="attempt_no_positive"),
     CheckConstraint("last_event_seq >= 0", name="last_event_seq_nonnegative"),
-    Index("ix_attempts_status_created", "status", "created_at_ms"),
     Index("ix_attempts_status_lease", "status", "lease_expires_at_ms"),
     # The capacity domain: live attempts of one owner on one runtime instance (seed A §3).
     Index("ix_attempts_runtime_capacity", "owner_id", "runtime_instance_id", "status"),
@@ -198,7 +198,6 @@ run_events = Table(
         postgresql_where=text("dedupe_key IS NOT NULL"),
         sqlite_where=text("dedupe_key IS NOT NULL"),
     ),
-    Index("ix_run_events_created", "created_at_ms"),
     Index("ix_run_events_tx_id_position", "tx_id", "position"),
     Index("ix_run_events_project_id_tx_id_position", "project_id", "tx_id", "position"),
 )

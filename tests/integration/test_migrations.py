@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0019_notice_upkeep"
+HEAD = "0020_slim_run_indexes"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")
@@ -168,3 +168,71 @@ def test_sqlalchemy_url_maps_plain_urls(plain: str, expected: str) -> None:
 def test_sqlalchemy_url_rejects_other_urls(bad: str) -> None:
     with pytest.raises(ValueError, match="unsupported database URL"):
         sqlalchemy_url(bad)
+
+
+# The run tables' primary keys, unique constraints and indexes: everything an insert or a
+# non-HOT update writes an entry into, so each one is there because a statement's plan uses
+# it (docs/indexes.md; the plans: test_index_plans.py).
+RUN_TABLE_INDEXES = {
+    "runs": {
+        "pk_runs",
+        "ix_runs_claim_order",
+        "ix_runs_owner_created",
+        "ix_runs_project_created",
+        "ix_runs_scope_status",
+        "ix_runs_status_queued",
+        "ix_runs_task_created",
+        "uq_runs_project_idempotency_key",
+    },
+    "attempts": {
+        "pk_attempts",
+        "ix_attempts_agent_status",
+        "ix_attempts_runtime_capacity",
+        "ix_attempts_scope_status",
+        "ix_attempts_status_lease",
+        "uq_attempts_run_attempt_no",
+    },
+    "run_events": {
+        "pk_run_events",
+        "ix_run_events_project_id_tx_id_position",
+        "ix_run_events_tx_id_position",
+        "uq_run_events_run_dedupe_key",
+        "uq_run_events_run_sequence",
+    },
+}
+# What 0020_slim_run_indexes dropped, and its downgrade puts back.
+BEFORE_0020 = {
+    "runs": {"ix_runs_status_cancel_requested", "ix_runs_retry_of"},
+    "attempts": {"ix_attempts_status_created"},
+    "run_events": {"ix_run_events_created"},
+}
+
+
+def maintained(conn: Connection) -> dict[str, set[str]]:
+    """Per run table, the names of everything an insert writes an entry into. SQLite names
+    a UNIQUE constraint's index automatically (``sqlite_autoindex_*``) and has no named
+    primary key index; the constraint names stand for them."""
+    insp = inspect(conn)
+    shape: dict[str, set[str]] = {}
+    for table in RUN_TABLE_INDEXES:
+        names = {str(i["name"]) for i in insp.get_indexes(table)}
+        names |= {str(u["name"]) for u in insp.get_unique_constraints(table)}
+        names.add(str(insp.get_pk_constraint(table)["name"]))
+        shape[table] = {n for n in names if not n.startswith("sqlite_autoindex_")}
+    return shape
+
+
+async def test_run_tables_keep_only_the_indexes_a_statement_uses(
+    migrated_database_url: str,
+) -> None:
+    assert await on_database(migrated_database_url, maintained) == RUN_TABLE_INDEXES
+
+
+async def test_downgrade_puts_the_dropped_indexes_back(migrated_database_url: str) -> None:
+    await downgrade(migrated_database_url, "0019_notice_upkeep")
+    before = {
+        table: names | BEFORE_0020.get(table, set()) for table, names in RUN_TABLE_INDEXES.items()
+    }
+    assert await on_database(migrated_database_url, maintained) == before
+    await upgrade(migrated_database_url)
+    assert await on_database(migrated_database_url, maintained) == RUN_TABLE_INDEXES
