@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
-from coordinator.domain.decide import Decision
 from coordinator.domain.states import RunStatus
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import (
-    Applied,
     RequestIdTaken,
     RequestRecord,
     RunFilter,
@@ -22,41 +20,7 @@ from coordinator.store.base import (
 )
 from coordinator.store.snapshots import decode, run_from_snapshot
 from tests.support.factories import spec
-
-
-class Recording:
-    """The real store; it records every create write (``("one", 1)`` for a lone write,
-    ``("group", n)`` for a group of n) and holds its first ``hold`` writes at a gate."""
-
-    def __init__(self, inner: RunStore, hold: int = 0) -> None:
-        self._inner = inner
-        self.hold = hold
-        self.writes: list[tuple[str, int]] = []
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def _gate(self) -> None:
-        if self.hold > 0:
-            self.hold -= 1
-            self.entered.set()
-            await self.release.wait()
-
-    async def apply(
-        self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
-    ) -> Applied:
-        await self._gate()
-        self.writes.append(("one", 1))
-        return await self._inner.apply(decision, dedupe_key, request)
-
-    async def apply_creates(
-        self, creates: Sequence[tuple[Decision, RequestRecord | None]]
-    ) -> list[Applied]:
-        await self._gate()
-        self.writes.append(("group", len(creates)))
-        return await self._inner.apply_creates(creates)
+from tests.support.recording_store import Recording
 
 
 async def _tx_ids(store: RunStore, results: Sequence[Result]) -> set[int]:
