@@ -92,7 +92,8 @@ async def test_one_bad_item_refuses_the_whole_call(
         )
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await api.stub.CreateRuns(request)
-        assert f"requests[{index}]" in refused.value.details() and says in refused.value.details()
+        details = refused.value.details() or ""
+        assert f"requests[{index}]" in details and says in details
         assert info.reason == "INVALID_ARGUMENT"
         for empty_or_too_many in (0, 501):
             await expect_error(
