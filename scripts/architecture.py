@@ -88,6 +88,7 @@ STORE_WRITES = frozenset(
     {
         "apply",
         "apply_all",
+        "apply_creates",
         "put_request",
         "transaction",
         "renew_leases",

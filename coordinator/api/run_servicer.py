@@ -16,14 +16,14 @@ from coordinator.api.auth import caller
 from coordinator.api.errors import stream, unary
 from coordinator.api.operator_commands import OperatorCommands
 from coordinator.api.request_ids import once
+from coordinator.api.run_creates import RunCreates, caller_actor, run_proto
 from coordinator.domain import commands as c
 from coordinator.domain.cursor import EventCursor
-from coordinator.domain.model import Actor
-from coordinator.domain.states import ActorType, DisplayState, RunStatus, ScopePolicy
+from coordinator.domain.states import DisplayState, RunStatus
 from coordinator.service.feed import EventFeed
 from coordinator.service.hub import EventHub
 from coordinator.service.output_reads import read_output
-from coordinator.service.queries import RunQueries, RunView, view
+from coordinator.service.queries import RunQueries, RunView
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Loaded, RequestRecord
 from coordinator.store.snapshots import run_from_snapshot
@@ -40,17 +40,6 @@ _CANCEL_OUTCOMES = {
 }
 
 
-def _actor() -> Actor:
-    """The caller, from its token: never from the request (a request's ``actor`` field is
-    ignored). A token configured with a name is a person; otherwise an API app."""
-    who = caller()
-    return Actor(ActorType.USER if who.named else ActorType.API_APP, who.name)
-
-
-def _run_proto(result: Result | Loaded) -> common_pb2.Run:
-    return convert.run_to_proto(view(Loaded(result.run, result.attempt)))
-
-
 def _cancel_response(result: Result | Loaded, outcome: str) -> run_service_pb2.CancelRunResponse:
     if outcome in _CANCEL_OUTCOMES:
         code = _CANCEL_OUTCOMES[outcome]
@@ -58,10 +47,10 @@ def _cancel_response(result: Result | Loaded, outcome: str) -> run_service_pb2.C
         code = run_service_pb2.CANCEL_OUTCOME_CANCELLED
     else:
         code = run_service_pb2.CANCEL_OUTCOME_REQUESTED
-    return run_service_pb2.CancelRunResponse(run=_run_proto(result), outcome=code)
+    return run_service_pb2.CancelRunResponse(run=run_proto(result), outcome=code)
 
 
-class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
+class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     def __init__(self, transitions: Transitions, queries: RunQueries, hub: EventHub) -> None:
         self._transitions = transitions
         self._queries = queries
@@ -90,83 +79,13 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
     # -- commands -----------------------------------------------------------------------------
 
     @unary
-    async def CreateRun(
-        self, request: run_service_pb2.CreateRunRequest, context: Ctx
-    ) -> run_service_pb2.CreateRunResponse:
-        spec = self._spec(request)
-        use_existing = request.conflict_policy != common_pb2.CONFLICT_POLICY_FAIL
-
-        async def execute(record: RequestRecord | None) -> run_service_pb2.CreateRunResponse:
-            result = await self._transitions.create(spec, use_existing, record)
-            return run_service_pb2.CreateRunResponse(
-                run=_run_proto(result), existing=result.existing
-            )
-
-        def render(committed: Loaded) -> run_service_pb2.CreateRunResponse:
-            return run_service_pb2.CreateRunResponse(run=_run_proto(committed), existing=False)
-
-        return await self._once(
-            "CreateRun", request, run_service_pb2.CreateRunResponse, execute, render
-        )
-
-    def _spec(self, request: run_service_pb2.CreateRunRequest) -> c.RunSpec:
-        project_id = validation.name(request.project_id, "project_id")
-        owner_id = validation.name(request.owner_id, "owner_id")
-        task_id = validation.name(request.task_id, "task_id")
-        assert project_id and owner_id and task_id
-        if not caller().sees(project_id):
-            raise PermissionDenied(f"this token may not create runs in project {project_id}")
-        try:
-            scope_policy = convert.enum_from_proto(
-                ScopePolicy, "SCOPE_POLICY", request.scope_policy
-            )
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
-        if request.conflict_policy not in common_pb2.ConflictPolicy.values():
-            raise InvalidArgument(f"unknown conflict_policy {request.conflict_policy}")
-        if request.spec.ByteSize() > validation.MAX_SPEC_BYTES:
-            raise InvalidArgument(f"spec is larger than {validation.MAX_SPEC_BYTES} bytes")
-        if len(request.required_labels) > validation.MAX_LABELS:
-            raise InvalidArgument(f"at most {validation.MAX_LABELS} required_labels")
-        labels = tuple(
-            validation.name(label, "required_labels[]") or "" for label in request.required_labels
-        )
-        spec = convert.struct_to_dict(request.spec)
-        validation.self_fence_after_ms(spec)
-        validation.command_spec(spec)
-        return c.RunSpec(
-            project_id=project_id,
-            owner_id=owner_id,
-            task_id=task_id,
-            created_by=_actor(),
-            task_revision=validation.in_range(request.task_revision, "task_revision", 0, 2**62),
-            agent_id=validation.name(request.agent_id, "agent_id", required=False),
-            execution_scope=validation.text(request.execution_scope, "execution_scope", 256),
-            scope_policy=scope_policy or ScopePolicy.QUEUE,
-            trigger_type=validation.name(request.trigger_type, "trigger_type", required=False)
-            or "manual",
-            trigger_id=validation.text(request.trigger_id, "trigger_id", 256),
-            idempotency_key=validation.text(request.idempotency_key, "idempotency_key", 256),
-            priority=validation.in_range(request.priority, "priority", -1000, 1000),
-            max_attempts=validation.in_range(request.max_attempts or 1, "max_attempts", 1, 100),
-            idempotent=request.idempotent,
-            run_now=request.run_now,
-            requires_approval=request.requires_approval,
-            pinned_runtime_instance_id=validation.name(
-                request.pinned_runtime_instance_id, "pinned_runtime_instance_id", required=False
-            ),
-            required_labels=labels,
-            spec=spec,
-        )
-
-    @unary
     async def CancelRun(
         self, request: run_service_pb2.CancelRunRequest, context: Ctx
     ) -> run_service_pb2.CancelRunResponse:
         run_id = await self._visible(request.id)
         command = c.RequestCancel(
             run_id,
-            _actor(),
+            caller_actor(),
             expected_version=validation.etag(request.etag),
             reason=validation.text(request.reason, "reason") or "cancelled_by_user",
         )
@@ -188,12 +107,12 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         self, request: run_service_pb2.RetryRunRequest, context: Ctx
     ) -> common_pb2.Run:
         run_id = await self._visible(request.id)
-        command = c.ManualRetry(run_id, _actor())
+        command = c.ManualRetry(run_id, caller_actor())
 
         async def execute(record: RequestRecord | None) -> common_pb2.Run:
-            return _run_proto(await self._transitions.execute(command, record))
+            return run_proto(await self._transitions.execute(command, record))
 
-        return await self._once("RetryRun", request, common_pb2.Run, execute, _run_proto)
+        return await self._once("RetryRun", request, common_pb2.Run, execute, run_proto)
 
     @unary
     async def ApproveRun(
@@ -202,14 +121,14 @@ class RunServicer(OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
         run_id = await self._visible(request.id)
         command = c.Approve(
             run_id,
-            _actor(),
+            caller_actor(),
             expected_version=validation.etag(request.etag),
         )
 
         async def execute(record: RequestRecord | None) -> common_pb2.Run:
-            return _run_proto(await self._transitions.execute(command, record))
+            return run_proto(await self._transitions.execute(command, record))
 
-        return await self._once("ApproveRun", request, common_pb2.Run, execute, _run_proto)
+        return await self._once("ApproveRun", request, common_pb2.Run, execute, run_proto)
 
     # -- reads --------------------------------------------------------------------------------
 

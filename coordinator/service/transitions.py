@@ -24,6 +24,7 @@ from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
 from coordinator.service.door_calls import describe, through_door
 from coordinator.service.door_tx import DEDUPLICATED, DoorTx, Result
+from coordinator.service.group_commit import GroupCommit
 from coordinator.store.base import (
     CasMiss,
     DedupeKeyTaken,
@@ -58,10 +59,17 @@ class Transitions:
         on_conflict: Callable[[str], None] | None = None,
         output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
         on_timed: Callable[[str, float], None] | None = None,
+        create_group: int = 64,
     ) -> None:
         """``on_timed(command, seconds)``: each command's time through the door (a latency
-        histogram), refused or conflicted ones too."""
+        histogram), refused or conflicted ones too. ``create_group``: at most this many
+        concurrent plain creates share one store write (group_commit.py)."""
         self._store = store
+        self._creates = GroupCommit(
+            lambda decision, request: store.apply(decision, None, request),
+            lambda members: store.apply_creates(members),
+            create_group,
+        )
         self._output = output
         self._clock = clock
         self._new_id = new_id
@@ -70,6 +78,11 @@ class Transitions:
         self._on_commit = on_commit
         self._on_conflict = on_conflict
         self._on_timed = on_timed
+
+    @property
+    def creates_waiting(self) -> int:
+        """Plain creates queued for the next group write (tests watch a group form)."""
+        return self._creates.waiting
 
     @property
     def reader(self) -> RunReader:
@@ -112,7 +125,8 @@ class Transitions:
         try:
             if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
                 return await self._create_in_scope(spec, decision, request)
-            applied = await self._store.apply(decision, None, request)
+            # Grouped with concurrent creates; raises what a lone write would (group_commit).
+            applied = await self._creates.write(decision, request)
         except IdempotencyKeyTaken:
             assert spec.idempotency_key is not None
             existing = await self._store.find_by_idempotency_key(

@@ -238,6 +238,16 @@ class RunStore(RunReader, Protocol):
         With ``request``, its record is kept in the same transaction with the snapshot of
         what was committed (``snapshots.run_snapshot``); RequestIdTaken if a twin won."""
 
+    async def apply_creates(
+        self, creates: Sequence[tuple[Decision, RequestRecord | None]]
+    ) -> list[Applied]:
+        """Several creates (decisions that insert a run, no dedupe key), each with its
+        AIP-155 record or none, in one transaction, all or nothing, answered in the given
+        order: the group commit of concurrent CreateRun calls. IdempotencyKeyTaken or
+        RequestIdTaken when one of them collides (with a committed run or record, or with
+        another of them); CasMiss when another writer deadlocked with it. Nothing was
+        written then."""
+
     def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
         """One transaction that first takes the named locks, in the order given."""
         ...

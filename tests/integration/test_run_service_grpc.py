@@ -676,6 +676,7 @@ class GatedStore:
         self.hold = hold  # how many writes to stop at the gate
         self.entered: asyncio.Queue[None] = asyncio.Queue()
         self.release = asyncio.Event()
+        self.replay_checks: asyncio.Queue[None] = asyncio.Queue()  # get_request answered
 
     async def close(self) -> None:
         await self._inner.close()
@@ -693,6 +694,15 @@ class GatedStore:
             self.entered.put_nowait(None)
             await self.release.wait()
         return await self._inner.apply(decision, dedupe_key, request)
+
+    async def apply_creates(
+        self, creates: Sequence[tuple[Decision, RequestRecord | None]]
+    ) -> list[Applied]:
+        if self.hold > 0:
+            self.hold -= 1
+            self.entered.put_nowait(None)
+            await self.release.wait()
+        return await self._inner.apply_creates(creates)
 
     def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
         return self._inner.transaction(lock_keys)
@@ -749,7 +759,9 @@ class GatedStore:
         return await self._inner.silent_unknowns(silent_since_ms, limit)
 
     async def get_request(self, request_id: str) -> StoredRequest | None:
-        return await self._inner.get_request(request_id)
+        found = await self._inner.get_request(request_id)
+        self.replay_checks.put_nowait(None)
+        return found
 
     async def list_runs(
         self, run_filter: RunFilter, after: RunCursor | None, limit: int
@@ -794,15 +806,21 @@ async def twins_in_flight(
         gates.append(GatedStore(store))
         return gates[0]
 
+    # A CreateRun twin never reaches the store while the first is held there: it queues
+    # behind that write (the group commit), so it is in flight once its replay check found
+    # nothing; it then writes alone and meets the first one's record.
+    grouped = method == "CreateRun"
     async with grpc_run_service(database_url, migrate=False, wrap_store=wrap) as api:
         gate = gates[0]
         request = await setup(api)
         async with raw_channel(api) as channel:
-            gate.hold = 2
+            gate.hold = 1 if grouped else 2
             first = asyncio.ensure_future(raw_call(channel, method, request))
             await asyncio.wait_for(gate.entered.get(), WAIT)
+            while not gate.replay_checks.empty():
+                gate.replay_checks.get_nowait()
             second = asyncio.ensure_future(raw_call(channel, method, request))
-            await asyncio.wait_for(gate.entered.get(), WAIT)
+            await asyncio.wait_for((gate.replay_checks if grouped else gate.entered).get(), WAIT)
             gate.release.set()
             answers = await asyncio.wait_for(
                 asyncio.gather(first, second, return_exceptions=True), WAIT

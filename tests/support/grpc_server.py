@@ -38,20 +38,23 @@ async def grpc_run_service(
     *,
     migrate: bool = True,
     wrap_store: Callable[[RunStore], RunStore] | None = None,
+    tokens: str = "",
 ) -> AsyncIterator[GrpcApi]:
     """Serve RunService for ``database_url`` until the block exits.
 
     ``migrate=False`` skips the (idempotent) upgrade for a database already at head.
     ``wrap_store`` may put a delegating wrapper (e.g. one that holds writes at a gate to
     force an interleaving) between the service and the real store; ``GrpcApi.store`` is then
-    the wrapper.
+    the wrapper. ``tokens``: more API tokens (ApiTokens.parse) besides the test operator's.
     """
     if migrate:
         await upgrade(database_url)
     real_store = await open_store(database_url)
     store = wrap_store(real_store) if wrap_store is not None else real_store
     try:
-        server, port = await create_server(coordinator(store), f"{HOST}:0", tokens=server_tokens())
+        server, port = await create_server(
+            coordinator(store), f"{HOST}:0", tokens=server_tokens(tokens)
+        )
         try:
             address = f"{HOST}:{port}"
             async with aio_channel(address) as channel:

@@ -19,6 +19,9 @@ def run_requests(run_id: str, project: str) -> dict[str, Message]:
     """A well-formed request for every RunService RPC, aimed at ``run_id`` or ``project``."""
     return {
         "CreateRun": rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t"),
+        "CreateRuns": rs.CreateRunsRequest(
+            requests=[rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t")]
+        ),
         "GetRun": rs.GetRunRequest(id=run_id),
         "ListRuns": rs.ListRunsRequest(project_id=project),
         "CountRuns": rs.CountRunsRequest(project_id=project),

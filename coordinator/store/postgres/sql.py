@@ -314,7 +314,7 @@ def _filter_clauses(run_filter: RunFilter, after: RunCursor | None) -> tuple[lis
 
 # The runtime event batch (postgres/batch.py): many decisions, each on its own run, in one
 # statement.
-def _pg_type(column: Any) -> str:
+def pg_type(column: Any) -> str:
     if isinstance(column.type, BigInteger):
         return "bigint"
     if isinstance(column.type, Integer):
@@ -333,10 +333,10 @@ def _build_batch() -> str:
         return f"${n}::{kind}[]"
 
     fields = [("run_id", "text"), ("expected_version", "bigint"), ("n_events", "bigint")]
-    fields += [(f"r_{c}", _pg_type(runs.c[c])) for c in RUN_MUTABLE]
+    fields += [(f"r_{c}", pg_type(runs.c[c])) for c in RUN_MUTABLE]
     fields += [("a_id", "text"), ("a_expected_status", "text"), ("a_expected_seq", "bigint")]
     fields += [("a_lease_written", "boolean")]
-    fields += [(f"a_{c}", _pg_type(attempts.c[c])) for c in ATTEMPT_MUTABLE]
+    fields += [(f"a_{c}", pg_type(attempts.c[c])) for c in ATTEMPT_MUTABLE]
     unnest = ", ".join(param(kind) for _, kind in fields)
     names = ", ".join(name for name, _ in fields)
     run_sets = ", ".join(f"{c} = v.r_{c}" for c in RUN_MUTABLE)

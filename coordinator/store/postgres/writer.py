@@ -28,6 +28,7 @@ from coordinator.store.base import (
 )
 from coordinator.store.output_sql import output_rows
 from coordinator.store.postgres.batch import apply_batch, batchable
+from coordinator.store.postgres.creates import apply_creates, groupable
 from coordinator.store.postgres.reader import load_on
 from coordinator.store.postgres.sql import (
     ADVISORY_LOCKS,
@@ -75,6 +76,16 @@ class PostgresWriter:
                         decision.run.updated_at_ms,
                     )
                     return applied
+
+    async def apply_creates(
+        self, creates: Sequence[tuple[Decision, RequestRecord | None]]
+    ) -> list[Applied]:
+        """One statement, so one round trip and one commit, for the whole group."""
+        if not all(groupable(decision) for decision, _ in creates):
+            raise ValueError("apply_creates writes only creates")
+        async with self._pool.acquire() as conn:
+            with _translated_errors():
+                return await apply_creates(conn, creates)
 
     @contextlib.asynccontextmanager
     async def transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[PostgresTx]:

@@ -79,6 +79,14 @@ class SqliteWriter(SqliteConnections):
                 await self._write(_rollback_if_open)
                 raise
 
+    async def apply_creates(
+        self, creates: Sequence[tuple[Decision, RequestRecord | None]]
+    ) -> list[Applied]:
+        """One IMMEDIATE transaction, one commit, for the whole group."""
+        items = [(decision, None, request) for decision, request in creates]
+        async with self._write_lock:
+            return await self._write(lambda conn: self._apply_many(conn, items))
+
     def _apply(
         self,
         conn: sqlite3.Connection,
@@ -86,22 +94,32 @@ class SqliteWriter(SqliteConnections):
         dedupe_key: str | None,
         request: RequestRecord | None,
     ) -> Applied:
+        return self._apply_many(conn, [(decision, dedupe_key, request)])[0]
+
+    def _apply_many(
+        self,
+        conn: sqlite3.Connection,
+        items: Sequence[tuple[Decision, str | None, RequestRecord | None]],
+    ) -> list[Applied]:
         self._begin_immediate(conn)
         try:
-            applied = _write_decision(conn, decision, dedupe_key)
-            if request is not None:
-                conn.execute(
-                    PUT_REQUEST,
-                    (
-                        request.request_id,
-                        request.method,
-                        request.payload_hash,
-                        encode(run_snapshot(applied.run, applied.attempt)),
-                        decision.run.updated_at_ms,
-                    ),
-                )
+            written = []
+            for decision, dedupe_key, request in items:
+                applied = _write_decision(conn, decision, dedupe_key)
+                if request is not None:
+                    conn.execute(
+                        PUT_REQUEST,
+                        (
+                            request.request_id,
+                            request.method,
+                            request.payload_hash,
+                            encode(run_snapshot(applied.run, applied.attempt)),
+                            decision.run.updated_at_ms,
+                        ),
+                    )
+                written.append(applied)
             conn.execute("COMMIT")
-            return applied
+            return written
         except sqlite3.IntegrityError as exc:
             conn.execute("ROLLBACK")
             message = str(exc)

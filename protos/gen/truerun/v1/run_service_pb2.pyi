@@ -268,6 +268,56 @@ class CreateRunResponse(_message.Message):
 Global___CreateRunResponse: _TypeAlias = CreateRunResponse  # noqa: Y015
 
 @_typing.final
+class CreateRunsRequest(_message.Message):
+    """Request for RunService.CreateRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreateRunRequest]:
+        """The runs to create, 1 to 500, each as for CreateRun (without request_id,
+        scope_policy other than queue, or conflict_policy fail).
+        """
+
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___CreateRunRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateRunsRequest: _TypeAlias = CreateRunsRequest  # noqa: Y015
+
+@_typing.final
+class CreateRunsResponse(_message.Message):
+    """Response of RunService.CreateRuns."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___CreateRunResponse]:
+        """One per request, in request order: the created run, or the existing one."""
+
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___CreateRunResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateRunsResponse: _TypeAlias = CreateRunsResponse  # noqa: Y015
+
+@_typing.final
 class GetRunRequest(_message.Message):
     """Request for RunService.GetRun."""
 

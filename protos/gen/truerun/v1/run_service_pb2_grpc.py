@@ -41,6 +41,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunResponse.FromString,
                 _registered_method=True)
+        self.CreateRuns = channel.unary_unary(
+                '/truerun.v1.RunService/CreateRuns',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsResponse.FromString,
+                _registered_method=True)
         self.GetRun = channel.unary_unary(
                 '/truerun.v1.RunService/GetRun',
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.GetRunRequest.SerializeToString,
@@ -137,6 +142,23 @@ class RunServiceServicer:
         set). With an idempotency_key that already names a run in the project,
         returns that run (existing = true) or fails with ALREADY_EXISTS /
         IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateRuns(self, request, context):
+        """Creates up to 500 runs in one call, for producers that have many: each
+        item is created as by CreateRun (concurrent creates share database
+        writes), and the response lists the runs in request order. Every item is
+        validated and authorized first: one bad item fails the whole call with
+        INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
+        and nothing is created. An item's idempotency_key that already names a
+        run in its project returns that run (existing = true); items take only
+        the queue scope policy and the use-existing conflict policy, and carry
+        no request_id: a retried call with keyed items creates nothing twice.
+        A store failure part way may leave some items created; retrying the call
+        with idempotency keys returns those and creates the rest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -315,6 +337,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunResponse.SerializeToString,
             ),
+            'CreateRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateRuns,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsResponse.SerializeToString,
+            ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.GetRunRequest.FromString,
@@ -429,6 +456,33 @@ class RunService:
             '/truerun.v1.RunService/CreateRun',
             truerun_dot_v1_dot_run__service__pb2.CreateRunRequest.SerializeToString,
             truerun_dot_v1_dot_run__service__pb2.CreateRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/truerun.v1.RunService/CreateRuns',
+            truerun_dot_v1_dot_run__service__pb2.CreateRunsRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.CreateRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

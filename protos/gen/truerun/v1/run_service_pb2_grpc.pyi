@@ -51,6 +51,19 @@ class RunServiceStub:
     returns that run (existing = true) or fails with ALREADY_EXISTS /
     IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
     """
+    CreateRuns: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.CreateRunsRequest, _run_service_pb2.CreateRunsResponse]
+    """Creates up to 500 runs in one call, for producers that have many: each
+    item is created as by CreateRun (concurrent creates share database
+    writes), and the response lists the runs in request order. Every item is
+    validated and authorized first: one bad item fails the whole call with
+    INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
+    and nothing is created. An item's idempotency_key that already names a
+    run in its project returns that run (existing = true); items take only
+    the queue scope policy and the use-existing conflict policy, and carry
+    no request_id: a retried call with keyed items creates nothing twice.
+    A store failure part way may leave some items created; retrying the call
+    with idempotency keys returns those and creates the rest.
+    """
     GetRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.GetRunRequest, _common_pb2.Run]
     """Returns one run with its display state and current attempt. Never writes.
     Fails with NOT_FOUND / RUN_NOT_FOUND.
@@ -153,6 +166,19 @@ class RunServiceAsyncStub(RunServiceStub):
     set). With an idempotency_key that already names a run in the project,
     returns that run (existing = true) or fails with ALREADY_EXISTS /
     IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+    """
+    CreateRuns: _aio.UnaryUnaryMultiCallable[_run_service_pb2.CreateRunsRequest, _run_service_pb2.CreateRunsResponse]  # type: ignore[assignment]
+    """Creates up to 500 runs in one call, for producers that have many: each
+    item is created as by CreateRun (concurrent creates share database
+    writes), and the response lists the runs in request order. Every item is
+    validated and authorized first: one bad item fails the whole call with
+    INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
+    and nothing is created. An item's idempotency_key that already names a
+    run in its project returns that run (existing = true); items take only
+    the queue scope policy and the use-existing conflict policy, and carry
+    no request_id: a retried call with keyed items creates nothing twice.
+    A store failure part way may leave some items created; retrying the call
+    with idempotency keys returns those and creates the rest.
     """
     GetRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.GetRunRequest, _common_pb2.Run]  # type: ignore[assignment]
     """Returns one run with its display state and current attempt. Never writes.
@@ -259,6 +285,25 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         set). With an idempotency_key that already names a run in the project,
         returns that run (existing = true) or fails with ALREADY_EXISTS /
         IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateRuns(
+        self,
+        request: _run_service_pb2.CreateRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_run_service_pb2.CreateRunsResponse, _abc.Awaitable[_run_service_pb2.CreateRunsResponse]]:
+        """Creates up to 500 runs in one call, for producers that have many: each
+        item is created as by CreateRun (concurrent creates share database
+        writes), and the response lists the runs in request order. Every item is
+        validated and authorized first: one bad item fails the whole call with
+        INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
+        and nothing is created. An item's idempotency_key that already names a
+        run in its project returns that run (existing = true); items take only
+        the queue scope policy and the use-existing conflict policy, and carry
+        no request_id: a retried call with keyed items creates nothing twice.
+        A store failure part way may leave some items created; retrying the call
+        with idempotency keys returns those and creates the rest.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,167 @@
+"""RunService's creates: CreateRun, and CreateRuns for producers that have many.
+
+Both end in ``Transitions.create``, one call per run, so every run keeps its own span,
+metrics and answer; concurrent plain creates share the store's writes there (the group
+commit, coordinator/service/group_commit.py). CreateRuns validates and authorizes every
+item before it creates any, so a bad item changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from truerun.v1 import common_pb2, run_service_pb2
+
+from coordinator.api import convert, validation
+from coordinator.api.auth import caller
+from coordinator.api.errors import unary
+from coordinator.domain import commands as c
+from coordinator.domain.model import Actor
+from coordinator.domain.states import ActorType, ScopePolicy
+from coordinator.service.queries import view
+from coordinator.service.transitions import Result, Transitions
+from coordinator.store.base import Loaded, RequestRecord
+from kernel.errors import DomainError, InvalidArgument, PermissionDenied
+
+M = TypeVar("M", bound=Message)
+Ctx = grpc.aio.ServicerContext[Any, Any]
+
+#: The most runs one CreateRuns call creates.
+MAX_CREATE_RUNS = 500
+
+
+def caller_actor() -> Actor:
+    """The caller, from its token: never from the request (a request's ``actor`` field is
+    ignored). A token configured with a name is a person; otherwise an API app."""
+    who = caller()
+    return Actor(ActorType.USER if who.named else ActorType.API_APP, who.name)
+
+
+def run_proto(result: Result | Loaded) -> common_pb2.Run:
+    return convert.run_to_proto(view(Loaded(result.run, result.attempt)))
+
+
+def _created(result: Result) -> run_service_pb2.CreateRunResponse:
+    return run_service_pb2.CreateRunResponse(run=run_proto(result), existing=result.existing)
+
+
+class RunCreates:
+    """Mixed into RunServicer, which provides the transition service and ``_once``."""
+
+    _transitions: Transitions
+
+    async def _once(
+        self,
+        method: str,
+        request: Any,
+        response_type: type[M],
+        execute: Callable[[RequestRecord | None], Awaitable[M]],
+        render: Callable[[Loaded], M],
+    ) -> M:
+        raise NotImplementedError
+
+    @unary
+    async def CreateRun(
+        self, request: run_service_pb2.CreateRunRequest, context: Ctx
+    ) -> run_service_pb2.CreateRunResponse:
+        spec = self._spec(request)
+        use_existing = request.conflict_policy != common_pb2.CONFLICT_POLICY_FAIL
+
+        async def execute(record: RequestRecord | None) -> run_service_pb2.CreateRunResponse:
+            return _created(await self._transitions.create(spec, use_existing, record))
+
+        def render(committed: Loaded) -> run_service_pb2.CreateRunResponse:
+            return run_service_pb2.CreateRunResponse(run=run_proto(committed), existing=False)
+
+        return await self._once(
+            "CreateRun", request, run_service_pb2.CreateRunResponse, execute, render
+        )
+
+    @unary
+    async def CreateRuns(
+        self, request: run_service_pb2.CreateRunsRequest, context: Ctx
+    ) -> run_service_pb2.CreateRunsResponse:
+        if not 1 <= len(request.requests) <= MAX_CREATE_RUNS:
+            raise InvalidArgument(f"requests: between 1 and {MAX_CREATE_RUNS} items")
+        specs = [self._item(i, item) for i, item in enumerate(request.requests)]
+        # Each through the door on its own; started together, they share the group writes.
+        results = await asyncio.gather(
+            *(self._transitions.create(spec) for spec in specs), return_exceptions=True
+        )
+        for outcome in results:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return run_service_pb2.CreateRunsResponse(
+            responses=[_created(r) for r in results if isinstance(r, Result)]
+        )
+
+    def _item(self, index: int, item: run_service_pb2.CreateRunRequest) -> c.RunSpec:
+        """One CreateRuns item, validated and authorized as CreateRun's request; what a
+        batch item may not carry is refused here, before anything is created."""
+        try:
+            if item.request_id:
+                raise InvalidArgument("request_id: items are made idempotent by idempotency_key")
+            if item.conflict_policy == common_pb2.CONFLICT_POLICY_FAIL:
+                raise InvalidArgument("conflict_policy: items take only use-existing")
+            spec = self._spec(item)
+            if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
+                raise InvalidArgument("scope_policy: items take only queue")
+            return spec
+        except PermissionDenied:
+            raise
+        except DomainError as exc:
+            raise type(exc)(f"requests[{index}]: {exc.message}", **exc.metadata) from None
+
+    def _spec(self, request: run_service_pb2.CreateRunRequest) -> c.RunSpec:
+        project_id = validation.name(request.project_id, "project_id")
+        owner_id = validation.name(request.owner_id, "owner_id")
+        task_id = validation.name(request.task_id, "task_id")
+        assert project_id and owner_id and task_id
+        if not caller().sees(project_id):
+            raise PermissionDenied(f"this token may not create runs in project {project_id}")
+        try:
+            scope_policy = convert.enum_from_proto(
+                ScopePolicy, "SCOPE_POLICY", request.scope_policy
+            )
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        if request.conflict_policy not in common_pb2.ConflictPolicy.values():
+            raise InvalidArgument(f"unknown conflict_policy {request.conflict_policy}")
+        if request.spec.ByteSize() > validation.MAX_SPEC_BYTES:
+            raise InvalidArgument(f"spec is larger than {validation.MAX_SPEC_BYTES} bytes")
+        if len(request.required_labels) > validation.MAX_LABELS:
+            raise InvalidArgument(f"at most {validation.MAX_LABELS} required_labels")
+        labels = tuple(
+            validation.name(label, "required_labels[]") or "" for label in request.required_labels
+        )
+        spec = convert.struct_to_dict(request.spec)
+        validation.self_fence_after_ms(spec)
+        validation.command_spec(spec)
+        return c.RunSpec(
+            project_id=project_id,
+            owner_id=owner_id,
+            task_id=task_id,
+            created_by=caller_actor(),
+            task_revision=validation.in_range(request.task_revision, "task_revision", 0, 2**62),
+            agent_id=validation.name(request.agent_id, "agent_id", required=False),
+            execution_scope=validation.text(request.execution_scope, "execution_scope", 256),
+            scope_policy=scope_policy or ScopePolicy.QUEUE,
+            trigger_type=validation.name(request.trigger_type, "trigger_type", required=False)
+            or "manual",
+            trigger_id=validation.text(request.trigger_id, "trigger_id", 256),
+            idempotency_key=validation.text(request.idempotency_key, "idempotency_key", 256),
+            priority=validation.in_range(request.priority, "priority", -1000, 1000),
+            max_attempts=validation.in_range(request.max_attempts or 1, "max_attempts", 1, 100),
+            idempotent=request.idempotent,
+            run_now=request.run_now,
+            requires_approval=request.requires_approval,
+            pinned_runtime_instance_id=validation.name(
+                request.pinned_runtime_instance_id, "pinned_runtime_instance_id", required=False
+            ),
+            required_labels=labels,
+            spec=spec,
+        )
