@@ -562,7 +562,13 @@ class Cluster:
                 "the agent's generated instance id",
             )
         service = Service(
-            name, "agent", process, launch, instance_id=instance_id, state_dir=state_dir, proxy=proxy
+            name,
+            "agent",
+            process,
+            launch,
+            instance_id=instance_id,
+            state_dir=state_dir,
+            proxy=proxy,
         )
         self.services.append(service)
         return service
