@@ -114,6 +114,26 @@ def run_values(run: Run) -> dict[str, Any]:
     }
 
 
+def run_mutable_values(run: Run) -> list[Any]:
+    """The RUN_MUTABLE columns' values, in that order: what an update writes (no JSON to
+    encode: spec and labels never change after the insert)."""
+    return [
+        run.status.value,
+        run.version,
+        run.updated_at_ms,
+        run.queued_at_ms,
+        run.started_at_ms,
+        run.finished_at_ms,
+        run.cancel_requested_at_ms,
+        run.cancel_reason,
+        run.error_code,
+        run.error_summary,
+        run.current_attempt_id,
+        run.attempt_count,
+        run.recovery_count,
+    ]
+
+
 def attempt_values(attempt: Attempt) -> dict[str, Any]:
     values = {name: getattr(attempt, name) for name in ATTEMPT_COLUMNS}
     values["status"] = attempt.status.value

@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0020_slim_run_indexes"
+HEAD = "0021_run_fillfactor"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")
@@ -236,3 +236,24 @@ async def test_downgrade_puts_the_dropped_indexes_back(migrated_database_url: st
     assert await on_database(migrated_database_url, maintained) == before
     await upgrade(migrated_database_url)
     assert await on_database(migrated_database_url, maintained) == RUN_TABLE_INDEXES
+
+
+def fillfactors(conn: Connection) -> dict[str, str]:
+    """PostgreSQL's storage options of the tables whose rows are updated in place."""
+    rows = conn.exec_driver_sql(
+        "SELECT relname, array_to_string(reloptions, ',') FROM pg_class "
+        "WHERE relname IN ('runs', 'attempts') AND relkind = 'r'"
+    ).all()
+    return {str(name): str(options or "") for name, options in rows}
+
+
+async def test_run_rows_leave_room_for_hot_updates(pg_url: str) -> None:
+    await upgrade(pg_url)
+    assert await on_database(pg_url, fillfactors) == {
+        "runs": "fillfactor=70",
+        "attempts": "fillfactor=70",
+    }
+    await downgrade(pg_url, "0020_slim_run_indexes")
+    assert await on_database(pg_url, fillfactors) == {"runs": "", "attempts": ""}
+    await upgrade(pg_url)
+    assert (await on_database(pg_url, fillfactors))["runs"] == "fillfactor=70"

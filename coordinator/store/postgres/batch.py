@@ -18,7 +18,7 @@ from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.store.base import Applied, CasMiss
 from coordinator.store.output_sql import output_rows
 from coordinator.store.postgres.sql import BATCH_UPDATE
-from coordinator.store.rows import ATTEMPT_MUTABLE, RUN_MUTABLE, attempt_values, run_values
+from coordinator.store.rows import ATTEMPT_MUTABLE, attempt_values, run_mutable_values
 from coordinator.store.sql import events_from_decision, stored_events
 
 
@@ -34,10 +34,10 @@ def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str,
         assert d.attempt is not None and d.attempt_expected_status is not None
         evs = events_from_decision(d)
         arrays.append(evs)
-        run_row, attempt_row = run_values(d.run), attempt_values(d.attempt)
+        attempt_row = attempt_values(d.attempt)
         rows.append(
             [d.run.id, d.expected_version, evs["n_events"]]
-            + [run_row[c] for c in RUN_MUTABLE]
+            + run_mutable_values(d.run)
             + [d.attempt.id, d.attempt_expected_status.value, d.attempt_expected_seq]
             + [d.lease_written]
             + [attempt_row[c] for c in ATTEMPT_MUTABLE]

@@ -46,6 +46,7 @@ from coordinator.store.rows import (
     attempt_from_row,
     attempt_values,
     run_from_row,
+    run_mutable_values,
     run_values,
 )
 from coordinator.store.snapshots import encode, run_snapshot
@@ -229,8 +230,8 @@ def parameters(decision: Decision, dedupe_key: str | None) -> dict[str, Any]:
         values.update({"r_" + k: v for k, v in run_values(decision.run).items()})
     elif decision.run_write is RunWrite.UPDATE:
         values["expected_version"] = decision.expected_version
-        run_row = run_values(decision.run)
-        values.update({"r_" + c: run_row[c] for c in RUN_MUTABLE})
+        mutable = run_mutable_values(decision.run)
+        values.update({"r_" + c: v for c, v in zip(RUN_MUTABLE, mutable, strict=True)})
     attempt = decision.attempt
     if decision.attempt_write is AttemptWrite.UPDATE and attempt is not None:
         row = attempt_values(attempt)

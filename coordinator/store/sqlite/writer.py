@@ -29,6 +29,7 @@ from coordinator.store.rows import (
     attempt_from_row,
     attempt_values,
     run_from_row,
+    run_mutable_values,
     run_values,
 )
 from coordinator.store.snapshots import encode, run_snapshot
@@ -253,8 +254,7 @@ def _write_decision(
         sequence = n_events
     else:
         if decision.run_write is RunWrite.UPDATE:
-            row_values = run_values(run)
-            params = {c: row_values[c] for c in RUN_MUTABLE}
+            params = dict(zip(RUN_MUTABLE, run_mutable_values(run), strict=True))
             params.update(id=run.id, expected_version=decision.expected_version, n_events=n_events)
             row = conn.execute(RUN_UPDATE, params).fetchone()
         else:
