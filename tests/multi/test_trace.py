@@ -102,8 +102,7 @@ def test_one_run_is_one_trace_from_rest_create_to_terminal(deployment: Deploymen
         "truerun-coordinator": {
             "truerun.v1.RunService/CreateRun",
             "transition CreateRun",
-            "dispatch start",
-            "transition StartFence",
+            "dispatch start",  # the start fence is in the claim's write ("capacity claimed")
             "runtime event accepted",
             "runtime event running",
             "runtime event succeeded",
