@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import uvloop
 from google.protobuf import struct_pb2
 from truerun.v1 import run_service_pb2, run_service_pb2_grpc
@@ -56,6 +55,7 @@ from bench.ingest import (
     code_version,
     server_env,
 )
+from bench.lifecycle_verify import verify
 from bench.peers.base import Measured, NoWindow, Peer, Window, ratios
 from bench.peers.env import env_dir, peers_python
 from bench.peers.pgqueuer_side import Pgqueuer
@@ -172,6 +172,7 @@ class Options:
     count_statements: bool
     settle_s: float
     top: int
+    store: str
 
 
 def make_peers(names: Sequence[str]) -> list[Peer]:
@@ -191,8 +192,9 @@ def make_peers(names: Sequence[str]) -> list[Peer]:
 
 async def bench(opts: Options) -> float:
     peers = make_peers(opts.peers)
-    urls = {"truerun": await create_pg_database()}
     tmp = Path(tempfile.mkdtemp(prefix="truerun-bench-lifecycle-"))
+    embedded = opts.store == "sqlite"  # truerun dev's own default: a file in its data dir
+    urls = {"truerun": f"sqlite:///{tmp}/truerun.db" if embedded else await create_pg_database()}
     server: ServerProcess | None = None
     try:
         for peer in peers:
@@ -213,11 +215,12 @@ async def bench(opts: Options) -> float:
     finally:
         if server is not None:
             await stop_server(server)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not (embedded and opts.keep_db):
+            shutil.rmtree(tmp, ignore_errors=True)
         for url in urls.values():
             if opts.keep_db:
                 print(f"kept database {url}")
-            else:
+            elif not url.startswith("sqlite:"):
                 await drop_pg_database(url)
 
 
@@ -228,7 +231,7 @@ async def _bench(
     print(
         f"code {code_version()}; {size} per side, {opts.producers} producers,"
         f" {opts.runtimes} runtime(s) with D = {opts.limit},"
-        f" heartbeat every {opts.heartbeat_s:g} s;"
+        f" heartbeat every {opts.heartbeat_s:g} s; truerun on {opts.store};"
         f" peers: {', '.join(opts.peers) or 'none'}"
     )
     runtimes = NoopRuntimes()
@@ -278,7 +281,7 @@ async def _bench(
         await asyncio.gather(watch, return_exceptions=True)
         await asyncio.gather(*(s.close() for s in streams))
     expected = opts.rounds * opts.runs
-    print(await _verify(urls["truerun"], opts.warmup + expected))
+    print(await verify(urls["truerun"], opts.warmup + expected))
     for peer in peers:
         print(await peer.verify(urls[peer.name], opts.rounds * (opts.warmup + opts.runs)))
     if counting is not None:
@@ -293,24 +296,6 @@ async def _watch(streams: Sequence[RuntimeStream]) -> None:
         await asyncio.sleep(0.5)
         for stream in streams:
             stream.check()
-
-
-async def _verify(url: str, expected: int) -> str:
-    connection = await asyncpg.connect(url)
-    try:
-        succeeded = await connection.fetchval(
-            "SELECT count(*) FROM runs WHERE owner_id = $1 AND status = 'succeeded'", OWNER
-        )
-        other = await connection.fetchval(
-            "SELECT count(*) FROM runs WHERE owner_id = $1 AND status <> 'succeeded'", OWNER
-        )
-    finally:
-        await connection.close()
-    if succeeded != expected or other:
-        return (
-            f"MISMATCH: truerun: {succeeded} runs succeeded of {expected}, {other} in another state"
-        )
-    return f"checked: truerun: {succeeded} runs succeeded, none in another state"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Options:
@@ -349,6 +334,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         help="--count-statements: wait before and after each window (PostgreSQL's stats flush)",
     )
     parser.add_argument("--top", type=int, default=15, help="--count-statements: shapes shown")
+    parser.add_argument(
+        "--store",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="truerun's database: PostgreSQL or the embedded SQLite (peers stay on PostgreSQL)",
+    )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the databases")
     parser.add_argument(
         "--profile", default="", help="py-spy raw profile of the server in the first truerun round"
@@ -359,6 +350,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         parser.error(f"--peers: unknown {', '.join(unknown)} (known: {', '.join(PEERS)})")
     if ns.runs < 1 or ns.warmup < 0 or (ns.seconds > 0 and ns.warmup < 1):
         parser.error("--runs must be positive, --warmup not negative (positive with --seconds)")
+    if ns.store == "sqlite" and ns.count_statements:
+        parser.error("--count-statements reads PostgreSQL's statement log: not with --store sqlite")
     if ns.settle_s < 0 or ns.top < 0:
         parser.error("--settle-s and --top must not be negative")
     return Options(
@@ -376,6 +369,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         count_statements=ns.count_statements,
         settle_s=ns.settle_s,
         top=ns.top,
+        store=ns.store,
     )
 
 
