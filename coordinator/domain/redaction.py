@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import traceback
@@ -84,11 +85,32 @@ def secret_values(text: str) -> list[str]:
     return found
 
 
+#: An id of the shape truerun makes (a uuid, or a runtime task id ``truerun-<uuid>``): lowercase
+#: hex and dashes, which no secret pattern above can match (each needs a prefix, a word or a
+#: ``=``/``:`` such an id cannot hold), so it skips the patterns: several are in every event.
+_ID_SHAPE = re.compile(r"(?:truerun-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: Short texts repeat (an instance id, a device, a reason): their pattern pass is remembered.
+_MEMO_MAX_CHARS = 256
+
+
 def redact(text: str) -> str:
     """Replace secret-looking values; keeps the surrounding words so a person can still read it."""
     for value in _known:
         if value in text:
             text = text.replace(value, REDACTED)
+    if _ID_SHAPE.fullmatch(text):
+        return text
+    if len(text) <= _MEMO_MAX_CHARS:
+        return _patterns_memo(text)
+    return _patterns(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _patterns_memo(text: str) -> str:
+    return _patterns(text)
+
+
+def _patterns(text: str) -> str:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     for token in _SECRET_TOKENS:

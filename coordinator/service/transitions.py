@@ -23,6 +23,7 @@ from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, chai
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
 from coordinator.service.door_calls import describe, through_door
+from coordinator.service.door_rows import RowsBeside
 from coordinator.service.door_tx import DEDUPLICATED, DoorTx, Result
 from coordinator.service.group_commit import GroupCommit
 from coordinator.store.base import (
@@ -47,7 +48,7 @@ from kernel.telemetry import current_traceparent
 __all__ = ["DEDUPLICATED", "DoorTx", "Result", "Transitions"]
 
 
-class Transitions:
+class Transitions(RowsBeside):
     def __init__(
         self,
         store: RunStore,
@@ -358,40 +359,6 @@ class Transitions:
         ]
         self.published(results)
         return results
-
-    async def renew_leases(
-        self,
-        owner_id: str,
-        runtime_instance_id: str,
-        attempt_ids: Sequence[str],
-        now_ms: int,
-        until_ms: int,
-        token_until_ms: int = 0,
-    ) -> int:
-        """A heartbeat vouched for these started attempts of its runtime: their leases (and
-        callback tokens) last longer. No state column changes (``RunStore.renew_leases``)."""
-        return await self._store.renew_leases(
-            owner_id, runtime_instance_id, attempt_ids, now_ms, until_ms, token_until_ms
-        )
-
-    async def bind_instance(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> str:
-        """Bind a runtime instance to its owner at Hello; the owner it is bound to."""
-        return await self._store.bind_instance(owner_id, runtime_instance_id, now_ms)
-
-    async def record_lineage(
-        self, owner_id: str, runtime_instance_id: str, lineage: str, now_ms: int
-    ) -> Sequence[str]:
-        """This instance of ``lineage`` said Hello; the earlier instances it replaces."""
-        return await self._store.record_lineage(owner_id, runtime_instance_id, lineage, now_ms)
-
-    async def mark_replaced(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> None:
-        """A replaced instance's started attempts are all settled: not returned again."""
-        await self._store.mark_replaced(owner_id, runtime_instance_id, now_ms)
-
-    async def delete_output(self, finished_before_ms: int, limit: int) -> int:
-        """Output retention: delete up to ``limit`` stored output pieces of attempts that
-        finished before the cutoff (output, not state: no transition, no event)."""
-        return await self._store.delete_output(finished_before_ms, limit)
 
     def published(self, results: Sequence[Result]) -> None:
         for result in results:
