@@ -67,6 +67,13 @@ _SECRET_TOKENS = [
 
 _known: set[str] = set()
 
+#: An id of the shape truerun makes (a uuid, or a runtime task id ``truerun-<uuid>``): lowercase
+#: hex and dashes, which no secret pattern above can match (each needs a prefix, a word or a
+#: ``=``/``:`` such an id cannot hold), so it skips the patterns: several are in every event.
+_ID_SHAPE = re.compile(r"(?:truerun-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: Short texts repeat (an instance id, a device, a reason): their pattern pass is remembered.
+_MEMO_MAX_CHARS = 256
+
 
 def register_secret(value: str) -> None:
     """A secret this process holds in clear (a configured runtime or API token): redacted by
@@ -78,19 +85,23 @@ def register_secret(value: str) -> None:
 def secret_values(text: str) -> list[str]:
     """The values in ``text`` that ``redact`` would remove, as found (quotes kept)."""
     found = [value for value in _known if value in text]
+    if len(text) <= _MEMO_MAX_CHARS:
+        return found + list(_pattern_values_memo(text))
+    return found + _pattern_values(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_values_memo(text: str) -> tuple[str, ...]:
+    return tuple(_pattern_values(text))
+
+
+def _pattern_values(text: str) -> list[str]:
+    found: list[str] = []
     for pattern in _SECRET_PATTERNS:
         found += [m.group(3) for m in pattern.finditer(text)]
     for token in _SECRET_TOKENS:
         found += [m.group(1) if token.groups else m.group(0) for m in token.finditer(text)]
     return found
-
-
-#: An id of the shape truerun makes (a uuid, or a runtime task id ``truerun-<uuid>``): lowercase
-#: hex and dashes, which no secret pattern above can match (each needs a prefix, a word or a
-#: ``=``/``:`` such an id cannot hold), so it skips the patterns: several are in every event.
-_ID_SHAPE = re.compile(r"(?:truerun-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-#: Short texts repeat (an instance id, a device, a reason): their pattern pass is remembered.
-_MEMO_MAX_CHARS = 256
 
 
 def redact(text: str) -> str:
