@@ -192,20 +192,12 @@ class ScriptedRuntime:
         payload: dict[str, Any] | None = None,
         token: str | None = None,
     ) -> None:
-        event = pb.RuntimeEvent(
-            attempt_id=start.attempt_id,
-            runtime_task_id=start.runtime_task_id,
-            seq=seq,
-            type=kind,  # type: ignore[arg-type]
-            callback_token=start.callback_token if token is None else token,
-        )
-        if exit_code is not None:
-            event.exit_code = exit_code
-        if payload:
-            body = struct_pb2.Struct()
-            body.update(payload)
-            event.payload.CopyFrom(body)
+        event = runtime_event(start, seq, kind, exit_code, payload, token)
         await self._outgoing.put(pb.ConnectRequest(event=event))
+
+    async def batch(self, events: Sequence[pb.RuntimeEvent]) -> None:
+        """Several events in one RuntimeEvents message, whatever else is queued."""
+        await self._outgoing.put(pb.ConnectRequest(events=pb.RuntimeEvents(events=events)))
 
     async def acked(self, attempt_id: str, seq: int, timeout: float = 10.0) -> None:
         """Wait until the server acknowledged ``seq`` (or more) of the attempt."""
@@ -215,5 +207,34 @@ class ScriptedRuntime:
 
         if any(m.WhichOneof("kind") == "acks" and covers(m) for m in self.seen):
             return
-        while not covers(await self.expect("acks", timeout)):
-            pass
+        # kept: one Acks message covers every attempt of a micro-batch, a later wait's too
+        while True:
+            message = await self.expect("acks", timeout)
+            self.seen.append(message)
+            if covers(message):
+                return
+
+
+def runtime_event(
+    start: pb.Start,
+    seq: int,
+    kind: int,
+    exit_code: int | None = None,
+    payload: dict[str, Any] | None = None,
+    token: str | None = None,
+) -> pb.RuntimeEvent:
+    """An event of the attempt of ``start``, with its callback token unless ``token``."""
+    event = pb.RuntimeEvent(
+        attempt_id=start.attempt_id,
+        runtime_task_id=start.runtime_task_id,
+        seq=seq,
+        type=kind,  # type: ignore[arg-type]
+        callback_token=start.callback_token if token is None else token,
+    )
+    if exit_code is not None:
+        event.exit_code = exit_code
+    if payload:
+        body = struct_pb2.Struct()
+        body.update(payload)
+        event.payload.CopyFrom(body)
+    return event
