@@ -86,6 +86,7 @@ from coordinator.store.postgres.writer import parameters
 from coordinator.store.rows import attempt_values, run_values
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
+from truerun_runtime._stream import Batcher
 
 STREAMS = WRITERS  # 16 runtime streams; pgbench gets as many clients
 OWNER = "bench-owner"  # the runtimes' owner (the pgbench runs belong to bench.transition's)
@@ -280,6 +281,7 @@ class RuntimeStream:
             owner_id=self.owner,
             runtime_instance_id=self.instance,
             routes=[cap.Route(device_id=DEVICE, kind="local")],
+            accepts_batches=True,  # as the reference agent: a round's Starts in one message
         )
         self._queue.put_nowait(pb.ConnectRequest(hello=hello))
         self._tasks.append(asyncio.create_task(self._write(call)))
@@ -293,7 +295,8 @@ class RuntimeStream:
     async def _write(
         self, call: grpc.aio.StreamStreamCall[pb.ConnectRequest, pb.ConnectResponse]
     ) -> None:
-        while (message := await self._queue.get()) is not None:
+        batcher = Batcher(self._queue)  # the agent's writer: queued events go together
+        while (message := await batcher.next()) is not None:
             await call.write(message)
         await call.done_writing()
 
@@ -311,6 +314,9 @@ class RuntimeStream:
                         self.on_ack(self, ack, now)
                 elif kind == "start":
                     self.on_start(self, message.start)
+                elif kind == "starts":
+                    for start in message.starts.starts:
+                        self.on_start(self, start)
                 self.changed.set()
             self.error = RuntimeError(
                 "the server ended the stream (an error in its reader, such as a deadlock in the"

@@ -16,28 +16,12 @@ from truerun.v1 import runtime_service_pb2_grpc
 from . import _contact
 from ._api import Backoff, RuntimeHandler
 from ._outbox import Outbox
+from ._stream import Batcher, StreamSession
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_MS = 10_000
 _REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-
-
-class _Session:
-    """One Connect stream: what was sent on it, and the queue its writer drains."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
-        self.sent: dict[str, int] = {}
-        self.held: dict[str, list[pb.RuntimeEvent]] = {}
-
-    def send_event(self, event: pb.RuntimeEvent) -> None:
-        held = self.held.get(event.attempt_id)
-        if held is not None:
-            held.append(event)
-        elif event.seq > self.sent.get(event.attempt_id, 0):
-            self.sent[event.attempt_id] = event.seq
-            self.queue.put_nowait(pb.ConnectRequest(event=event))
 
 
 class RuntimeClient:
@@ -78,7 +62,7 @@ class RuntimeClient:
         self._credentials = credentials
         self._keepalive_ms = keepalive_ms
         self._welcome_timeout_s = welcome_timeout_s
-        self._session: _Session | None = None
+        self._session: StreamSession | None = None
         self._stopping = asyncio.Event()
         self._heartbeat_now = asyncio.Event()
         self._connected = asyncio.Event()
@@ -192,7 +176,7 @@ class RuntimeClient:
         async with self._channel() as channel:
             stub = runtime_service_pb2_grpc.RuntimeServiceStub(channel)
             call = stub.Connect(None)
-            session = _Session()
+            session = StreamSession()
             session.queue.put_nowait(pb.ConnectRequest(hello=self._hello()))
             writer = asyncio.create_task(self._write(call, session))
             stopper = asyncio.create_task(self._stopping.wait())
@@ -245,9 +229,10 @@ class RuntimeClient:
             routes=self.routes,
             agent_version=self._agent_version,
             lineage=self._lineage,
+            accepts_batches=True,  # reads Starts (_dispatch)
         )
 
-    def _opened(self, session: _Session, welcome: pb.Welcome) -> None:
+    def _opened(self, session: StreamSession, welcome: pb.Welcome) -> None:
         """The stream is up: re-send every unacknowledged event before anything else."""
         self._session = session
         self.sessions_opened += 1
@@ -261,7 +246,7 @@ class RuntimeClient:
             welcome.heartbeat_interval_ms,
         )
 
-    def _closed(self, session: _Session) -> None:
+    def _closed(self, session: StreamSession) -> None:
         if self._session is session:
             self._session = None
             self._connected.clear()
@@ -271,15 +256,16 @@ class RuntimeClient:
     async def _write(
         self,
         call: grpc.aio.StreamStreamCall[pb.ConnectRequest, pb.ConnectResponse],
-        session: _Session,
+        session: StreamSession,
     ) -> None:
-        while (message := await session.queue.get()) is not None:
+        batcher = Batcher(session.queue)
+        while (message := await batcher.next()) is not None:
             await call.write(message)
 
     async def _read(
         self,
         call: grpc.aio.StreamStreamCall[pb.ConnectRequest, pb.ConnectResponse],
-        session: _Session,
+        session: StreamSession,
         writer: asyncio.Task[None],
         stopper: asyncio.Task[bool],
     ) -> None:
@@ -300,7 +286,7 @@ class RuntimeClient:
                 return
             await self._dispatch(message, session)
 
-    async def _dispatch(self, message: pb.ConnectResponse, session: _Session) -> None:
+    async def _dispatch(self, message: pb.ConnectResponse, session: StreamSession) -> None:
         kind = message.WhichOneof("kind")
         if kind == "ack":
             self.outbox.ack(message.ack.attempt_id, message.ack.seq)
@@ -308,10 +294,10 @@ class RuntimeClient:
             for ack in message.acks.acks:
                 self.outbox.ack(ack.attempt_id, ack.seq)
         elif kind == "start":
-            result = await self._start(message.start, session)
-            session.queue.put_nowait(pb.ConnectRequest(start_result=result))
-            for event in session.held.pop(message.start.attempt_id, []):
-                session.send_event(event)
+            await self._on_start(message.start, session)
+        elif kind == "starts":  # a claim round's Starts: one after another, each as a single
+            for start in message.starts.starts:
+                await self._on_start(start, session)
         elif kind == "cancel":
             cancel_result = await self._call_cancel(message.cancel)
             session.queue.put_nowait(pb.ConnectRequest(cancel_result=cancel_result))
@@ -319,7 +305,13 @@ class RuntimeClient:
             inspect_result = await self._call_inspect(message.inspect)
             session.queue.put_nowait(pb.ConnectRequest(inspect_result=inspect_result))
 
-    async def _start(self, start: pb.Start, session: _Session) -> pb.StartResult:
+    async def _on_start(self, start: pb.Start, session: StreamSession) -> None:
+        result = await self._start(start, session)
+        session.queue.put_nowait(pb.ConnectRequest(start_result=result))
+        for event in session.held.pop(start.attempt_id, []):
+            session.send_event(event)
+
+    async def _start(self, start: pb.Start, session: StreamSession) -> pb.StartResult:
         """The StartResult goes out before the attempt's first events (held until then)."""
         session.held[start.attempt_id] = []
         try:
@@ -359,7 +351,7 @@ class RuntimeClient:
 
     # -- heartbeats ------------------------------------------------------------------------
 
-    async def _heartbeats(self, session: _Session, welcome: pb.Welcome) -> None:
+    async def _heartbeats(self, session: StreamSession, welcome: pb.Welcome) -> None:
         interval_s = (welcome.heartbeat_interval_ms or DEFAULT_HEARTBEAT_MS) / 1000
         while True:
             self._heartbeat_now.clear()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +15,7 @@ from truerun.v1 import runtime_service_pb2_grpc
 from coordinator.api import validation
 from coordinator.api.errors import abort, unary
 from coordinator.api.heartbeats import Heartbeats
+from coordinator.api.runtime_stream import Stream, answered, trace
 from coordinator.dispatch.capacity_port import ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import OUTCOMES, TERMINAL_TYPES, EventIngest
@@ -26,7 +26,6 @@ from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from coordinator.service.recovery import lose
 from coordinator.service.transitions import Transitions
-from kernel import telemetry
 from kernel.errors import (
     DomainError,
     InstanceOfAnotherOwner,
@@ -60,7 +59,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         self._ingest = ingest
         self._dispatcher = dispatcher
         self._observations = observations
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, Stream] = {}
         # several heartbeats per lease, so one lost heartbeat never expires a lease
         self._heartbeat_interval_ms = min(HEARTBEAT_INTERVAL_MS, dispatcher.lease_ttl_ms // 3)
         # a task accepted just after a heartbeat was composed is listed by the next one
@@ -89,7 +88,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 observation_ttl_ms=self._observations.ttl_ms,
             )
         )
-        stream = _Stream()
+        stream = Stream()
         stream.applier = asyncio.create_task(self._apply_batches(session, stream))
         stream.reader = asyncio.create_task(self._read(session, request_iterator, stream))
         dispatch = asyncio.create_task(self._dispatcher.serve(session))
@@ -120,7 +119,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             *(self._end(session, stream) for session, stream in streams if stream is not None)
         )
 
-    async def _end(self, session: Session, stream: _Stream) -> None:
+    async def _end(self, session: Session, stream: Stream) -> None:
         stream.reader.cancel()
         await asyncio.gather(stream.reader, return_exceptions=True)
         if stream.handling is not None:
@@ -145,7 +144,14 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             raise Unauthenticated(f"this runtime token may not act for owner {owner}")
         lineage = validation.name(hello.lineage, "lineage", required=False) or ""
         version = validation.printable(hello.agent_version, "agent_version", 128)
-        return Session(owner, instance, devices, lineage, agent_version=version)
+        return Session(
+            owner,
+            instance,
+            devices,
+            lineage,
+            agent_version=version,
+            accepts_batches=hello.accepts_batches,
+        )
 
     async def _bind(self, session: Session) -> None:
         """A runtime instance id belongs to the owner of the first Hello that named it: a
@@ -209,7 +215,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             raise StoreBusy(f"the runtime instance could not be recorded: {error}") from error
 
     async def _read(
-        self, session: Session, requests: AsyncIterator[pb.ConnectRequest], stream: _Stream
+        self, session: Session, requests: AsyncIterator[pb.ConnectRequest], stream: Stream
     ) -> None:
         """Reads the stream; events are applied in micro-batches by the applier task. A
         cancelled reader (drain) stops waiting for messages, but the message in hand is
@@ -224,19 +230,18 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             log.exception("runtime stream of %s failed", session.runtime_instance_id)
         session.outbox.put_nowait(_CLOSE)
 
-    async def _handle(self, session: Session, stream: _Stream, message: pb.ConnectRequest) -> None:
+    async def _handle(self, session: Session, stream: Stream, message: pb.ConnectRequest) -> None:
         kind = message.WhichOneof("kind")
         if kind == "event":
-            session.evidence(message.event.attempt_id)
-            stream.buffered.append(message.event)
-            stream.read += 1
-            stream.arrived.set()
+            stream.take(session, [message.event])
+        elif kind == "events":  # the same buffer: one micro-batch covers single and batched
+            stream.take(session, message.events.events)
         elif kind == "heartbeat":
             await self._heartbeats.handle(session, message.heartbeat)
         elif kind == "start_result":
-            future = session.pending_starts.get(message.start_result.attempt_id)
-            if future is not None and not future.done():
-                future.set_result(message.start_result)
+            answered(session, [message.start_result])
+        elif kind == "start_results":
+            answered(session, message.start_results.results)
         elif kind == "inspect_result":
             # The events the runtime sent before its answer are applied first: the runtime
             # re-sends its unacknowledged events right after Welcome, and an answer must not
@@ -288,7 +293,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         except DomainError as error:
             log.info("inspect answer for %s not applied: %s", answer.attempt_id, error.message)
 
-    async def _apply_batches(self, session: Session, stream: _Stream) -> None:
+    async def _apply_batches(self, session: Session, stream: Stream) -> None:
         buffered = stream.buffered
         while not session.closed:
             if not stream.stopping:
@@ -317,7 +322,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             acks = [pb.Ack(attempt_id=a, seq=seq) for a, seq in ingested.acks.items()]
             if acks:
                 session.send(pb.ConnectResponse(acks=pb.Acks(acks=acks)))
-            _trace(batch, began)
+            trace(batch, began)
             if any(event.type in TERMINAL_TYPES for event in batch):
                 session.wake.set()
 
@@ -335,52 +340,6 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         return pb.ReportEventsResponse(
             acks=[pb.Ack(attempt_id=a, seq=s) for a, s in ingested.acks.items()]
         )
-
-
-def _trace(batch: list[pb.RuntimeEvent], began: int) -> None:
-    """Each event that carries its attempt's trace context gets a span there (applied in
-    this batch); events without one cost nothing."""
-    for event in batch:
-        if event.trace_parent:
-            kind = pb.RuntimeEventType.Name(event.type).removeprefix("RUNTIME_EVENT_TYPE_")
-            telemetry.record(
-                f"runtime event {kind.lower()}",
-                event.trace_parent,
-                began,
-                {"truerun.attempt_id": event.attempt_id, "truerun.seq": event.seq},
-            )
-
-
-class _Stream:
-    """One open Connect: its reader and applier tasks and the events read, not yet applied."""
-
-    def __init__(self) -> None:
-        self.buffered: list[pb.RuntimeEvent] = []
-        self.arrived = asyncio.Event()
-        self.stopping = False
-        self.handling: asyncio.Future[None] | None = None
-        self.reader: asyncio.Task[None]
-        self.applier: asyncio.Task[None]
-        self.read = 0  # events read from the stream so far
-        self._done = 0  # of those, applied (or refused) and acknowledged
-        self._progress = asyncio.Event()
-
-    def applied(self, count: int) -> None:
-        self._done += count
-        self._progress.set()
-
-    async def caught_up(self, timeout_s: float = 30.0) -> None:
-        """Until every event read so far is applied (bounded: a failed batch closes the
-        stream, and the answer that waits is then moot)."""
-        target = self.read
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while self._done < target and not self.applier.done():
-            self._progress.clear()
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), remaining)
 
 
 _CLOSE: Any = object()

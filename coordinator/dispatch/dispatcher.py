@@ -15,12 +15,12 @@ import asyncio
 import logging
 
 import grpc
-from google.protobuf import struct_pb2
 from truerun.v1 import runtime_service_pb2 as pb
 
 from coordinator.dispatch.capacity_port import ClaimedStart, Claims
 from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
+from coordinator.dispatch.start_round import StartRound, start_message
 from coordinator.dispatch.tokens import token_hash
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor, Attempt
@@ -30,7 +30,7 @@ from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from kernel.errors import DomainError
 from kernel.ids import new_token
-from kernel.telemetry import current_traceparent, span
+from kernel.telemetry import span
 
 log = logging.getLogger(__name__)
 
@@ -134,22 +134,29 @@ class Dispatcher:
             self.lease_ttl_ms,
             list(tokens),
         )
+        # one Start message for the round (to a runtime that reads batches)
+        round_ = StartRound(session, [item.attempt_id for item in outcome.claimed])
         for item in outcome.claimed:
             token = tokens.get(item.callback_token_hash, "")
-            task = asyncio.create_task(self._start(session, item, actor, token))
+            task = asyncio.create_task(self._start(session, item, actor, token, round_))
             self._starts.add(task)
             task.add_done_callback(self._starts.discard)
         return len(outcome.claimed)
 
-    async def _start(self, session: Session, item: ClaimedStart, actor: Actor, token: str) -> None:
+    async def _start(
+        self, session: Session, item: ClaimedStart, actor: Actor, token: str, round_: StartRound
+    ) -> None:
         """The dispatch of one claimed attempt, as a span in its run's trace (tracing on)."""
-        parent = await run_trace_parent(self._transitions.reader, item.run_id)
-        attributes = {"truerun.run_id": item.run_id, "truerun.attempt_id": item.attempt_id}
-        with span("dispatch start", attributes, parent=parent):
-            await self._start_traced(session, item, actor, token)
+        try:
+            parent = await run_trace_parent(self._transitions.reader, item.run_id)
+            attributes = {"truerun.run_id": item.run_id, "truerun.attempt_id": item.attempt_id}
+            with span("dispatch start", attributes, parent=parent):
+                await self._start_traced(session, item, actor, token, round_)
+        finally:
+            round_.drop(item.attempt_id)  # however it ended, the round never waits for it
 
     async def _start_traced(
-        self, session: Session, item: ClaimedStart, actor: Actor, token: str
+        self, session: Session, item: ClaimedStart, actor: Actor, token: str, round_: StartRound
     ) -> None:
         if not token:  # claimed without a fence (a capacity service that sets none): fence now
             token = new_token()
@@ -168,7 +175,7 @@ class Dispatcher:
         session.pending_starts[item.attempt_id] = answer
         first_event = session.awaiting_evidence[item.attempt_id] = asyncio.Event()
         try:
-            await self._send_start(session, item, actor, token, answer, first_event)
+            await self._send_start(session, item, actor, token, answer, first_event, round_)
         finally:
             session.awaiting_evidence.pop(item.attempt_id, None)
 
@@ -180,22 +187,10 @@ class Dispatcher:
         token: str,
         answer: asyncio.Future[pb.StartResult],
         first_event: asyncio.Event,
+        round_: StartRound,
     ) -> None:
-        session.send(
-            pb.ConnectResponse(
-                start=pb.Start(
-                    run_id=item.run_id,
-                    attempt_id=item.attempt_id,
-                    runtime_task_id=item.runtime_task_id,
-                    callback_token=token,
-                    spec=item.spec,
-                    front_of_queue=item.front_of_queue,
-                    workspace_path=item.workspace_path,
-                    self_fence_after_ms=_self_fence_after_ms(item.spec),
-                    trace_parent=current_traceparent(),
-                )
-            )
-        )
+        round_.add(item.attempt_id, start_message(item, token))
+        await round_.sent.wait()  # the timeout counts from the round's send
         try:
             result = await asyncio.wait_for(answer, self._start_timeout_s)
         except (TimeoutError, ConnectionError) as error:
@@ -380,15 +375,6 @@ class Dispatcher:
             if attempt.cancel_requested_at_ms is not None:
                 self.send_cancel(attempt)
             self.send_inspect(attempt)
-
-
-def _self_fence_after_ms(spec: struct_pb2.Struct) -> int:
-    """The run's opt-in to self-fencing (spec key ``self_fence_after_ms``, validated at
-    CreateRun); 0: the run names none (the agent's own default applies)."""
-    value = spec.fields.get("self_fence_after_ms")
-    if value is None or value.WhichOneof("kind") != "number_value":
-        return 0
-    return max(0, int(value.number_value))
 
 
 # A run became claimable, or an attempt stopped holding a slot.

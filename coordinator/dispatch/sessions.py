@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from truerun.v1 import runtime_service_pb2 as pb
 
+MAX_STARTS_BYTES = 1 << 20  # one Starts message carries at most ~1 MiB of Starts
+
 
 @dataclass
 class Resend:
@@ -27,6 +29,8 @@ class Session:
     lineage: str = ""
     #: Hello's agent_version ('' when the runtime sent none).
     agent_version: str = ""
+    #: Hello's accepts_batches: the runtime reads a round's Starts in one Starts message.
+    accepts_batches: bool = False
     outbox: asyncio.Queue[pb.ConnectResponse] = field(default_factory=asyncio.Queue)
     #: Start results awaited by the dispatcher, by attempt id.
     pending_starts: dict[str, asyncio.Future[pb.StartResult]] = field(default_factory=dict)
@@ -53,6 +57,25 @@ class Session:
     def send(self, message: pb.ConnectResponse) -> None:
         if not self.closed:
             self.outbox.put_nowait(message)
+
+    def send_starts(self, starts: list[pb.Start]) -> None:
+        """The Starts of one claim round: one Starts message to a runtime that said it reads
+        them (bounded in bytes, well below gRPC's 4 MiB message limit), else one message
+        each; a lone Start goes as itself."""
+        if not self.accepts_batches or len(starts) == 1:
+            for start in starts:
+                self.send(pb.ConnectResponse(start=start))
+            return
+        batch: list[pb.Start] = []
+        size = 0
+        for start in starts:
+            if batch and size + start.ByteSize() > MAX_STARTS_BYTES:
+                self.send(pb.ConnectResponse(starts=pb.Starts(starts=batch)))
+                batch, size = [], 0
+            batch.append(start)
+            size += start.ByteSize()
+        if batch:
+            self.send(pb.ConnectResponse(starts=pb.Starts(starts=batch)))
 
     def record_send(
         self, sent: dict[str, Resend], attempt_id: str, first_s: float, max_s: float

@@ -35,7 +35,10 @@ class FakeSession:
     def __init__(self, hello: pb.Hello) -> None:
         self.hello = hello
         self.outgoing: asyncio.Queue[pb.ConnectResponse | None | Aborted] = asyncio.Queue()
+        #: What the runtime sent, a batch as its messages one by one (as truerun reads it).
         self.received: list[pb.ConnectRequest] = []
+        #: What the runtime sent, exactly as it went on the stream (batches as batches).
+        self.messages: list[pb.ConnectRequest] = []
         self.closed = False
 
     def send(self, message: pb.ConnectResponse) -> None:
@@ -111,23 +114,26 @@ class FakeRuntimeServer(runtime_service_pb2_grpc.RuntimeServiceServicer):
 
     async def _read(self, session: FakeSession, requests: AsyncIterator[pb.ConnectRequest]) -> None:
         try:
-            async for message in requests:
-                session.received.append(message)
-                if message.HasField("heartbeat"):
-                    self.heartbeats.append(message.heartbeat.observation)
-                if message.HasField("event"):
-                    last = self._commit(message.event)
-                    if self.auto_ack and last > 0:
-                        session.send(
-                            pb.ConnectResponse(
-                                ack=pb.Ack(attempt_id=message.event.attempt_id, seq=last)
-                            )
-                        )
+            async for batch in requests:
+                session.messages.append(batch)
+                for message in _unbatched(batch):
+                    self._take(session, message)
                 self._notify()
         except (grpc.aio.AioRpcError, asyncio.CancelledError):
             pass
         finally:
             session.outgoing.put_nowait(None)
+
+    def _take(self, session: FakeSession, message: pb.ConnectRequest) -> None:
+        session.received.append(message)
+        if message.HasField("heartbeat"):
+            self.heartbeats.append(message.heartbeat.observation)
+        if message.HasField("event"):
+            last = self._commit(message.event)
+            if self.auto_ack and last > 0:
+                session.send(
+                    pb.ConnectResponse(ack=pb.Ack(attempt_id=message.event.attempt_id, seq=last))
+                )
 
     def _commit(self, event: pb.RuntimeEvent) -> int:
         """Apply ``event`` if it is the next seq; returns the attempt's last committed seq."""
@@ -272,6 +278,16 @@ TERMINAL = frozenset(
         pb.RUNTIME_EVENT_TYPE_TIMED_OUT,
     }
 )
+
+
+def _unbatched(message: pb.ConnectRequest) -> list[pb.ConnectRequest]:
+    """A batched message as the single messages it stands for."""
+    kind = message.WhichOneof("kind")
+    if kind == "events":
+        return [pb.ConnectRequest(event=e) for e in message.events.events]
+    if kind == "start_results":
+        return [pb.ConnectRequest(start_result=r) for r in message.start_results.results]
+    return [message]
 
 
 def task_id(attempt_id: str) -> str:

@@ -1,9 +1,14 @@
 """A runtime whose every message the test writes by hand, over a real gRPC stream.
 
-It sends only what the reference agent sends. With ``journal=True`` it plays the agent with a
-generated instance id, which keeps a Start journal: every Start that reaches it is recorded on
-receipt (before the test answers it; refused ones too), and an Inspect of an attempt it never
-received a Start for is answered ``NEVER_RECEIVED``. Without (the default) it plays the agent
+It sends only what the reference agent sends, as the agent sends it: its Hello says it reads
+batched Starts (``accepts_batches=False`` plays an older runtime), and events queued together
+go in one RuntimeEvents message (the agent's Batcher). A Starts message reaches the test as
+its Starts one by one (``expect("start")``); ``start_messages`` keeps how they came.
+
+With ``journal=True`` it plays the agent with a generated instance id, which keeps a Start
+journal: every Start that reaches it is recorded on receipt (before the test answers it;
+refused ones too), and an Inspect of an attempt it never received a Start for is answered
+``NEVER_RECEIVED``. Without (the default) it plays the agent
 with a configured instance id: no journal, ``NOT_FOUND``. One object is the instance id's whole
 life; a test playing a restart of the same instance hands ``starts_received`` on.
 """
@@ -19,6 +24,7 @@ from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import runtime_service_pb2 as pb
 
 from tests.support.runtime_stack import RUNTIME_TOKEN
+from truerun_runtime._stream import Batcher
 from truerun_runtime.agent.version import AGENT_VERSION
 
 if TYPE_CHECKING:
@@ -37,10 +43,14 @@ class ScriptedRuntime:
         # the reference agent always names itself in its Hello; so does its double
         agent_version: str = AGENT_VERSION,
         journal: bool = False,
+        accepts_batches: bool = True,
     ) -> None:
         self.owner, self.instance, self.device, self.token = owner, instance, device, token
         self.lineage, self.agent_version = lineage, agent_version
         self.journal = journal
+        self.accepts_batches = accepts_batches
+        #: How many Starts each Start-carrying message held, in arrival order (1: a Start).
+        self.start_messages: list[int] = []
         self.starts_received: set[str] = set()  # the journal (kept, used only with journal)
         self._outgoing: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
         self._stub = stub
@@ -51,7 +61,8 @@ class ScriptedRuntime:
         self.error: Exception | None = None
 
     async def _requests(self) -> AsyncIterator[pb.ConnectRequest]:
-        while (message := await self._outgoing.get()) is not None:
+        batcher = Batcher(self._outgoing)  # the agent's writer
+        while (message := await batcher.next()) is not None:
             yield message
 
     async def connect(self) -> pb.Welcome:
@@ -62,6 +73,7 @@ class ScriptedRuntime:
             routes=[cap.Route(device_id=self.device, kind="local")],
             lineage=self.lineage,
             agent_version=self.agent_version,
+            accepts_batches=self.accepts_batches,
         )
         await self._outgoing.put(pb.ConnectRequest(hello=hello))
         self._call = self._stub.Connect(self._requests())
@@ -72,9 +84,15 @@ class ScriptedRuntime:
     async def _read(self) -> None:
         try:
             async for message in self._call:
-                if message.WhichOneof("kind") == "start":  # on receipt, as the agent does
-                    self.starts_received.add(message.start.attempt_id)
-                await self._incoming.put(message)
+                kind = message.WhichOneof("kind")
+                if kind not in ("start", "starts"):
+                    await self._incoming.put(message)
+                    continue
+                starts = message.starts.starts if kind == "starts" else [message.start]
+                self.start_messages.append(len(starts))
+                for start in starts:  # one by one, in order, as the agent handles them
+                    self.starts_received.add(start.attempt_id)  # on receipt, as the agent
+                    await self._incoming.put(pb.ConnectResponse(start=start))
         except Exception as error:  # the stream failed: the next expect() raises it
             self.error = error
             await self._incoming.put(pb.ConnectResponse())
@@ -174,20 +192,12 @@ class ScriptedRuntime:
         payload: dict[str, Any] | None = None,
         token: str | None = None,
     ) -> None:
-        event = pb.RuntimeEvent(
-            attempt_id=start.attempt_id,
-            runtime_task_id=start.runtime_task_id,
-            seq=seq,
-            type=kind,  # type: ignore[arg-type]
-            callback_token=start.callback_token if token is None else token,
-        )
-        if exit_code is not None:
-            event.exit_code = exit_code
-        if payload:
-            body = struct_pb2.Struct()
-            body.update(payload)
-            event.payload.CopyFrom(body)
+        event = runtime_event(start, seq, kind, exit_code, payload, token)
         await self._outgoing.put(pb.ConnectRequest(event=event))
+
+    async def batch(self, events: Sequence[pb.RuntimeEvent]) -> None:
+        """Several events in one RuntimeEvents message, whatever else is queued."""
+        await self._outgoing.put(pb.ConnectRequest(events=pb.RuntimeEvents(events=events)))
 
     async def acked(self, attempt_id: str, seq: int, timeout: float = 10.0) -> None:
         """Wait until the server acknowledged ``seq`` (or more) of the attempt."""
@@ -197,5 +207,34 @@ class ScriptedRuntime:
 
         if any(m.WhichOneof("kind") == "acks" and covers(m) for m in self.seen):
             return
-        while not covers(await self.expect("acks", timeout)):
-            pass
+        # kept: one Acks message covers every attempt of a micro-batch, a later wait's too
+        while True:
+            message = await self.expect("acks", timeout)
+            self.seen.append(message)
+            if covers(message):
+                return
+
+
+def runtime_event(
+    start: pb.Start,
+    seq: int,
+    kind: int,
+    exit_code: int | None = None,
+    payload: dict[str, Any] | None = None,
+    token: str | None = None,
+) -> pb.RuntimeEvent:
+    """An event of the attempt of ``start``, with its callback token unless ``token``."""
+    event = pb.RuntimeEvent(
+        attempt_id=start.attempt_id,
+        runtime_task_id=start.runtime_task_id,
+        seq=seq,
+        type=kind,  # type: ignore[arg-type]
+        callback_token=start.callback_token if token is None else token,
+    )
+    if exit_code is not None:
+        event.exit_code = exit_code
+    if payload:
+        body = struct_pb2.Struct()
+        body.update(payload)
+        event.payload.CopyFrom(body)
+    return event

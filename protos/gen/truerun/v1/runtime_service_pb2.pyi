@@ -21,6 +21,11 @@ Truths the protocol keeps:
   committed. After a reconnect the runtime re-sends every unacknowledged
   event; re-sent events that were committed are recognised by seq.
 - Heartbeats carry capacity only; they never change a run's state.
+- Batches carry the same messages, fewer of them: a RuntimeEvents message is its
+  events one after another (each checked, applied or refused, and acknowledged
+  on its own), a StartResults message its answers, a Starts message its
+  Starts. truerun accepts the batched and the single forms from every runtime,
+  and sends Starts only to a runtime whose Hello set accepts_batches.
 """
 
 from collections import abc as _abc
@@ -230,6 +235,8 @@ class ConnectRequest(_message.Message):
     START_RESULT_FIELD_NUMBER: _builtins.int
     CANCEL_RESULT_FIELD_NUMBER: _builtins.int
     INSPECT_RESULT_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    START_RESULTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """The first message of every stream."""
@@ -254,6 +261,18 @@ class ConnectRequest(_message.Message):
     def inspect_result(self) -> Global___InspectResult:
         """The answer to an Inspect."""
 
+    @_builtins.property
+    def events(self) -> Global___RuntimeEvents:
+        """Several events in one message, in the order they were produced (the
+        same as that many event messages in a row).
+        """
+
+    @_builtins.property
+    def start_results(self) -> Global___StartResults:
+        """Several answers to Starts in one message (the same as that many
+        start_result messages in a row).
+        """
+
     def __init__(
         self,
         *,
@@ -263,12 +282,14 @@ class ConnectRequest(_message.Message):
         start_result: Global___StartResult | None = ...,
         cancel_result: Global___CancelResult | None = ...,
         inspect_result: Global___InspectResult | None = ...,
+        events: Global___RuntimeEvents | None = ...,
+        start_results: Global___StartResults | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_result", b"cancel_result", "event", b"event", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_result", b"cancel_result", "event", b"event", "events", b"events", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result", "start_results", b"start_results"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_result", b"cancel_result", "event", b"event", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_result", b"cancel_result", "event", b"event", "events", b"events", "heartbeat", b"heartbeat", "hello", b"hello", "inspect_result", b"inspect_result", "kind", b"kind", "start_result", b"start_result", "start_results", b"start_results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "event", "start_result", "cancel_result", "inspect_result"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "event", "start_result", "cancel_result", "inspect_result", "events", "start_results"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -286,6 +307,7 @@ class ConnectResponse(_message.Message):
     INSPECT_FIELD_NUMBER: _builtins.int
     ACK_FIELD_NUMBER: _builtins.int
     ACKS_FIELD_NUMBER: _builtins.int
+    STARTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome:
         """The answer to Hello."""
@@ -310,6 +332,12 @@ class ConnectResponse(_message.Message):
     def acks(self) -> Global___Acks:
         """The acknowledgements of one applied batch, one per attempt."""
 
+    @_builtins.property
+    def starts(self) -> Global___Starts:
+        """Every Start of one claim round, in one message (only to a runtime whose
+        Hello set accepts_batches; the same as that many start messages in a row).
+        """
+
     def __init__(
         self,
         *,
@@ -319,12 +347,13 @@ class ConnectResponse(_message.Message):
         inspect: Global___Inspect | None = ...,
         ack: Global___Ack | None = ...,
         acks: Global___Acks | None = ...,
+        starts: Global___Starts | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "starts", b"starts", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "cancel", b"cancel", "inspect", b"inspect", "kind", b"kind", "start", b"start", "starts", b"starts", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "start", "cancel", "inspect", "ack", "acks"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "start", "cancel", "inspect", "ack", "acks", "starts"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -342,6 +371,7 @@ class Hello(_message.Message):
     ROUTES_FIELD_NUMBER: _builtins.int
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
     LINEAGE_FIELD_NUMBER: _builtins.int
+    ACCEPTS_BATCHES_FIELD_NUMBER: _builtins.int
     runtime_token: _builtins.str
     """The runtime's credential (a secret; never logged or stored in clear)."""
     owner_id: _builtins.str
@@ -358,6 +388,12 @@ class Hello(_message.Message):
     attempts are provably gone and become lost. Empty: no such promise (the reference
     agent's tasks outlive it, so it sends none unless told to).
     """
+    accepts_batches: _builtins.bool
+    """True: this runtime reads the batched server message (Starts), handling its
+    Starts one by one in order, each as a single Start. truerun sends Starts
+    only when this is set (a runtime that does not know the field would skip
+    the message and lose its Starts); false: one Start per message, as before.
+    """
     @_builtins.property
     def routes(self) -> _containers.RepeatedCompositeFieldContainer[_capacity_service_pb2.Route]:
         """The routes Start can take to this runtime."""
@@ -371,10 +407,11 @@ class Hello(_message.Message):
         routes: _abc.Iterable[_capacity_service_pb2.Route] | None = ...,
         agent_version: _builtins.str = ...,
         lineage: _builtins.str = ...,
+        accepts_batches: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "lineage", b"lineage", "owner_id", b"owner_id", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_batches", b"accepts_batches", "agent_version", b"agent_version", "lineage", b"lineage", "owner_id", b"owner_id", "routes", b"routes", "runtime_instance_id", b"runtime_instance_id", "runtime_token", b"runtime_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -503,6 +540,59 @@ class RuntimeEvent(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
 Global___RuntimeEvent: _TypeAlias = RuntimeEvent  # noqa: Y015
+
+@_typing.final
+class RuntimeEvents(_message.Message):
+    """Several events in one stream message (a runtime's writer sends together the
+    events queued while its previous write was in flight).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___RuntimeEvent]:
+        """The events, in the order they were produced (seq order per attempt). Each
+        is checked, applied or refused, and acknowledged on its own: a refused
+        event is not acknowledged and changes nothing, the others stand.
+        """
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___RuntimeEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RuntimeEvents: _TypeAlias = RuntimeEvents  # noqa: Y015
+
+@_typing.final
+class StartResults(_message.Message):
+    """Several answers to Starts in one stream message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___StartResult]:
+        """The answers, each handled as a single start_result message."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___StartResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StartResults: _TypeAlias = StartResults  # noqa: Y015
 
 @_typing.final
 class StartResult(_message.Message):
@@ -688,6 +778,34 @@ class Start(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Start: _TypeAlias = Start  # noqa: Y015
+
+@_typing.final
+class Starts(_message.Message):
+    """Every Start of one claim round, sent in one message after the round's fences
+    are stored (a round of one is sent as a plain Start).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STARTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def starts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Start]:
+        """The Starts, each for a different attempt; the runtime handles them in
+        order, each exactly as a single Start (its StartResult before its events).
+        """
+
+    def __init__(
+        self,
+        *,
+        starts: _abc.Iterable[Global___Start] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["starts", b"starts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Starts: _TypeAlias = Starts  # noqa: Y015
 
 @_typing.final
 class Cancel(_message.Message):

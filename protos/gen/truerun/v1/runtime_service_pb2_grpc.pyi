@@ -21,6 +21,11 @@ Truths the protocol keeps:
   committed. After a reconnect the runtime re-sends every unacknowledged
   event; re-sent events that were committed are recognised by seq.
 - Heartbeats carry capacity only; they never change a run's state.
+- Batches carry the same messages, fewer of them: a RuntimeEvents message is its
+  events one after another (each checked, applied or refused, and acknowledged
+  on its own), a StartResults message its answers, a Starts message its
+  Starts. truerun accepts the batched and the single forms from every runtime,
+  and sends Starts only to a runtime whose Hello set accepts_batches.
 """
 
 from collections import abc as _abc
