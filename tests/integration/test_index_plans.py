@@ -78,7 +78,7 @@ def _list_runs(run_filter: RunFilter, after: RunCursor | None = None) -> tuple[s
 
 # (statement, its arguments, the index its plan must use): the reads that must stay
 # O(page) or O(queue), and the uniqueness probes of the writes.
-PLANS: dict[str, tuple[str, list[Any], str]] = {
+PLANS: dict[str, tuple[str, list[Any], str | tuple[str, ...]]] = {
     "claim lanes": (capacity_sql._LANES, ["o0"], "ix_runs_claim_order"),
     "claim heads": (
         capacity_sql._HEADS,
@@ -123,10 +123,14 @@ PLANS: dict[str, tuple[str, list[Any], str]] = {
     "list runs, task": (*_list_runs(RunFilter(task_id="t7")), "ix_runs_task_created"),
     "find by idempotency key": (sql.FIND_BY_KEY, ["p3", "k3"], "uq_runs_project_idempotency_key"),
     "run events": (sql.LIST_EVENTS, [f"r{RUNS - 1:07d}", 0, 101], "uq_run_events_run_sequence"),
+    # Both feed indexes read run_events in (tx_id, position) order; with 20 equal projects the
+    # generic plan's estimate for one project (1/20 of the rows) sits near the point where
+    # walking the feed index and filtering is as cheap, so ANALYZE's sample decides. Either
+    # is an index scan of a page, never a scan of the table (asserted below).
     "project feed": (
         sql.PROJECT_EVENTS,
         ["p1", CURSOR, 0, 101],
-        "ix_run_events_project_id_tx_id_position",
+        ("ix_run_events_project_id_tx_id_position", "ix_run_events_tx_id_position"),
     ),
     "feed": (sql.ALL_EVENTS, [CURSOR, 0, 101], "ix_run_events_tx_id_position"),
     "feed head": (sql.LAST_EVENT_CURSOR, [], "ix_run_events_tx_id_position"),
@@ -202,5 +206,6 @@ def scans(plan: Any) -> list[tuple[str, str]]:
 async def test_statement_plan_uses_its_index(seeded: asyncpg.Connection, name: str) -> None:
     statement, args, index = PLANS[name]
     found = scans(await generic_plan(seeded, statement, args))
-    assert index in {used for _, used in found}, found
+    wanted = {index} if isinstance(index, str) else set(index)
+    assert wanted & {used for _, used in found}, found
     assert not [t for kind, t in found if kind == "Seq Scan" and t in RUN_TABLES], found
