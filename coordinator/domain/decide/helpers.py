@@ -255,3 +255,43 @@ def _recorded_only(run: Run, attempt: Attempt | None, event: NewEvent) -> Decisi
         attempt=attempt,
         events=(event,),
     )
+
+
+def _cancelled_before_start(
+    run: Run, attempt: Attempt, ctx: Context, actor: Actor, events: list[NewEvent]
+) -> Decision:
+    """A fenced attempt that provably never started, with a cancel requested: the intent is
+    fulfilled, the attempt and the run end cancelled."""
+    cancelled = _finish_attempt(attempt, ctx, AttemptStatus.CANCELLED, "cancelled_before_start")
+    events.append(_event("attempt.cancelled", actor, attempt.id, reason="cancelled_before_start"))
+    events.append(_event("run.cancelled", actor, attempt.id, reason="cancelled_before_start"))
+    return _cancelled(run, ctx, events, cancelled, attempt)
+
+
+def _requeued_as_recovery(
+    run: Run,
+    attempt: Attempt,
+    ctx: Context,
+    actor: Actor,
+    events: list[NewEvent],
+    max_recoveries: int,
+    **dead_letter: str,
+) -> Decision:
+    """A fenced attempt that provably never started goes back to the queue on the same row,
+    counted as a recovery; past ``max_recoveries`` the run is dead-lettered instead
+    (``dead_letter``: the code and cause ``_dead_letter_if_exhausted`` records)."""
+    requeued = _back_to_queue(attempt, ctx)
+    dead = _dead_letter_if_exhausted(run, max_recoveries, actor, attempt, events, **dead_letter)
+    if dead is not None:
+        return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, **dead)
+    events.append(_event("run.queued", actor, attempt.id, attempt_no=attempt.attempt_no))
+    return _run_update(
+        run,
+        ctx,
+        events,
+        requeued,
+        AttemptWrite.UPDATE,
+        attempt,
+        status=RunStatus.QUEUED,
+        recovery_count=run.recovery_count + 1,
+    )

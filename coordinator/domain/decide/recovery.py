@@ -9,14 +9,15 @@ from coordinator.domain import commands as c
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision, Outcome, RunWrite
 from coordinator.domain.decide.helpers import (
     _attempt_change,
-    _back_to_queue,
     _cancelled,
+    _cancelled_before_start,
     _dead_letter_if_exhausted,
     _enqueue_new_attempt,
     _event,
     _finish_attempt,
     _live_after_fence,
     _recorded_only,
+    _requeued_as_recovery,
     _require,
     _run_update,
     _the_started_attempt,
@@ -184,30 +185,9 @@ def _never_received(cmd: c.InspectAnswer, run: Run, attempt: Attempt, ctx: Conte
         )
     ]
     if run.cancel_requested_at_ms is not None:
-        cancelled = _finish_attempt(attempt, ctx, AttemptStatus.CANCELLED, "cancelled_before_start")
-        events.append(
-            _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
-        )
-        events.append(
-            _event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
-        )
-        return _cancelled(run, ctx, events, cancelled, attempt)
-    requeued = _back_to_queue(attempt, ctx)
-    dead = _dead_letter_if_exhausted(
-        run, cmd.max_recoveries, cmd.actor, attempt, events, cause=f"never received: {why}"
-    )
-    if dead is not None:
-        return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, **dead)
-    events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
-    return _run_update(
-        run,
-        ctx,
-        events,
-        requeued,
-        AttemptWrite.UPDATE,
-        attempt,
-        status=RunStatus.QUEUED,
-        recovery_count=run.recovery_count + 1,
+        return _cancelled_before_start(run, attempt, ctx, cmd.actor, events)
+    return _requeued_as_recovery(
+        run, attempt, ctx, cmd.actor, events, cmd.max_recoveries, cause=f"never received: {why}"
     )
 
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 from coordinator.domain import commands as c
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision
 from coordinator.domain.decide.helpers import (
-    _back_to_queue,
-    _cancelled,
-    _dead_letter_if_exhausted,
+    _cancelled_before_start,
     _event,
     _finish_attempt,
+    _requeued_as_recovery,
     _require,
     _run_update,
 )
@@ -44,44 +43,20 @@ def _dispatch_rejected(
         ),
     ]
     if run.cancel_requested_at_ms is not None:
-        return _refused_and_cancelled(cmd, run, attempt, ctx, events)
+        return _cancelled_before_start(run, attempt, ctx, cmd.actor, events)
     if cmd.permanent:
         return _refused_for_good(cmd, run, attempt, ctx, events, f"refused by {runtime}: {reason}")
-    requeued = _back_to_queue(attempt, ctx)
     # a refusal is counted like a recovery, and bounded the same way
-    dead = _dead_letter_if_exhausted(
+    return _requeued_as_recovery(
         run,
-        cmd.max_refusals,
-        cmd.actor,
         attempt,
+        ctx,
+        cmd.actor,
         events,
+        cmd.max_refusals,
         code="refused_too_often",
         cause=f"refused by {runtime}: {reason}",
     )
-    if dead is not None:
-        return _run_update(run, ctx, events, requeued, AttemptWrite.UPDATE, attempt, **dead)
-    events.append(_event("run.queued", cmd.actor, attempt.id, attempt_no=attempt.attempt_no))
-    return _run_update(
-        run,
-        ctx,
-        events,
-        requeued,
-        AttemptWrite.UPDATE,
-        attempt,
-        status=RunStatus.QUEUED,
-        recovery_count=run.recovery_count + 1,
-    )
-
-
-def _refused_and_cancelled(
-    cmd: c.DispatchRejected, run: Run, attempt: Attempt, ctx: Context, events: list[NewEvent]
-) -> Decision:
-    cancelled = _finish_attempt(attempt, ctx, AttemptStatus.CANCELLED, "cancelled_before_start")
-    events.append(
-        _event("attempt.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start")
-    )
-    events.append(_event("run.cancelled", cmd.actor, attempt.id, reason="cancelled_before_start"))
-    return _cancelled(run, ctx, events, cancelled, attempt)
 
 
 def _refused_for_good(
