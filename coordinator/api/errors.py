@@ -11,7 +11,8 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from kernel.errors import DomainError, ErrorReason
+from kernel.errors import DomainError, ErrorReason, StoreBusy
+from kernel.outages import is_outage
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,8 @@ Handler = Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Res
 
 
 def unary(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
-    """Map domain errors to their status; anything unexpected becomes INTERNAL, logged."""
+    """Map domain errors to their status; a dependency out of reach becomes UNAVAILABLE
+    (kernel/outages.py); anything else unexpected becomes INTERNAL, logged."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
@@ -106,11 +108,18 @@ def unary(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
             await abort(context, error)
         except (grpc.aio.AbortError, AssertionError):
             raise
-        except Exception:
-            log.exception("unexpected failure in %s", fn.__name__)
-            await abort(context, DomainError("internal error; see the server log"))
+        except Exception as error:
+            await abort(context, _unexpected(fn.__name__, error))
 
     return wrapper
+
+
+def _unexpected(method: str, error: Exception) -> DomainError:
+    if is_outage(error):
+        log.warning("%s: a dependency is out of reach: %r", method, error)
+        return StoreBusy(f"a dependency is out of reach ({type(error).__name__}); try again")
+    log.error("unexpected failure in %s", method, exc_info=error)
+    return DomainError("internal error; see the server log")
 
 
 StreamHandler = Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]
@@ -126,8 +135,7 @@ def stream(fn: StreamHandler[Req, Resp]) -> StreamHandler[Req, Resp]:
                 yield item
         except DomainError as error:
             await abort(context, error)
-        except Exception:
-            log.exception("unexpected failure in %s", fn.__name__)
-            await abort(context, DomainError("internal error; see the server log"))
+        except Exception as error:
+            await abort(context, _unexpected(fn.__name__, error))
 
     return wrapper

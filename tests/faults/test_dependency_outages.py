@@ -10,6 +10,7 @@ from collections.abc import Callable
 import grpc
 from truerun.v1.run_service_pb2 import GetRunRequest
 
+from coordinator.api.errors import reason_of
 from tests.faults.harness import (
     TERMINAL,
     Cluster,
@@ -144,3 +145,43 @@ def _assert_exact_one(cluster: Cluster, run_id: str, tag: str) -> None:
     assert gapless(events), types(events)
     expected = "".join(f"{tag}-{i}\n" for i in range(1, LINES + 1))
     assert _output(cluster, run_id) == expected
+
+
+def test_calls_while_dependencies_reset_answer_unavailable_never_internal(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """A call whose PostgreSQL or Redis connection is reset is answered UNAVAILABLE with the
+    retryable STORE_BUSY reason (or runs into its deadline), never INTERNAL: the client should
+    retry, and an operator reading INTERNAL would hunt for a bug that is not there."""
+    cluster = make_cluster()
+    assert cluster.pg_proxy is not None and cluster.redis_proxy is not None
+    run_id = cluster.submit("before", "true")
+    api = cluster.api
+    calls: dict[str, Callable[[], object]] = {
+        "GetRun": lambda: api.get(run_id),
+        "ListRunEvents": lambda: api.events(run_id),
+        "CreateRun": lambda: api.submit("during", "true"),
+        "GetOccupancy": lambda: api.occupancy("a1"),
+    }
+    answers: list[tuple[str, str, str]] = []
+    for proxy in (cluster.pg_proxy, cluster.redis_proxy):
+        proxy.reset()  # new connections too: every reconnect is reset
+        proxy.reset_connections()
+    try:
+        for _ in range(2):  # the first call finds the cut connection, the second a fresh one
+            for name, call in calls.items():
+                try:
+                    call()
+                    answers.append((name, "OK", ""))
+                except grpc.RpcError as error:
+                    answers.append((name, str(error.code()), reason_of(error)))
+    finally:
+        for proxy in (cluster.pg_proxy, cluster.redis_proxy):
+            proxy.pass_through()
+    print(answers)
+    assert all(code != "StatusCode.INTERNAL" for _, code, _ in answers), answers
+    unavailable = [a for a in answers if a[1] == "StatusCode.UNAVAILABLE"]
+    assert unavailable and all(reason == "STORE_BUSY" for *_, reason in unavailable), answers
+    # healed: the pools reconnect on their own
+    after = cluster.eventually(lambda: api.submit("after", "true"), 30, "CreateRun again")
+    assert api.get(after).id == after and api.occupancy("a1") is not None
