@@ -1,6 +1,7 @@
 """The batched stream on the runtime's side: the agent says it reads Starts, handles a Starts
-message's Starts one by one as single Starts, and its writer sends the events queued together
-in one RuntimeEvents message (other messages keep their place)."""
+message's Starts one by one as single Starts, and its writer sends the answers queued
+together in one StartResults message and the events in one RuntimeEvents message (each
+attempt's answer before its events; other messages are boundaries)."""
 
 from __future__ import annotations
 
@@ -59,22 +60,39 @@ def _event(attempt_id: str, seq: int) -> pb.ConnectRequest:
     return pb.ConnectRequest(event=pb.RuntimeEvent(attempt_id=attempt_id, seq=seq, type=ACCEPTED))
 
 
+def _answer(attempt_id: str) -> pb.ConnectRequest:
+    return pb.ConnectRequest(start_result=pb.StartResult(attempt_id=attempt_id, accepted=True))
+
+
+def _shape(message: pb.ConnectRequest | None) -> list[tuple[str, str, int]]:
+    """What a message carries: (kind, attempt, seq) per answer or event, in order."""
+    if message is None:
+        return [("end", "", 0)]
+    kind = message.WhichOneof("kind")
+    if kind == "events":
+        return [("event", e.attempt_id, e.seq) for e in message.events.events]
+    if kind == "start_results":
+        return [("answer", r.attempt_id, 0) for r in message.start_results.results]
+    if kind == "event":
+        return [("event", message.event.attempt_id, message.event.seq)]
+    if kind == "start_result":
+        return [("answer", message.start_result.attempt_id, 0)]
+    return [(str(kind), "", 0)]
+
+
 async def test_the_writer_sends_the_queued_events_together_in_order() -> None:
     queue: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
     batcher = Batcher(queue)
     queue.put_nowait(_event("a1", 1))
     assert (await batcher.next()) == _event("a1", 1), "a lone event goes at once, as itself"
+    queue.put_nowait(_answer("a0"))
+    assert (await batcher.next()) == _answer("a0"), "a lone answer goes at once, as itself"
 
-    result = pb.ConnectRequest(start_result=pb.StartResult(attempt_id="a2", accepted=True))
-    for message in (_event("a1", 2), _event("a1", 3), result, _event("a2", 1), None):
+    for message in (_event("a1", 2), _event("a1", 3), _answer("a2"), _event("a2", 1), None):
         queue.put_nowait(message)
-    first = await batcher.next()
-    assert first is not None and [(e.attempt_id, e.seq) for e in first.events.events] == [
-        ("a1", 2),
-        ("a1", 3),
-    ]
-    assert (await batcher.next()) == result, "a StartResult keeps its place"
-    assert (await batcher.next()) == _event("a2", 1)
+    answer, events = await batcher.next(), await batcher.next()
+    assert answer == _answer("a2"), "one answer goes as itself, before the events"
+    assert _shape(events) == [("event", "a1", 2), ("event", "a1", 3), ("event", "a2", 1)]
     assert (await batcher.next()) is None
 
     for seq in range(1, MAX_EVENTS_PER_MESSAGE + 2):
@@ -82,3 +100,27 @@ async def test_the_writer_sends_the_queued_events_together_in_order() -> None:
     full, rest = await batcher.next(), await batcher.next()
     assert full is not None and len(full.events.events) == MAX_EVENTS_PER_MESSAGE, "bounded"
     assert rest == _event("a3", MAX_EVENTS_PER_MESSAGE + 1)
+
+
+async def test_a_rounds_answers_go_together_and_a_heartbeat_is_a_boundary() -> None:
+    """What the agent queues for a Starts message of two (each answer, then that attempt's
+    events), a heartbeat, then a third Start: two messages for the round, the heartbeat
+    in its place, then the third's answer and event."""
+    queue: asyncio.Queue[pb.ConnectRequest | None] = asyncio.Queue()
+    batcher = Batcher(queue)
+    heartbeat = pb.ConnectRequest(heartbeat=pb.Heartbeat())
+    queued = [_answer("a1"), _event("a1", 1), _event("a1", 2), _answer("a2"), _event("a2", 1)]
+    for message in [*queued, heartbeat, _answer("a3"), _event("a3", 1), None]:
+        queue.put_nowait(message)
+    sent = [await batcher.next() for _ in range(6)]
+    assert [_shape(m) for m in sent] == [
+        [("answer", "a1", 0), ("answer", "a2", 0)],
+        [("event", "a1", 1), ("event", "a1", 2), ("event", "a2", 1)],
+        [("heartbeat", "", 0)],
+        [("answer", "a3", 0)],
+        [("event", "a3", 1)],
+        [("end", "", 0)],
+    ]
+    assert sent[0] is not None and sent[0].WhichOneof("kind") == "start_results"
+    assert sent[1] is not None and sent[1].WhichOneof("kind") == "events"
+    assert queue.empty()
