@@ -98,6 +98,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 message = await session.outbox.get()
                 if message is _CLOSE:
                     break
+                if isinstance(message, DomainError):  # the reader refused what it read
+                    await abort(context, message)
                 yield message
         finally:
             self._streams.pop(id(session), None)
@@ -226,12 +228,17 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
                 await asyncio.shield(stream.handling)
         except grpc.aio.AioRpcError:
             pass
+        except InvalidArgument as refused:  # the stream ends with it; nothing of it applied
+            session.outbox.put_nowait(refused)
+            return
         except Exception:  # the stream ends; the runtime reconnects and resends
             log.exception("runtime stream of %s failed", session.runtime_instance_id)
         session.outbox.put_nowait(_CLOSE)
 
     async def _handle(self, session: Session, stream: Stream, message: pb.ConnectRequest) -> None:
         kind = message.WhichOneof("kind")
+        if kind in ("events", "start_results"):
+            self._bounded(session, kind, message)
         if kind == "event":
             stream.take(session, [message.event])
         elif kind == "events":  # the same buffer: one micro-batch covers single and batched
@@ -251,6 +258,17 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         elif kind == "cancel_result":
             done = message.cancel_result  # its fields: %s of a message dumps it multi-line
             log.info("cancel of %s found=%s", done.attempt_id, done.found)
+
+    def _bounded(self, session: Session, kind: str, message: pb.ConnectRequest) -> None:
+        """A batch of more than MAX_EVENTS_PER_CALL items is refused whole, before any of it
+        is buffered: the stream ends with INVALID_ARGUMENT (the SDK sends at most 256)."""
+        items = message.events.events if kind == "events" else message.start_results.results
+        if len(items) > MAX_EVENTS_PER_CALL:
+            self._sessions.refused[f"{kind}_batch_too_large"] += 1
+            log.warning(
+                "%s of %d items from %s refused", kind, len(items), session.runtime_instance_id
+            )
+            raise InvalidArgument(f"{kind}: at most {MAX_EVENTS_PER_CALL} items per message")
 
     async def _inspected(self, session: Session, answer: pb.InspectResult) -> None:
         """A trusted answer from the attempt's own runtime, on its own authenticated stream,
@@ -299,8 +317,10 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             if not stream.stopping:
                 await stream.arrived.wait()
             stream.arrived.clear()
-            batch = buffered[:]
+            batch = buffered[:MAX_EVENTS_PER_CALL]  # one transaction stays bounded
             del buffered[: len(batch)]
+            if buffered:
+                stream.arrived.set()  # the rest in the next micro-batch
             if not batch:
                 if stream.stopping:
                     return

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from truerun.v1 import runtime_service_pb2 as pb
 
+from kernel.errors import DomainError
+
 MAX_STARTS_BYTES = 1 << 20  # one Starts message carries at most ~1 MiB of Starts
 
 
@@ -31,7 +33,8 @@ class Session:
     agent_version: str = ""
     #: Hello's accepts_batches: the runtime reads a round's Starts in one Starts message.
     accepts_batches: bool = False
-    outbox: asyncio.Queue[pb.ConnectResponse] = field(default_factory=asyncio.Queue)
+    #: What the stream sends, in order; an error ends the stream with its status.
+    outbox: asyncio.Queue[pb.ConnectResponse | DomainError] = field(default_factory=asyncio.Queue)
     #: Start results awaited by the dispatcher, by attempt id.
     pending_starts: dict[str, asyncio.Future[pb.StartResult]] = field(default_factory=dict)
     #: Set by every heartbeat and every terminal event: "capacity may have changed".

@@ -7,17 +7,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
 from truerun.v1 import common_pb2
 from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import runtime_service_pb2 as pb
 
+from coordinator.api.runtime_servicer import MAX_EVENTS_PER_CALL
+from tests.integration.test_run_service_grpc import error_info
 from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime, runtime_event
 
 ACCEPTED = pb.RUNTIME_EVENT_TYPE_ACCEPTED
 RUNNING = pb.RUNTIME_EVENT_TYPE_RUNNING
 SUCCEEDED = pb.RUNTIME_EVENT_TYPE_SUCCEEDED
+OUTPUT = pb.RUNTIME_EVENT_TYPE_OUTPUT
 
 
 @pytest.fixture
@@ -110,3 +114,51 @@ async def test_a_refused_event_in_a_batch_is_not_acked_and_the_others_stand(
         after = await stack.runs.ListRunEvents(rs.ListRunEventsRequest(run_id=bad.run_id))
         assert after.events == before.events, "the refused event changed nothing"
         assert stack.runtimes.sessions.refused["event_not_authorized"] == 1
+
+
+async def test_more_than_the_most_items_in_one_message_is_refused_whole(stack: Stack) -> None:
+    """A RuntimeEvents message of more than MAX_EVENTS_PER_CALL events ends the stream with
+    INVALID_ARGUMENT before any of it is buffered: nothing applied, nothing acked. The same
+    number in two messages is applied in bounded micro-batches, all of it acked."""
+    (run_id,) = await _submit(stack, 1)
+    async with _runtime(stack, limit=1, batches=True) as runtime:
+        start = (await runtime.expect("start")).start
+        await runtime.answer_start(start, accepted=True)
+        await runtime.event(start, 1, ACCEPTED)
+        await runtime.acked(start.attempt_id, 1)
+        before = await stack.runs.ListRunEvents(rs.ListRunEventsRequest(run_id=run_id))
+        lines = [
+            runtime_event(start, seq, OUTPUT, payload={"text": f"line {seq}\n"})
+            for seq in range(2, MAX_EVENTS_PER_CALL + 3)
+        ]
+        await runtime.batch(lines)  # one item too many
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await runtime.expect("acks")
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(refused.value).reason == "INVALID_ARGUMENT"
+        assert stack.runtimes.sessions.refused["events_batch_too_large"] == 1
+        after = await stack.runs.ListRunEvents(rs.ListRunEventsRequest(run_id=run_id))
+        assert after.events == before.events, "nothing of the refused message was applied"
+
+    async with _runtime(stack, limit=1, batches=True) as again:  # reconnected: in two halves
+        half = len(lines) // 2
+        await again.batch(lines[:half])
+        await again.batch(lines[half:])
+        await again.acked(start.attempt_id, lines[-1].seq)
+        assert stack.runtimes.sessions.refused["events_batch_too_large"] == 1
+        await again.event(start, lines[-1].seq + 1, SUCCEEDED, exit_code=0)
+        await again.acked(start.attempt_id, lines[-1].seq + 1)
+    assert await _display(stack, run_id) == common_pb2.DISPLAY_STATE_SUCCEEDED
+
+
+async def test_more_than_the_most_start_results_in_one_message_is_refused(stack: Stack) -> None:
+    async with _runtime(stack, limit=1, batches=True) as runtime:
+        answers = [
+            pb.StartResult(attempt_id=f"att-{n}", accepted=True, seq=1)
+            for n in range(MAX_EVENTS_PER_CALL + 1)
+        ]
+        await runtime.send(pb.ConnectRequest(start_results=pb.StartResults(results=answers)))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await runtime.expect("acks")
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert stack.runtimes.sessions.refused["start_results_batch_too_large"] == 1

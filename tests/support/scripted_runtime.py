@@ -195,6 +195,10 @@ class ScriptedRuntime:
         event = runtime_event(start, seq, kind, exit_code, payload, token)
         await self._outgoing.put(pb.ConnectRequest(event=event))
 
+    async def send(self, message: pb.ConnectRequest) -> None:
+        """Any message, as it is (what a hostile or broken runtime might send)."""
+        await self._outgoing.put(message)
+
     async def batch(self, events: Sequence[pb.RuntimeEvent]) -> None:
         """Several events in one RuntimeEvents message, whatever else is queued."""
         await self._outgoing.put(pb.ConnectRequest(events=pb.RuntimeEvents(events=events)))
