@@ -84,16 +84,21 @@ _WAITS_FOR_SCOPE = f"""
 SELECT 1 FROM runs r WHERE r.owner_id = $1 AND r.status = 'queued' AND EXISTS (
     SELECT 1 FROM attempts s WHERE s.execution_scope = r.execution_scope
       AND s.status IN {_LIVE_LIST}) LIMIT 1"""
-_CLOCK = "SELECT clock FROM fair_clocks WHERE owner_id = $1"
-_VTIMES = """
+#: The owner's clock (the row whose lane is NULL: a lane is never NULL) and its lanes' vtimes,
+#: in one round trip.
+_FAIRNESS = """
+SELECT NULL::text AS lane, clock AS vtime FROM fair_clocks WHERE owner_id = $1
+UNION ALL
 SELECT f.lane, f.vtime FROM unnest($2::text[]) AS want(lane)
 JOIN fair_lanes f ON f.owner_id = $1 AND f.lane = want.lane"""
-_SAVE_CLOCK = """
-INSERT INTO fair_clocks (owner_id, clock) VALUES ($1, $2)
-ON CONFLICT (owner_id) DO UPDATE SET clock = EXCLUDED.clock"""
-_SAVE_VTIMES = """
+#: The clock and the lanes' vtimes saved in one statement (no lanes: the clock alone).
+_SAVE_FAIRNESS = """
+WITH clock AS (
+    INSERT INTO fair_clocks (owner_id, clock) VALUES ($1, $2)
+    ON CONFLICT (owner_id) DO UPDATE SET clock = EXCLUDED.clock
+)
 INSERT INTO fair_lanes (owner_id, lane, vtime)
-SELECT $1, lane, vtime FROM unnest($2::text[], $3::bigint[]) AS v(lane, vtime)
+SELECT $1, lane, vtime FROM unnest($3::text[], $4::bigint[]) AS v(lane, vtime)
 ON CONFLICT (owner_id, lane) DO UPDATE SET vtime = EXCLUDED.vtime"""
 _PUT_AGENT = """
 INSERT INTO agents (agent_id, concurrency, workspace_kind, workspace_path, fairness_weight,
@@ -162,6 +167,8 @@ class PostgresCapacitySql:
     async def agent_configs(
         self, tx: ClaimTx | None, agent_ids: Sequence[str]
     ) -> dict[str, AgentConfig]:
+        if not agent_ids:  # a round of runs without agents: no round trip (as on SQLite)
+            return {}
         rows = await self._fetch(tx, _AGENTS, list(agent_ids))
         return {row["agent_id"]: agent_config(row) for row in rows}
 
@@ -183,10 +190,14 @@ class PostgresCapacitySql:
         return {row[0] for row in rows}
 
     async def live_per_agent(self, tx: ClaimTx | None, agent_ids: Sequence[str]) -> dict[str, int]:
+        if not agent_ids:
+            return {}
         rows = await self._fetch(tx, _LIVE_PER_AGENT, list(agent_ids))
         return {row["agent_id"]: int(row["live"]) for row in rows}
 
     async def busy_scopes(self, tx: ClaimTx, scopes: Sequence[str]) -> set[str]:
+        if not scopes:
+            return set()
         return {row[0] for row in await tx.fetch(_BUSY_SCOPES, list(scopes))}
 
     async def waits_for_a_scope(self, tx: ClaimTx, owner: str) -> bool:
@@ -195,17 +206,15 @@ class PostgresCapacitySql:
     async def fairness(
         self, tx: ClaimTx, owner: str, lanes: Sequence[str]
     ) -> tuple[int, dict[str, int]]:
-        clock_rows = await tx.fetch(_CLOCK, owner)
-        rows = await tx.fetch(_VTIMES, owner, list(lanes))
-        return (clock_rows[0][0] if clock_rows else 0), {r["lane"]: r["vtime"] for r in rows}
+        rows = await tx.fetch(_FAIRNESS, owner, list(lanes))
+        clock = next((r["vtime"] for r in rows if r["lane"] is None), 0)
+        return clock, {r["lane"]: r["vtime"] for r in rows if r["lane"] is not None}
 
     async def save_fairness(
         self, tx: ClaimTx, owner: str, clock: int, vtimes: dict[str, int]
     ) -> None:
-        await tx.fetch(_SAVE_CLOCK, owner, clock)
-        if vtimes:
-            lanes = sorted(vtimes)
-            await tx.fetch(_SAVE_VTIMES, owner, lanes, [vtimes[lane] for lane in lanes])
+        lanes = sorted(vtimes)
+        await tx.fetch(_SAVE_FAIRNESS, owner, clock, lanes, [vtimes[lane] for lane in lanes])
 
     async def put_agent(self, agent: AgentConfig) -> None:
         await self._pool.execute(
