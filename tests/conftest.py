@@ -1,5 +1,8 @@
 """Shared fixtures: empty SQLite / PostgreSQL databases, optionally migrated to head.
 
+A migrated database is a copy of a template migrated once per session
+(tests/support/schema_templates.py).
+
 PostgreSQL tests never skip: if the server cannot be reached they fail, because CI
 requires them to run for real. Point TRUERUN_TEST_PG_ADMIN_URL at another server if needed.
 """
@@ -7,13 +10,14 @@ requires them to run for real. Point TRUERUN_TEST_PG_ADMIN_URL at another server
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database, pg_admin_url
+from tests.support.schema_templates import TEMPLATES, migrate
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -70,8 +74,17 @@ def database_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _schema_templates() -> Iterator[None]:
+    yield
+    # a thread of its own: asyncio.run here would replace the main thread's event loop
+    closer = threading.Thread(target=lambda: asyncio.run(TEMPLATES.close()))
+    closer.start()
+    closer.join()
+
+
 @pytest.fixture
 async def migrated_database_url(database_url: str) -> str:
-    """``database_url`` upgraded to the newest schema revision."""
-    await upgrade(database_url)
+    """``database_url`` at the newest schema revision (tests/support/schema_templates.py)."""
+    await migrate(database_url)
     return database_url

@@ -20,11 +20,11 @@ from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc, schedule
 from gateway.app import GatewayConfig
 from gateway.server import HttpServer
 from gateway.tokens import ApiTokens
-from kernel.db.migrate import upgrade
 from services.bootstrap import Capacity, Coordinator, long_tasks, schedules
 from services.server import start_serving
 from tests.support.auth import aio_channel
 from tests.support.capacity import open_capacity
+from tests.support.schema_templates import migrate
 
 HOST = "127.0.0.1"
 ALL = "token-all-projects"
@@ -55,7 +55,7 @@ class GatewayStack:
 async def gateway_stack(
     database_url: str, *, heartbeat_s: float = 1.0, max_body_bytes: int = 256 * 1024
 ) -> AsyncIterator[GatewayStack]:
-    await upgrade(database_url)
+    await migrate(database_url)
     async with open_capacity(database_url) as (app, caps):
         serving = await start_serving(
             app,

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from truerun.v1 import run_service_pb2_grpc
 
 from coordinator.store.base import RunStore
-from kernel.db.migrate import upgrade
 from services.bootstrap import coordinator, open_store
 from services.server import create_server
 from tests.support.auth import aio_channel, server_tokens
+from tests.support.schema_templates import migrate as migrate_to_head
 
 if TYPE_CHECKING:
     from truerun.v1.run_service_pb2_grpc import RunServiceAsyncStub
@@ -48,7 +48,7 @@ async def grpc_run_service(
     the wrapper. ``tokens``: more API tokens (ApiTokens.parse) besides the test operator's.
     """
     if migrate:
-        await upgrade(database_url)
+        await migrate_to_head(database_url)
     real_store = await open_store(database_url)
     store = wrap_store(real_store) if wrap_store is not None else real_store
     try:

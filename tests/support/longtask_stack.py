@@ -18,12 +18,12 @@ from capacity.observations.memory import MemoryObservationStore
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
-from kernel.db.migrate import upgrade
 from longtasks.service.door import LongTaskDoor
 from services.bootstrap import Coordinator, capacity, coordinator, long_tasks, open_store, runtimes
 from services.server import start_serving
 from tests.support.auth import aio_channel, server_tokens
 from tests.support.runtime_stack import RUNTIME_TOKEN
+from tests.support.schema_templates import migrate
 from tests.support.scripted_runtime import ScriptedRuntime
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ async def longtask_stack(
     database_url: str, max_unfinished: int = 0
 ) -> AsyncIterator[LongTaskStack]:
     """``max_unfinished``: TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED (0 = no cap)."""
-    await upgrade(database_url)
+    await migrate(database_url)
     store = await open_store(database_url)
     app = coordinator(store)
     caps = capacity(app, MemoryObservationStore(), 15_000)

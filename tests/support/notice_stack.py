@@ -18,13 +18,13 @@ from truerun.v1 import long_task_service_pb2_grpc, run_service_pb2_grpc, runtime
 
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
-from kernel.db.migrate import upgrade
 from services.bootstrap import capacity, coordinator, long_tasks, open_store, runtimes
 from services.metrics import Metrics
 from services.server import start_serving
 from tests.support.auth import aio_channel, server_tokens
 from tests.support.longtask_stack import BOB_TOKEN, LongTaskStack
 from tests.support.runtime_stack import RUNTIME_TOKEN
+from tests.support.schema_templates import migrate
 
 if TYPE_CHECKING:
     from truerun.v1.long_task_service_pb2_grpc import LongTaskServiceAsyncStub
@@ -43,7 +43,7 @@ class NoticeStack:
 
 @contextlib.asynccontextmanager
 async def notice_stack(database_url: str, webhook_allow: str = "") -> AsyncIterator[NoticeStack]:
-    await upgrade(database_url)
+    await migrate(database_url)
     store = await open_store(database_url)
     app = coordinator(store)
     caps = capacity(app, MemoryObservationStore(), 15_000)

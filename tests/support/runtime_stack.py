@@ -16,7 +16,6 @@ from truerun.v1 import (
 from capacity.observations.memory import MemoryObservationStore
 from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
-from kernel.db.migrate import upgrade
 from kernel.ids import now_ms
 from services.bootstrap import (
     Capacity,
@@ -29,6 +28,7 @@ from services.bootstrap import (
 )
 from services.server import create_server
 from tests.support.auth import aio_channel, server_tokens
+from tests.support.schema_templates import migrate
 
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
@@ -60,7 +60,7 @@ async def runtime_stack(
 ) -> AsyncIterator[Stack]:
     """``owners_by_token``: runtime tokens and the owner each acts for (default: one
     any-owner token, RUNTIME_TOKEN, as `truerun dev` has)."""
-    await upgrade(database_url)
+    await migrate(database_url)
     store = await open_store(database_url)
     app = coordinator(store, clock=clock, output=output)
     caps = capacity(app, MemoryObservationStore(), 15_000, clock=clock)
