@@ -64,3 +64,43 @@ def test_sqlite3_refuses_a_nested_begin() -> None:
         assert "within a transaction" in str(exc)
     else:
         raise AssertionError("sqlite3 allowed a nested BEGIN")
+
+
+async def test_a_transaction_cancelled_twice_in_its_body_is_still_rolled_back(
+    tmp_path: Path,
+) -> None:
+    """The first cancel lands while the body's statement runs on the writer thread, so the
+    ROLLBACK waits behind it; the second lands while the ROLLBACK still waits, and must not
+    withdraw it (found by CI: every later write failed "within a transaction")."""
+    path = tmp_path / "t.db"
+    await upgrade(f"sqlite:///{path}")
+    store = await SqliteStore.open(str(path))
+    try:
+        running, release = threading.Event(), threading.Event()
+
+        def statement(conn: sqlite3.Connection) -> None:
+            running.set()
+            release.wait(10)
+
+        async def writer() -> None:
+            async with store.transaction([]):
+                await store._write(statement)
+
+        task = asyncio.ensure_future(writer())
+        assert await asyncio.get_running_loop().run_in_executor(None, running.wait, 5)
+        task.cancel()
+        # One step of the loop: the task takes the cancel into the body and queues the
+        # ROLLBACK behind the statement, which still holds the writer thread.
+        await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(task, return_exceptions=True)
+        assert task.cancelled()
+        assert await store._write(lambda conn: conn.in_transaction) is False
+        async with store.transaction([]) as tx:  # the next writer is not refused
+            rows = await tx.fetch("SELECT 1")
+        assert [tuple(r) for r in rows] == [(1,)]
+    finally:
+        await store.close()

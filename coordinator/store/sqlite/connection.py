@@ -57,13 +57,18 @@ class SqliteConnections:
 
     # -- threads ------------------------------------------------------------------------------
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], *, surely: bool = False) -> T:
+        """``fn`` on the writer thread. A cancelled caller withdraws ``fn`` if the thread has
+        not started it yet, unless ``surely``: then it runs whatever happens to its caller
+        (the ROLLBACK that ends a cancelled transaction must never be withdrawn)."""
+
         def run() -> T:
             if self._write_conn is None:
                 self._write_conn = _connect(self._path, self._busy_timeout_ms)
             return fn(self._write_conn)
 
-        return await asyncio.get_running_loop().run_in_executor(self._writer, run)
+        future = asyncio.get_running_loop().run_in_executor(self._writer, run)
+        return await (asyncio.shield(future) if surely else future)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def run() -> T:

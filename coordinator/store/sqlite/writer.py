@@ -77,7 +77,9 @@ class SqliteWriter(SqliteConnections):
                 yield SqliteTx(self)
                 await self._write(lambda conn: conn.execute("COMMIT"))
             except BaseException:
-                await self._write(_rollback_if_open)
+                # surely: a second cancel while the ROLLBACK waits behind the body's last
+                # statement must not withdraw it (the same open transaction, found by CI)
+                await self._write(_rollback_if_open, surely=True)
                 raise
 
     async def apply_creates(
