@@ -49,8 +49,12 @@ docs-update: setup
 chromium:
 	bash scripts/ensure_chromium.sh
 
+# Two phases, every test in exactly one (tests/conftest.py marks `serial`): the in-process
+# tests on two workers, then the ones that start, kill or time real processes, one at a time
+# (sharing two cores with a second test would change what they measure).
 pytest: setup chromium
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 -m "not serial"
+	$(BIN)/pytest -m serial
 
 bench: setup
 	$(BIN)/python -m bench.transition --seconds 20

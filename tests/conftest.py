@@ -36,9 +36,18 @@ def _main_thread_event_loop() -> Iterator[None]:
     loop.close()
 
 
+TESTS = Path(__file__).resolve().parent
+#: Suites that start, kill or time real processes: `make pytest` runs them one at a time.
+SERIAL_SUITES = frozenset({"faults", "multi", "e2e", "browser", "bench"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that touches PostgreSQL with ``postgres``."""
+    """Mark every test that touches PostgreSQL with ``postgres``, and every test of a serial
+    suite with ``serial``."""
     for item in items:
+        path = Path(str(item.fspath))
+        if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in SERIAL_SUITES:
+            item.add_marker(pytest.mark.serial)
         callspec = getattr(item, "callspec", None)
         uses_pg = "pg_url" in getattr(item, "fixturenames", ())
         if uses_pg or (callspec is not None and callspec.params.get("database_url") == "postgres"):

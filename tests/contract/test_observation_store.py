@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -30,8 +29,9 @@ from capacity.observations import (
     encode,
 )
 from capacity.observations.base import SEEN_RETENTION_MS
+from tests.support.databases import redis_test_url
 
-REDIS_URL = os.environ.get("TRUERUN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = redis_test_url()
 #: Server clock (ms) at which the sample observations arrive.
 T0 = 1_700_000_000_000
 #: A TTL long enough that no key expires during a test.

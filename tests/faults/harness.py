@@ -70,7 +70,7 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 # Redis databases 1..14 are handed out to fault clusters, one each, under a file lock, so
 # concurrent tests never flush each other's observations (15 belongs to other tests).
-REDIS_DBS = range(1, 15)
+REDIS_DBS = range(1, 13)  # 13-15: tests/support/databases.py redis_test_url()
 REDIS_LOCK_DIR = Path("/tmp/truerun-faults-redis")
 RECONCILER_READY = re.compile(r"^reconciler running$", re.MULTILINE)
 T = TypeVar("T")

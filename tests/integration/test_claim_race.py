@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import sys
 import uuid
@@ -39,11 +38,12 @@ from coordinator.service.transitions import Transitions
 from kernel.db.migrate import upgrade
 from services.bootstrap import Capacity, Coordinator
 from tests.support.capacity import git_workspace, observe, open_capacity
+from tests.support.databases import redis_test_url
 from tests.support.factories import RUNTIME, SCHEDULER, spec
 
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("TRUERUN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = redis_test_url()
 REPO = str(Path(__file__).resolve().parents[2])
 CALLS_PER_WORKER = 1_000
 WORKER_TIMEOUT_S = 150.0

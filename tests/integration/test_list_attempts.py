@@ -3,8 +3,6 @@ oldest first, with each dimension; unknown and malformed run ids are rich errors
 
 from __future__ import annotations
 
-import uuid
-
 import grpc
 import pytest
 from truerun.v1 import common_pb2, run_service_pb2
@@ -53,7 +51,8 @@ async def test_list_attempts_returns_every_attempt_oldest_first(grpc_api: GrpcAp
 @pytest.mark.parametrize(
     ("run_id", "code", "reason"),
     [
-        (str(uuid.uuid4()), grpc.StatusCode.NOT_FOUND, "RUN_NOT_FOUND"),
+        # a fixed id of the right shape that no run has (collected alike by every worker)
+        ("d91b4be2-1993-4a8d-ab08-fa9ddaaa0cc2", grpc.StatusCode.NOT_FOUND, "RUN_NOT_FOUND"),
         ("not a run id", grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
         ("", grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     ],

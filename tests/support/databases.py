@@ -67,3 +67,17 @@ async def drop_pg_database(url: str) -> None:
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+def redis_test_url() -> str:
+    """The Redis database the Redis tests may flush (``TRUERUN_TEST_REDIS_URL``; default db
+    15, and under pytest-xdist one database per worker below it: worker gwN gets 15 - N, so
+    two workers never flush each other's keys). The fault harness takes dbs 1-12."""
+    configured = os.environ.get("TRUERUN_TEST_REDIS_URL")
+    if configured:
+        return configured
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
+    if index > 2:
+        raise RuntimeError(f"no Redis test database for xdist worker {worker} (at most 3)")
+    return f"redis://127.0.0.1:6379/{15 - index}"
