@@ -55,10 +55,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-async def pg_url() -> AsyncIterator[str]:
-    """A fresh, empty PostgreSQL database (plain URL), dropped after the test."""
+async def pg_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh PostgreSQL database (plain URL), dropped after the test: empty, or for a test
+    that asks for ``migrated_database_url`` a copy of the session's template made at once
+    (one database written, not an empty one and then its copy)."""
     try:
-        url = await create_pg_database()
+        if "migrated_database_url" in request.fixturenames:
+            url = await TEMPLATES.pg_database()
+        else:
+            url = await create_pg_database()
     except Exception as exc:  # refused, timed out, bad credentials: all mean the same here
         pytest.fail(
             f"PostgreSQL is required but unreachable at {pg_admin_url()} "

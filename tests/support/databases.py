@@ -18,12 +18,19 @@ def pg_admin_url() -> str:
     return os.environ.get("TRUERUN_TEST_PG_ADMIN_URL", DEFAULT_PG_ADMIN_URL)
 
 
-async def create_pg_database() -> str:
-    """Create an empty, uniquely named database and return its plain ``postgresql://`` URL."""
+async def create_pg_database(template_url: str | None = None) -> str:
+    """Create a uniquely named database, empty or a copy of the (unused) test database at
+    ``template_url``, and return its plain ``postgresql://`` URL."""
     name = f"{DATABASE_PREFIX}{uuid.uuid4().hex}"
+    copy = ""
+    if template_url is not None:
+        template = make_url(template_url).database
+        if not template or not template.startswith(DATABASE_PREFIX):
+            raise ValueError(f"refusing to copy {template!r}: not a test database")
+        copy = f" TEMPLATE {_quote(template)}"
     admin = await asyncpg.connect(pg_admin_url(), timeout=CONNECT_TIMEOUT_S)
     try:
-        await admin.execute(f"CREATE DATABASE {_quote(name)}")
+        await admin.execute(f"CREATE DATABASE {_quote(name)}{copy}")
     finally:
         await admin.close()
     url: str = make_url(pg_admin_url()).set(database=name).render_as_string(hide_password=False)

@@ -35,9 +35,18 @@ class SchemaTemplates:
         self._dir: Path | None = None
         self._sqlite: Path | None = None
         self._pg_url: str | None = None
+        self._copies: set[str] = set()
+
+    async def pg_database(self) -> str:
+        """A new PostgreSQL test database at the newest revision, made as a copy at once."""
+        url = await create_pg_database(await self.pg_template())
+        self._copies.add(url)
+        return url
 
     async def migrate(self, database_url: str) -> None:
         """Bring ``database_url`` to the newest revision: a copy when it is empty."""
+        if database_url in self._copies:
+            return
         if database_url.startswith(SQLITE_PREFIX):
             path = Path(database_url[len(SQLITE_PREFIX) :])
             if path.exists() and path.stat().st_size > 0:
@@ -45,7 +54,7 @@ class SchemaTemplates:
             else:
                 shutil.copyfile(await self._sqlite_template(), path)
         elif database_url.startswith(POSTGRES_PREFIX) and await _pg_is_empty(database_url):
-            await replace_pg_database(database_url, await self._pg_template())
+            await replace_pg_database(database_url, await self.pg_template())
         else:
             await upgrade(database_url)
 
@@ -67,7 +76,8 @@ class SchemaTemplates:
             self._sqlite = template
         return self._sqlite
 
-    async def _pg_template(self) -> str:
+    async def pg_template(self) -> str:
+        """The session's PostgreSQL template (made on first use); never connect to it."""
         if self._pg_url is None:
             url = await create_pg_database()
             await upgrade(url)
