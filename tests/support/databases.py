@@ -24,10 +24,7 @@ async def create_pg_database(template_url: str | None = None) -> str:
     name = f"{DATABASE_PREFIX}{uuid.uuid4().hex}"
     copy = ""
     if template_url is not None:
-        template = make_url(template_url).database
-        if not template or not template.startswith(DATABASE_PREFIX):
-            raise ValueError(f"refusing to copy {template!r}: not a test database")
-        copy = f" TEMPLATE {_quote(template)}"
+        copy = f" TEMPLATE {_quote(_test_database(template_url, 'copy'))}"
     admin = await asyncpg.connect(pg_admin_url(), timeout=CONNECT_TIMEOUT_S)
     try:
         await admin.execute(f"CREATE DATABASE {_quote(name)}{copy}")
@@ -42,11 +39,7 @@ async def replace_pg_database(url: str, template_url: str) -> None:
 
     ``CREATE DATABASE ... TEMPLATE`` copies the files: the copy holds the template's tables,
     rows and alembic stamp, for a fraction of what running the migrations again costs."""
-    name, template = make_url(url).database, make_url(template_url).database
-    for each in (name, template):
-        if not each or not each.startswith(DATABASE_PREFIX):
-            raise ValueError(f"refusing to touch {each!r}: not a test database")
-    assert name is not None and template is not None
+    name, template = _test_database(url, "replace"), _test_database(template_url, "copy")
     admin = await asyncpg.connect(pg_admin_url(), timeout=CONNECT_TIMEOUT_S)
     try:
         await admin.execute(f"DROP DATABASE {_quote(name)}")
@@ -57,9 +50,7 @@ async def replace_pg_database(url: str, template_url: str) -> None:
 
 async def drop_pg_database(url: str) -> None:
     """Terminate every connection to the database at ``url``, then drop it."""
-    name = make_url(url).database
-    if not name or not name.startswith(DATABASE_PREFIX):
-        raise ValueError(f"refusing to drop {name!r}: not a test database")
+    name = _test_database(url, "drop")
     admin = await asyncpg.connect(pg_admin_url(), timeout=CONNECT_TIMEOUT_S)
     try:
         await admin.execute(
@@ -70,6 +61,14 @@ async def drop_pg_database(url: str) -> None:
         await admin.execute(f"DROP DATABASE IF EXISTS {_quote(name)}")
     finally:
         await admin.close()
+
+
+def _test_database(url: str, doing: str) -> str:
+    """The database name of ``url``, which must be one of the tests' own (never another)."""
+    name = make_url(url).database
+    if not name or not name.startswith(DATABASE_PREFIX):
+        raise ValueError(f"refusing to {doing} {name!r}: not a test database")
+    return name
 
 
 def _quote(identifier: str) -> str:
