@@ -49,7 +49,7 @@ from services.cli.task_view import (
 
 RECENT_SHOWN = 10
 #: command -> (the RPC, its request, the past tense shown).
-_MOVES: dict[str, tuple[str, type[Message], str]] = {
+_MOVES: dict[str, tuple[str, Callable[..., Message], str]] = {
     "start": ("StartLongTask", pb.StartLongTaskRequest, "started"),
     "pause": ("PauseLongTask", pb.PauseLongTaskRequest, "paused"),
     "resume": ("ResumeLongTask", pb.ResumeLongTaskRequest, "resumed"),
