@@ -15,7 +15,10 @@ Without touching the server's configuration or restarting it (other work shares 
   ``BEGIN`` ... (autocommit, read-only ones included).
 - **Rows and index entries** are ``pg_stat_user_tables`` deltas over the same window:
   inserted, updated (of which HOT), deleted; index entries ~ inserted x indexes + non-HOT
-  updated x indexes (partial indexes counted as if every row matched: an upper bound).
+  updated x indexes. A partial index whose predicate is ``column IS NOT NULL`` counts the share
+  of the table's rows that have the column (a run keeps its agent and scope for life, so that
+  share is the share of writes that enter it); any other partial index counts every row (an
+  upper bound: the claim order holds a run only while it is queued).
   PostgreSQL 15 flushes a backend's table counters at most once a second and an idle one's
   within 10 s, so each window waits ``settle_s`` (default 11 s) before its begin marker
   and before its end snapshot; what the first wait logs and writes is printed as the
@@ -44,6 +47,13 @@ SETTLE_S = 11.0
 NO_ROWS = (0, 0, 0, 0, 0)  # > PGSTAT_IDLE_INTERVAL (10 s): an idle backend's counters are flushed
 CHUNK = 8 << 20
 LOG_SETTINGS = {"log_statement": "'all'", "log_parameter_max_length": "0"}
+PRESENCE_INDEXES_SQL = r"""
+SELECT n.nspname || '.' || c.relname, substring(pg_get_expr(i.indpred, i.indrelid)
+       FROM '^\(?(\w+) IS NOT NULL\)?$')
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE i.indpred IS NOT NULL AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+"""
 TABLES_SQL = """
 SELECT t.schemaname || '.' || t.relname, t.n_tup_ins, t.n_tup_upd, t.n_tup_hot_upd, t.n_tup_del,
        (SELECT count(*) FROM pg_index i WHERE i.indrelid = t.relid)
@@ -244,6 +254,7 @@ class CountWindow:
         await self._mark("done")
         await asyncio.sleep(self.counting.settle_s)
         after = await self._tables()
+        weights = await self._index_weights(after)
         await self._mark("end")
         entries = await self._entries()
         await self.connection.close()
@@ -262,7 +273,8 @@ class CountWindow:
             was = self.before.get(name, (0, 0, 0, 0, now[4]))
             ins, upd, hot, dele = (now[k] - was[k] for k in range(4))
             if ins or upd or dele:
-                tables[name] = TableDelta(ins, upd, hot, dele, (ins + upd - hot) * now[4], now[4])
+                index_entries = round((ins + upd - hot) * weights.get(name, now[4]))
+                tables[name] = TableDelta(ins, upd, hot, dele, index_entries, now[4])
         self.counting.counts.append(
             Count(
                 self.side,
@@ -284,6 +296,20 @@ class CountWindow:
         assert self.connection is not None
         await self.connection.execute("SELECT pg_stat_clear_snapshot()")
         return {r[0]: tuple(r[1:]) for r in await self.connection.fetch(TABLES_SQL)}
+
+    async def _index_weights(self, tables: dict[str, tuple[int, ...]]) -> dict[str, float]:
+        """Per table, its indexes with each ``column IS NOT NULL`` one weighed by the share of
+        the table's rows that have the column (the table's index count where there is none)."""
+        assert self.connection is not None
+        weights = {name: float(row[4]) for name, row in tables.items()}
+        for table, column in await self.connection.fetch(PRESENCE_INDEXES_SQL):
+            if column is None or table not in weights:
+                continue
+            share = await self.connection.fetchval(
+                f'SELECT avg(("{column}" IS NOT NULL)::int)::float8 FROM {table}'
+            )
+            weights[table] -= 1.0 - (share if share is not None else 1.0)
+        return weights
 
     async def _entries(self) -> list[tuple[int, str, str]]:
         """(pid, level, message) of this database's log entries since ``begin``."""

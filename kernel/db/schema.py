@@ -102,7 +102,14 @@ runs = Table(
     # Scans by status: the queue per project, due retries, quiet running runs.
     Index("ix_runs_status_queued", "status", "queued_at_ms"),
     Index("ix_runs_owner_created", "owner_id", "created_at_ms"),
-    Index("ix_runs_scope_status", "execution_scope", "status"),
+    # Partial: only runs with a scope are ever looked up by one (= or IN, never IS NULL).
+    Index(
+        "ix_runs_scope_status",
+        "execution_scope",
+        "status",
+        postgresql_where=text("execution_scope IS NOT NULL"),
+        sqlite_where=text("execution_scope IS NOT NULL"),
+    ),
     Index(
         "uq_runs_project_idempotency_key",
         "project_id",
@@ -165,16 +172,31 @@ attempts = Table(
     Index("ix_attempts_status_lease", "status", "lease_expires_at_ms"),
     # The capacity domain: live attempts of one owner on one runtime instance (seed A §3).
     Index("ix_attempts_runtime_capacity", "owner_id", "runtime_instance_id", "status"),
-    Index("ix_attempts_agent_status", "agent_id", "status"),
-    Index("ix_attempts_scope_status", "execution_scope", "status"),
+    # Partial, as on runs: read only by an agent or a scope, never for their absence.
+    Index(
+        "ix_attempts_agent_status",
+        "agent_id",
+        "status",
+        postgresql_where=text("agent_id IS NOT NULL"),
+        sqlite_where=text("agent_id IS NOT NULL"),
+    ),
+    Index(
+        "ix_attempts_scope_status",
+        "execution_scope",
+        "status",
+        postgresql_where=text("execution_scope IS NOT NULL"),
+        sqlite_where=text("execution_scope IS NOT NULL"),
+    ),
 )
 
 run_events = Table(
     "run_events",
     metadata,
-    Column("id", ID, primary_key=True),
-    Column("run_id", ID, ForeignKey("runs.id"), nullable=False),
-    Column("sequence", BigInteger, nullable=False),
+    # Keyed by run and sequence, what every read goes by; id is the event's public id, which
+    # nothing looks up (an index on it would cost an entry per event for no plan).
+    Column("id", ID, nullable=False),
+    Column("run_id", ID, ForeignKey("runs.id"), primary_key=True),
+    Column("sequence", BigInteger, primary_key=True),
     Column("type", String(64), nullable=False),
     Column("dedupe_key", String(256)),
     Column("actor_type", String(32), nullable=False),
@@ -188,7 +210,6 @@ run_events = Table(
     Column("project_id", String(128), nullable=False),
     Column("tx_id", BigInteger, nullable=False, server_default=CurrentTransactionId()),
     Column("position", BigInteger, Identity(), nullable=False),
-    UniqueConstraint("run_id", "sequence", name="uq_run_events_run_sequence"),
     CheckConstraint("sequence >= 1", name="sequence_positive"),
     Index(
         "uq_run_events_run_dedupe_key",

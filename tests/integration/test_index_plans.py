@@ -122,7 +122,7 @@ PLANS: dict[str, tuple[str, list[Any], str | tuple[str, ...]]] = {
     "list runs, owner": (*_list_runs(RunFilter(owner_id="o1")), "ix_runs_owner_created"),
     "list runs, task": (*_list_runs(RunFilter(task_id="t7")), "ix_runs_task_created"),
     "find by idempotency key": (sql.FIND_BY_KEY, ["p3", "k3"], "uq_runs_project_idempotency_key"),
-    "run events": (sql.LIST_EVENTS, [f"r{RUNS - 1:07d}", 0, 101], "uq_run_events_run_sequence"),
+    "run events": (sql.LIST_EVENTS, [f"r{RUNS - 1:07d}", 0, 101], "pk_run_events"),
     # Both feed indexes read run_events in (tx_id, position) order; with 20 equal projects the
     # generic plan's estimate for one project (1/20 of the rows) sits near the point where
     # walking the feed index and filtering is as cheap, so ANALYZE's sample decides. Either

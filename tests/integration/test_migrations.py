@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0021_run_fillfactor"
+HEAD = "0022_lean_event_and_null_indexes"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")
@@ -197,14 +197,14 @@ RUN_TABLE_INDEXES = {
         "ix_run_events_project_id_tx_id_position",
         "ix_run_events_tx_id_position",
         "uq_run_events_run_dedupe_key",
-        "uq_run_events_run_sequence",
     },
 }
-# What 0020_slim_run_indexes dropped, and its downgrade puts back.
+# What 0020_slim_run_indexes dropped and 0022 folded into the primary key; their downgrades
+# put them back.
 BEFORE_0020 = {
     "runs": {"ix_runs_status_cancel_requested", "ix_runs_retry_of"},
     "attempts": {"ix_attempts_status_created"},
-    "run_events": {"ix_run_events_created"},
+    "run_events": {"ix_run_events_created", "uq_run_events_run_sequence"},
 }
 
 
@@ -257,3 +257,77 @@ async def test_run_rows_leave_room_for_hot_updates(pg_url: str) -> None:
     assert await on_database(pg_url, fillfactors) == {"runs": "", "attempts": ""}
     await upgrade(pg_url)
     assert (await on_database(pg_url, fillfactors))["runs"] == "fillfactor=70"
+
+
+# The indexes 0022 made partial, and the column each requires.
+PARTIAL_0022 = {
+    "ix_runs_scope_status": "execution_scope",
+    "ix_attempts_scope_status": "execution_scope",
+    "ix_attempts_agent_status": "agent_id",
+}
+
+
+def event_key_and_partials(conn: Connection) -> tuple[list[str], dict[str, str]]:
+    """run_events' primary key columns, and each 0022 index's predicate ("" when full)."""
+    insp = inspect(conn)
+    key = list(insp.get_pk_constraint("run_events")["constrained_columns"])
+    where: dict[str, str] = {}
+    for table in ("runs", "attempts"):
+        for index in insp.get_indexes(table):
+            if index["name"] in PARTIAL_0022:
+                options = index.get("dialect_options", {})
+                clause = options.get("postgresql_where", options.get("sqlite_where"))
+                text = "" if clause is None else str(clause).strip("()").lower()
+                where[str(index["name"])] = text
+    return key, where
+
+
+_RUN = (
+    "INSERT INTO runs (id, project_id, owner_id, task_id, trigger_type, status, version, "
+    "event_sequence, created_by, created_at_ms, updated_at_ms) "
+    "VALUES ('r1', 'p', 'o', 't', 'api', 'queued', 2, 2, 'u', 1, 1)"
+)
+_EVENT = (
+    "INSERT INTO run_events (id, run_id, sequence, type, actor_type, created_at_ms, project_id, "
+    "position) VALUES ('{id}', 'r1', {seq}, 'run.created', 'user', 1, 'p', {seq})"
+)
+
+
+def seed_events(conn: Connection) -> None:
+    conn.exec_driver_sql(_RUN)
+    for seq in (1, 2):
+        conn.exec_driver_sql(_EVENT.format(id=f"e{seq}", seq=seq))
+    conn.commit()
+
+
+def events(conn: Connection) -> list[tuple[Any, ...]]:
+    rows = conn.exec_driver_sql("SELECT id, run_id, sequence FROM run_events ORDER BY sequence")
+    return [tuple(row) for row in rows]
+
+
+def duplicate_sequence_refused(conn: Connection) -> bool:
+    try:
+        conn.exec_driver_sql(_EVENT.format(id="e9", seq=2))
+    except Exception:  # IntegrityError, wrapped by the async bridge's dialect
+        conn.rollback()
+        return True
+    conn.rollback()
+    return False
+
+
+async def test_events_keyed_by_run_and_sequence_and_null_columns_unindexed(
+    migrated_database_url: str,
+) -> None:
+    url = migrated_database_url
+    partial = {name: f"{column} is not null" for name, column in PARTIAL_0022.items()}
+    assert await on_database(url, event_key_and_partials) == (["run_id", "sequence"], partial)
+
+    await downgrade(url, "0021_run_fillfactor")
+    assert await on_database(url, event_key_and_partials) == (["id"], dict.fromkeys(partial, ""))
+    await on_database(url, seed_events)
+    await upgrade(url)
+    # The events written before 0022 are all there, under the new key, which still refuses a
+    # second event with the same run and sequence.
+    assert await on_database(url, events) == [("e1", "r1", 1), ("e2", "r1", 2)]
+    assert await on_database(url, event_key_and_partials) == (["run_id", "sequence"], partial)
+    assert await on_database(url, duplicate_sequence_refused)
