@@ -179,7 +179,8 @@ class TaskRunner:
 
     async def inspect(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None]:
         """What the files prove now: (state, terminal type, exit code). A command that just
-        ended (its supervisor has not written the status yet) is waited for, briefly."""
+        ended (its supervisor has not written the status yet, or the monitor has not written
+        the rest of its output and its terminal event yet) is waited for, briefly."""
         deadline = time.monotonic() + 2.0
         while (answer := self._inspect_once()) is None and time.monotonic() < deadline:
             await asyncio.sleep(self._ctx.poll_s)
@@ -192,7 +193,7 @@ class TaskRunner:
         if self.phase is Phase.LOST:
             return pb.INSPECT_STATE_LOST, none, None
         if (finished := self._recorded_finish()) is not None:
-            return finished
+            return self._once_followed(finished)
         handle = read_json(self.paths.handle)
         if handle is None or not handle.get("exec_confirmed"):
             # Accepted (queued or launching), not running yet.
@@ -205,7 +206,20 @@ class TaskRunner:
             return None
         # The supervisor is gone too: the status it wrote just before exiting, or nothing.
         # The task was ours and nothing accounts for it: lost, not "never had it".
-        return self._recorded_finish() or (pb.INSPECT_STATE_LOST, none, None)
+        return self._once_followed(self._recorded_finish() or (pb.INSPECT_STATE_LOST, none, None))
+
+    def _once_followed(
+        self, answer: tuple[pb.InspectState.ValueType, T.ValueType, int | None]
+    ) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
+        """``answer`` (the task ended), or None while the monitor still follows the task: it
+        has yet to write what is left of the output and the terminal event (or mark it lost),
+        so it is woken to do that now and the answer waits for it. The answer's ``last_seq``
+        must cover those events: truerun ends the attempt on a FINISHED that says nothing is
+        left to send, and would then drop them as late, output included."""
+        if self._task is not None and not self._task.done():
+            self._wake.set()
+            return None
+        return answer
 
     def _recorded_finish(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
         status = read_json(self.paths.status)
