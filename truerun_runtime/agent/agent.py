@@ -23,7 +23,8 @@ from truerun_runtime import Outbox, RuntimeClient
 from . import secrets
 from .config import AgentConfig
 from .output import OutputTailer
-from .runner import OCCUPYING, Phase, RunnerContext, TaskRunner
+from .phases import OCCUPYING, Phase, RunnerContext
+from .runner import TaskRunner
 from .tasks import SpecError, TaskPaths, TaskRecord, parse_spec, spec_dict
 from .version import AGENT_VERSION
 from .workspace import WorkspaceError, prepare_worktree

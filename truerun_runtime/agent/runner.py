@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from truerun.v1 import runtime_service_pb2 as pb
 
-from truerun_runtime import TERMINAL_TYPES, Outbox, make_event
+from truerun_runtime import TERMINAL_TYPES, make_event
 
-from .output import OutputTailer, file_digest
+from .output import file_digest
+from .phases import Phase, RunnerContext
 from .procfs import Proof, create_json_exclusive, prove, read_json, signal_group, write_json_atomic
 from .stops import SELF_FENCED, STOP_TYPES, StopIntent, classify
 from .tasks import TaskPaths, TaskRecord
@@ -31,29 +29,8 @@ log = logging.getLogger(__name__)
 
 T = pb.RuntimeEventType
 SIGNALLED = pb.RUNTIME_EVENT_TYPE_SIGNALLED
-
-
-class Phase(enum.Enum):
-    QUEUED = "queued"  # accepted, waiting for a local slot
-    LAUNCHING = "launching"  # supervisor started, command not yet confirmed running
-    RUNNING = "running"  # the command runs (or ran; its status is not read yet)
-    FINISHED = "finished"  # terminal evidence written
-    LOST = "lost"  # nothing proves the command alive, and no status will come
-
-
-OCCUPYING = frozenset({Phase.LAUNCHING, Phase.RUNNING})
-
-
-@dataclass(frozen=True)
-class RunnerContext:
-    outbox: Outbox
-    poll_s: float
-    default_grace_ms: int
-    tailer: Callable[[TaskPaths, int], OutputTailer]
-    unreachable_ms: Callable[[], int]
-    on_change: Callable[[], None]
-    spawn_supervisor: Callable[[TaskRecord, TaskPaths], int]
-    launch_timeout_s: float = 30.0
+#: An Inspect's answer: (state, terminal type, exit code).
+InspectAnswer = tuple[pb.InspectState.ValueType, T.ValueType, int | None]
 
 
 class TaskRunner:
@@ -144,12 +121,8 @@ class TaskRunner:
         self, event_type: T.ValueType, error_code: str = "", summary: str = ""
     ) -> None:
         """Terminal evidence for a task whose command never ran (no exit code)."""
-        self.emit(
-            event_type,
-            error_code=error_code,
-            error_summary=summary,
-            meta=_terminal(event_type, None),
-        )
+        meta = _terminal(event_type, None)
+        self.emit(event_type, error_code=error_code, error_summary=summary, meta=meta)
         self._settle((event_type, None))
 
     def request_cancel(self, grace_ms: int) -> bool:
@@ -177,7 +150,7 @@ class TaskRunner:
 
     # -- inspect ---------------------------------------------------------------------------
 
-    async def inspect(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None]:
+    async def inspect(self) -> InspectAnswer:
         """What the files prove now: (state, terminal type, exit code). A command that just
         ended (its supervisor has not written the status yet, or the monitor has not written
         the rest of its output and its terminal event yet) is waited for, briefly."""
@@ -186,7 +159,7 @@ class TaskRunner:
             await asyncio.sleep(self._ctx.poll_s)
         return answer or (pb.INSPECT_STATE_UNSPECIFIED, pb.RUNTIME_EVENT_TYPE_UNSPECIFIED, None)
 
-    def _inspect_once(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
+    def _inspect_once(self) -> InspectAnswer | None:
         none = pb.RUNTIME_EVENT_TYPE_UNSPECIFIED
         if self.phase is Phase.FINISHED and self.result is not None:
             return pb.INSPECT_STATE_FINISHED, self.result[0], self.result[1]
@@ -208,9 +181,7 @@ class TaskRunner:
         # The task was ours and nothing accounts for it: lost, not "never had it".
         return self._once_followed(self._recorded_finish() or (pb.INSPECT_STATE_LOST, none, None))
 
-    def _once_followed(
-        self, answer: tuple[pb.InspectState.ValueType, T.ValueType, int | None]
-    ) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
+    def _once_followed(self, answer: InspectAnswer) -> InspectAnswer | None:
         """``answer`` (the task ended), or None while the monitor still follows the task: it
         has yet to write what is left of the output and the terminal event (or mark it lost),
         so it is woken to do that now and the answer waits for it. The answer's ``last_seq``
@@ -221,7 +192,7 @@ class TaskRunner:
             return None
         return answer
 
-    def _recorded_finish(self) -> tuple[pb.InspectState.ValueType, T.ValueType, int | None] | None:
+    def _recorded_finish(self) -> InspectAnswer | None:
         status = read_json(self.paths.status)
         if status is None:
             return None
