@@ -10,6 +10,7 @@ requires them to run for real. Point TRUERUN_TEST_PG_ADMIN_URL at another server
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +19,12 @@ import pytest
 
 from tests.support.databases import create_pg_database, drop_pg_database, pg_admin_url
 from tests.support.schema_templates import TEMPLATES, migrate
+
+# A run started as a background job of a non-interactive shell (`make test &`) inherits SIGINT
+# ignored, and so would every process the tests start: Ctrl-C tests would see a CLI that
+# cannot be interrupted. A handler here is reset to the default in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
