@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from truerun.v1 import common_pb2
 from truerun.v1 import run_service_pb2 as rs
 
 from tests.runtime.helpers import eventually, sweep
+from tests.support.longtask_runtime import until
 from tests.support.runtime_stack import RUNTIME_TOKEN, Stack, runtime_stack
 from truerun_runtime import Backoff
 from truerun_runtime.agent.agent import Agent
@@ -60,14 +61,6 @@ async def _output(stack: Stack, run_id: str) -> str:
         offset = page.next_offset
 
 
-async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def test_an_inspect_as_the_command_ends_loses_none_of_its_output(
     stack: Stack, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,7 +90,7 @@ async def test_an_inspect_as_the_command_ends_loses_none_of_its_output(
         async def printed_before() -> bool:
             return await _output(stack, run_id) == "before\n"
 
-        await _until("the first line in the output store", printed_before)
+        await until("the first line in the output store", printed_before)
         attempt_id = (await stack.runs.GetRun(rs.GetRunRequest(id=run_id))).current_attempt_id
         runner = agent.runners[attempt_id]
 
@@ -130,7 +123,7 @@ async def test_an_inspect_as_the_command_ends_loses_none_of_its_output(
             run = await stack.runs.GetRun(rs.GetRunRequest(id=run_id))
             return run.display_state == common_pb2.DISPLAY_STATE_SUCCEEDED
 
-        await _until("the run to succeed", ended)
+        await until("the run to succeed", ended)
         release.set()  # a monitor still parked (the answer did not wait for it) goes on
         await eventually(lambda: runner.result is not None, what="the task settled")
 
@@ -138,7 +131,7 @@ async def test_an_inspect_as_the_command_ends_loses_none_of_its_output(
             outbox = agent.outbox
             return outbox.acked_seq(attempt_id) == outbox.last_seq(attempt_id)
 
-        await _until("every event of the attempt acknowledged", all_acked)
+        await until("every event of the attempt acknowledged", all_acked)
         assert await _output(stack, run_id) == "before\n" + "".join(f"{x}\n" for x in LINES)
         page = await stack.runs.ListRunEvents(rs.ListRunEventsRequest(run_id=run_id, page_size=500))
         types = [event.type for event in page.events]
