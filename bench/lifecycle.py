@@ -63,6 +63,7 @@ from bench.peers.venv_side import dbos, procrastinate
 from bench.server import ServerProcess, start_server, stop_server
 from bench.statements import SETTLE_S, Counting, enable, report
 from bench.transition import _progress
+from bench.vacuum import Vacuumed, autovacuum_on
 from bench.venv import installed_version
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
@@ -173,6 +174,7 @@ class Options:
     settle_s: float
     top: int
     store: str
+    vacuum: bool
 
 
 def make_peers(names: Sequence[str]) -> list[Peer]:
@@ -234,6 +236,13 @@ async def _bench(
         f" heartbeat every {opts.heartbeat_s:g} s; truerun on {opts.store};"
         f" peers: {', '.join(opts.peers) or 'none'}"
     )
+    postgres = [url for url in urls.values() if not url.startswith("sqlite:")]
+    if opts.vacuum and postgres:
+        autovacuum = "on" if await autovacuum_on(postgres[0]) else "off"
+        print(
+            f"every side's database vacuumed after its warm-up (bench/vacuum.py);"
+            f" the server's autovacuum: {autovacuum}"
+        )
     runtimes = NoopRuntimes()
     streams = [
         RuntimeStream(server.address, f"noop-runtime-{i}", opts.limit, heartbeat_s=opts.heartbeat_s)
@@ -259,6 +268,8 @@ async def _bench(
             for side in sides if r % 2 == 0 else sides[::-1]:
                 _progress(f"round {r + 1}: {side}, {opts.runs} runs")
                 window = counting.window(side, urls[side], opts.runs) if counting else NoWindow()
+                if opts.vacuum:
+                    window = Vacuumed(window, urls[side])
                 if side == "truerun":
                     profiler = None
                     if opts.profile and r == 0:
@@ -303,7 +314,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         prog="python -m bench.lifecycle", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=5000, help="runs (and jobs) per round")
-    parser.add_argument("--warmup", type=int, default=200, help="runs/jobs before the clock")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1000,
+        help="runs/jobs before the clock (truerun: once; each peer: every round)",
+    )
     parser.add_argument("--producers", type=int, default=8, help="creates/enqueues in flight")
     parser.add_argument("--limit", type=int, default=256, help="the runtime's D")
     parser.add_argument("--runtimes", type=int, default=1, help="no-op runtime instances")
@@ -342,6 +358,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the databases")
     parser.add_argument(
+        "--no-vacuum",
+        dest="vacuum",
+        action="store_false",
+        help="do not VACUUM (ANALYZE) each side's database before its round (bench/vacuum.py)",
+    )
+    parser.add_argument(
         "--profile", default="", help="py-spy raw profile of the server in the first truerun round"
     )
     ns = parser.parse_args(argv)
@@ -370,6 +392,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         settle_s=ns.settle_s,
         top=ns.top,
         store=ns.store,
+        vacuum=ns.vacuum,
     )
 
 

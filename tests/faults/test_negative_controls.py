@@ -65,6 +65,11 @@ SELECTIONS: dict[str, tuple[str, ...]] = {
         "::test_three_scheduler_replicas_fire_each_time_exactly_once",
     ),
 }
+# What a selection's run adds to the environment: the scheduler fault test at a third of its
+# size (each fire is handled by every replica once the claim is gone; 100 fires show it).
+ENVIRONMENT: dict[str, dict[str, str]] = {
+    "5_schedule_claim": {"TRUERUN_SCHEDULER_FAULT_FIRES": "100"},
+}
 # The baseline (unpatched copy) runs these; the slow process-level ones are covered by the
 # suite itself on the real tree.
 BASELINE = (
@@ -192,7 +197,7 @@ def test_every_mutant_is_detected(tmp_path: Path) -> None:
         copy = tmp_path / patch.stem
         _copy_tree(copy)
         _apply(copy, patch)
-        env = _env(copy)
+        env = _env(copy) | ENVIRONMENT.get(patch.stem, {})
         _check_imports_the_copy(copy, env)
         verdicts.append(_run(patch.stem, copy, env, SELECTIONS[patch.stem]))
         shutil.rmtree(copy)
