@@ -63,7 +63,7 @@ from bench.peers.venv_side import dbos, procrastinate
 from bench.server import ServerProcess, start_server, stop_server
 from bench.statements import SETTLE_S, Counting, enable, report
 from bench.transition import _progress
-from bench.vacuum import Vacuumed, autovacuum_on
+from bench.vacuum import Vacuumed, announce
 from bench.venv import installed_version
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
@@ -236,13 +236,8 @@ async def _bench(
         f" heartbeat every {opts.heartbeat_s:g} s; truerun on {opts.store};"
         f" peers: {', '.join(opts.peers) or 'none'}"
     )
-    postgres = [url for url in urls.values() if not url.startswith("sqlite:")]
-    if opts.vacuum and postgres:
-        autovacuum = "on" if await autovacuum_on(postgres[0]) else "off"
-        print(
-            f"every side's database vacuumed after its warm-up (bench/vacuum.py);"
-            f" the server's autovacuum: {autovacuum}"
-        )
+    if opts.vacuum:
+        await announce(urls.values())
     runtimes = NoopRuntimes()
     streams = [
         RuntimeStream(server.address, f"noop-runtime-{i}", opts.limit, heartbeat_s=opts.heartbeat_s)
@@ -267,7 +262,9 @@ async def _bench(
         for r in range(opts.rounds):
             for side in sides if r % 2 == 0 else sides[::-1]:
                 _progress(f"round {r + 1}: {side}, {opts.runs} runs")
-                window = counting.window(side, urls[side], opts.runs) if counting else NoWindow()
+                window: Window = NoWindow()
+                if counting is not None:
+                    window = counting.window(side, urls[side], opts.runs)
                 if opts.vacuum:
                     window = Vacuumed(window, urls[side])
                 if side == "truerun":
@@ -314,12 +311,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         prog="python -m bench.lifecycle", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--runs", type=int, default=5000, help="runs (and jobs) per round")
-    parser.add_argument(
-        "--warmup",
-        type=int,
-        default=1000,
-        help="runs/jobs before the clock (truerun: once; each peer: every round)",
-    )
+    parser.add_argument("--warmup", type=int, default=1000, help="runs/jobs before the clock")
     parser.add_argument("--producers", type=int, default=8, help="creates/enqueues in flight")
     parser.add_argument("--limit", type=int, default=256, help="the runtime's D")
     parser.add_argument("--runtimes", type=int, default=1, help="no-op runtime instances")

@@ -21,13 +21,20 @@ import asyncpg
 from bench.peers.base import Window
 
 
-async def autovacuum_on(url: str) -> bool:
-    """Whether the server at ``url`` vacuums by itself."""
-    conn = await asyncpg.connect(url)
+async def announce(urls: Iterable[str]) -> None:
+    """Say that the sides' databases are vacuumed, and whether the server would do it."""
+    postgres = [url for url in urls if not url.startswith("sqlite:")]
+    if not postgres:
+        return
+    conn = await asyncpg.connect(postgres[0])
     try:
-        return str(await conn.fetchval("SHOW autovacuum")) == "on"
+        autovacuum = str(await conn.fetchval("SHOW autovacuum"))
     finally:
         await conn.close()
+    print(
+        "every side's database vacuumed after its warm-up (bench/vacuum.py);"
+        f" the server's autovacuum: {autovacuum}"
+    )
 
 
 async def vacuum(url: str) -> None:
