@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 
+from google.protobuf.json_format import MessageToDict
 from truerun.v1 import common_pb2
 
 from tests.faults.harness import TERMINAL, Cluster, Service, display
@@ -44,6 +45,10 @@ def _body(cluster: Cluster) -> str:
     pause = cluster.random.choice(("0.05", "0.1", "0.2", "0.4"))
     code = 3 if cluster.random.random() < 0.1 else 0
     return cluster.side_effect(f"sleep {pause}; exit {code}")
+
+
+def _events(cluster: Cluster, run_id: str) -> list[str]:
+    return [f"{e.type} {MessageToDict(e.payload)}" for e in cluster.events(run_id)]
 
 
 def test_randomized_soak(make_cluster: Callable[..., Cluster]) -> None:
@@ -101,7 +106,12 @@ def test_randomized_soak(make_cluster: Callable[..., Cluster]) -> None:
         elif state not in TERMINAL:
             unexplained.append(f"{run_id} {state}")
         elif state in ("succeeded", "failed") and starts.get(run_id) != 1:
-            problems.append(f"run {run_id} {state} after {starts.get(run_id, 0)} starts")
+            # With the run's own account of it: a next occurrence then says which path ended
+            # a run whose command never wrote its start line (a spawn failure, a stop, ...).
+            problems.append(
+                f"run {run_id} {state} after {starts.get(run_id, 0)} starts:"
+                f" {run.display_reason!r}; its events: {_events(cluster, run_id)}"
+            )
     assert not unexplained, f"not final, or unknown/lost without a reason: {unexplained}"
     for problem in problems[:20]:
         print(f"  problem: {problem}")
