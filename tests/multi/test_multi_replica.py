@@ -48,7 +48,9 @@ pytestmark = [pytest.mark.multi, pytest.mark.postgres, pytest.mark.redis, pytest
 RUNS = int(os.environ.get("TRUERUN_MULTI_RUNS", "1000"))
 D = 3  # each agent's device limit
 R = 1  # each configured agent's concurrency (R > 1 needs a git worktree per attempt)
-AGENTS = ("ag-0", "ag-1", "ag-2")
+# Half the runs name one of these agents (R each), the other half none. Six, not three: the
+# named half drains through R x len(AGENTS) lanes, and with three it was most of the test's time.
+AGENTS = tuple(f"ag-{i}" for i in range(6))
 CANCEL_SHARE = 0.1
 TERMINAL = ("succeeded", "failed", "cancelled", "timed_out")
 USER = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id="multi")
@@ -168,7 +170,7 @@ async def _create_all(stub: RunServiceAsyncStub, owner: str, log: Path) -> list[
     semaphore = asyncio.Semaphore(16)
 
     async def one(i: int) -> None:
-        agent = AGENTS[i % len(AGENTS)] if i % 2 == 0 else ""
+        agent = AGENTS[i // 2 % len(AGENTS)] if i % 2 == 0 else ""
         spec = struct_pb2.Struct()
         spec.update({"command": _command(log)})
         request = run_service_pb2.CreateRunRequest(
