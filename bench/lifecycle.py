@@ -353,7 +353,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         "--no-vacuum",
         dest="vacuum",
         action="store_false",
-        help="do not VACUUM (ANALYZE) each side's database before its round (bench/vacuum.py)",
+        help="do not VACUUM each side's database after its warm-up (bench/vacuum.py)",
     )
     parser.add_argument(
         "--profile", default="", help="py-spy raw profile of the server in the first truerun round"

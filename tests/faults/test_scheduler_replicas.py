@@ -45,8 +45,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.postgres, pytest.mark.timeout(240)
 
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS = 3
-# The negative control (tests/faults/test_negative_controls.py) asks for fewer: a replica
-# handling a fire twice shows within the first seconds, and this test is a third of its time.
+# The negative controls (tests/faults/test_negative_controls.py) ask for fewer: a replica
+# handling a fire twice shows within seconds, and at 300 fires this test was a third of theirs.
 FIRES = int(os.environ.get("TRUERUN_SCHEDULER_FAULT_FIRES", "300"))
 EVERY_MS = 100
 WINDOW_MS = 10_000
