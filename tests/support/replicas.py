@@ -27,10 +27,19 @@ RECONCILER_READY = re.compile(r"^reconciler running$", re.MULTILINE)
 TOKEN = "multi-replica-runtime-token"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports. All are held until all are picked: one at a
+    time, the kernel may hand out a port it just gave back, and a gRPC server binds with
+    SO_REUSEPORT, so two replicas on one port would both start and split its connections
+    (a CI run saw ConfigureAgent reach a coordinator on the capacity service's port)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def ipv4_target(ports: list[int]) -> str:
@@ -94,8 +103,8 @@ class Deployment:
     # -- services ----------------------------------------------------------------------------
 
     def start(self, coordinators: int, capacities: int, reconcilers: int) -> None:
-        self.capacity_ports = [free_port() for _ in range(capacities)]
-        self.coordinator_ports = [free_port() for _ in range(coordinators)]
+        ports = free_ports(capacities + coordinators)
+        self.capacity_ports, self.coordinator_ports = ports[:capacities], ports[capacities:]
         for i in range(capacities):
             self.launch("capacity", i)
         for i in range(coordinators):
