@@ -8,8 +8,6 @@ import fcntl
 import logging
 import os
 import shutil
-import signal
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -22,6 +20,7 @@ from truerun_runtime import Outbox, RuntimeClient
 
 from . import secrets
 from .config import AgentConfig
+from .launches import spawn_supervisor
 from .output import OutputTailer
 from .phases import OCCUPYING, Phase, RunnerContext
 from .runner import TaskRunner
@@ -32,8 +31,6 @@ from .workspace import WorkspaceError, prepare_worktree
 log = logging.getLogger(__name__)
 
 SOCKET = "agent.sock"
-_ROOT_PACKAGE = __name__.split(".")[0]
-_SUPERVISOR_MODULE = f"{__name__.rsplit('.', 1)[0]}.supervisor"
 
 
 class AgentBusy(Exception):
@@ -86,6 +83,7 @@ class Agent:
             unreachable_ms=self.client.unreachable_ms,
             on_change=self._changed,
             spawn_supervisor=self._spawn_supervisor,
+            launch_timeout_s=config.launch_timeout_s,
         )
 
     # -- running ---------------------------------------------------------------------------
@@ -344,27 +342,7 @@ class Agent:
         )
 
     def _spawn_supervisor(self, record: TaskRecord, paths: TaskPaths) -> int:
-        """Start the task's supervisor in its own session; it outlives this agent."""
-        root = str(Path(sys.modules[_ROOT_PACKAGE].__file__ or "").resolve().parent.parent)
-        bootstrap = (
-            f"import sys; sys.path.insert(0, {root!r}); "
-            f"from {_SUPERVISOR_MODULE} import main; sys.exit(main())"
-        )
-        argv = [sys.executable, "-I", "-S", "-c", bootstrap, str(paths.dir)]
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        return os.posix_spawn(
-            sys.executable,
-            argv,
-            self._child_env(record),
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, str(paths.dir / "supervisor.log"), flags, 0o600),
-            ],
-            setsid=True,
-            setsigmask=(),
-            setsigdef=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE),
-        )
+        return spawn_supervisor(paths, self._child_env(record))
 
     def _child_env(self, record: TaskRecord) -> dict[str, str]:
         env = {

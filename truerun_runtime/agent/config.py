@@ -45,6 +45,10 @@ class AgentConfig:
     """SIGTERM -> SIGKILL grace when Cancel (or a timeout) does not give one."""
     poll_s: float = 0.05
     """How often a task's files (handle, status, log) are looked at."""
+    launch_timeout_s: float = 30.0
+    """After a restart, how long a launch whose supervisor left no trace (no supervisor.json,
+    no handle) is waited for before it is abandoned and launched again (the agent may have
+    died while starting it)."""
     output_chunk_bytes: int = 4096
     """At most this much output per OUTPUT event."""
     output_chunks_per_tick: int = 2

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from typing import Any
 
@@ -19,9 +18,10 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from truerun_runtime import TERMINAL_TYPES, make_event
 
+from .launches import MAX_LAUNCHES, Launches
 from .output import file_digest
 from .phases import Phase, RunnerContext
-from .procfs import Proof, create_json_exclusive, prove, read_json, signal_group, write_json_atomic
+from .procfs import Proof, prove, read_json, signal_group
 from .stops import SELF_FENCED, STOP_TYPES, StopIntent, classify
 from .tasks import TaskPaths, TaskRecord
 
@@ -44,7 +44,7 @@ class TaskRunner:
         self.stop = StopIntent.load(paths.stop)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._supervisor_pid: int | None = None  # our child, until reaped
+        self._launches = Launches(record, paths, ctx)
         self._local_counts: dict[int, int] = {}
         meta = ctx.outbox.meta(record.attempt_id) if record.attempt_id else {}
         self._tailer = ctx.tailer(paths, int(meta.get("log_offset", 0)))
@@ -106,16 +106,26 @@ class TaskRunner:
 
     def launch(self) -> None:
         """QUEUED -> LAUNCHING: start the supervisor (it starts the command)."""
-        write_json_atomic(self.paths.launch, {"argv": self.record.argv, "cwd": self.record.cwd})
-        try:
-            self._supervisor_pid = self._ctx.spawn_supervisor(self.record, self.paths)
-        except OSError as error:
-            if self._abandon():  # nothing can start it any more: provably never ran
-                log.error("task %s: cannot start a supervisor: %s", self.record.key, error)
-                self._unstarted(f"cannot start the supervisor: {error}")
-                return
         self.phase = Phase.LAUNCHING
-        self._start_monitor()
+        if self._started(self._launches.start(1)):
+            self._start_monitor()
+
+    def _relaunch(self, summary: str) -> bool:
+        """The launch provably never ran the command: launch it again (launches.py), unless
+        a stop was asked for or the launches are used up; False when it ended (reported)."""
+        number = self._launches.number
+        if self.stop is not None or number >= MAX_LAUNCHES:
+            self._unstarted(f"{summary} (launch {number} of {MAX_LAUNCHES})")
+            return False
+        log.warning("task %s: %s; launching it again", self.record.key, summary)
+        return self._started(self._launches.again())
+
+    def _started(self, error: OSError | None) -> bool:
+        if error is None:
+            return True
+        log.error("task %s: cannot start a supervisor: %s", self.record.key, error)
+        self._unstarted(f"cannot start the supervisor: {error}")
+        return False
 
     def finish_unstarted(
         self, event_type: T.ValueType, error_code: str = "", summary: str = ""
@@ -174,7 +184,7 @@ class TaskRunner:
         proof = prove(handle)
         if proof is Proof.ALIVE:
             return pb.INSPECT_STATE_RUNNING, none, None
-        if proof is Proof.EXITED or self._supervisor_may_live():
+        if proof is Proof.EXITED or self._launches.supervisor_may_live():
             # Ours and ended, or reaped by its supervisor: the status comes next.
             return None
         # The supervisor is gone too: the status it wrote just before exiting, or nothing.
@@ -216,40 +226,44 @@ class TaskRunner:
     async def _await_exec(self) -> bool:
         """Until the supervisor confirms the exec (RUNNING) or the launch provably failed."""
         while True:
-            self._reap()
+            self._launches.reap()
             handle = read_json(self.paths.handle)
             if handle is not None and handle.get("abandoned"):
-                self._unstarted("the supervisor did not start the command")
-                return False
+                if not self._relaunch("the supervisor did not start the command"):
+                    return False
+                continue
             if handle is not None and handle.get("exec_confirmed"):
                 self._running()
                 return True
             if self.paths.status.exists():
                 return True  # exec failed (or it ended before the agent came back)
-            if handle is None and (self.stop is not None or not self._supervisor_may_live()):
-                if self._abandon():
-                    self._unstarted("the supervisor died before starting the command")
+            if handle is None and (
+                self.stop is not None or not self._launches.supervisor_may_live()
+            ):
+                if self._launches.abandon() and not self._relaunch(
+                    "the supervisor died before starting the command"
+                ):
                     return False
                 continue
-            if handle is not None and not self._supervisor_may_live():
+            if handle is not None and not self._launches.supervisor_may_live():
                 self._lost()
                 return False
             await self._sleep()
 
     async def _follow(self) -> None:
         while (status := read_json(self.paths.status)) is None:
-            self._reap()
+            self._launches.reap()
             self._pump_output(final=False)
             self._enforce()
             handle = read_json(self.paths.handle) or {}
-            if prove(handle) is Proof.GONE and not self._supervisor_may_live():
+            if prove(handle) is Proof.GONE and not self._launches.supervisor_may_live():
                 status = read_json(self.paths.status)  # written just before it exited?
                 if status is None:
                     self._lost()
                     return
                 break
             await self._sleep()
-        self._reap()
+        self._launches.reap()
         self._pump_output(final=True)
         terminal, code, error_code, summary = classify(status, self.stop)
         payload: dict[str, Any] = file_digest(self.paths.log)
@@ -325,17 +339,13 @@ class TaskRunner:
         else:
             self.finish_unstarted(pb.RUNTIME_EVENT_TYPE_FAILED, "SUPERVISOR_FAILED", summary)
 
-    def _abandon(self) -> bool:
-        """Claim the handle slot so the supervisor can never start the command."""
-        return create_json_exclusive(self.paths.handle, {"abandoned": True, "at": time.time()})
-
     def _unaccounted(self) -> bool:
         """Launched, and nothing accounts for it any more: the handle proves no process,
         the supervisor is gone and wrote no exit status (the whole worker died)."""
         handle = read_json(self.paths.handle)
         if handle is None or handle.get("abandoned") or self.paths.status.exists():
             return False  # never launched, or provably never ran, or it has its status
-        if prove(handle) is Proof.ALIVE or self._supervisor_may_live():
+        if prove(handle) is Proof.ALIVE or self._launches.supervisor_may_live():
             return False
         return not self.paths.status.exists()  # written just before the supervisor exited?
 
@@ -350,30 +360,6 @@ class TaskRunner:
         self.phase = Phase.FINISHED
         self.done.set()
         self._ctx.on_change()
-
-    def _supervisor_may_live(self) -> bool:
-        self._reap()
-        if self._supervisor_pid is not None:
-            return True
-        record = read_json(self.paths.supervisor)
-        if record is not None:
-            return prove(record) is Proof.ALIVE
-        try:
-            launched = self.paths.launch.stat().st_mtime
-        except FileNotFoundError:
-            return False
-        return time.time() - launched < self._ctx.launch_timeout_s
-
-    def _reap(self) -> None:
-        """Collect our supervisor child once it exited (after a restart it is not ours)."""
-        if self._supervisor_pid is None:
-            return
-        try:
-            pid, _ = os.waitpid(self._supervisor_pid, os.WNOHANG)
-        except ChildProcessError:
-            pid = self._supervisor_pid
-        if pid != 0:
-            self._supervisor_pid = None
 
     async def _sleep(self) -> None:
         with contextlib.suppress(TimeoutError):

@@ -2,7 +2,8 @@
 
 ``<state>/tasks/<name>/``:
   task.json        what to run (written when the Start is accepted; immutable)
-  launch.json      {argv, cwd} for the supervisor (written just before it starts)
+  launch.json      {argv, cwd, launch} for the supervisor (written just before it starts;
+                   launch counts the launches, launches.py)
   supervisor.json  the supervisor's identity (written by the supervisor)
   handle.json      the command's durable handle (written by the supervisor before exec)
   status.json      the exit status (written by the supervisor, atomically)
