@@ -46,6 +46,7 @@ from services.bootstrap import (
     longtask_watcher_sql,
     notice_desk,
 )
+from services.listen import ListenError
 from services.rpc_metrics import RpcMetrics
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,11 @@ KEEPALIVE_OPTIONS = [
     ("grpc.max_receive_message_length", 4 * 1024 * 1024),
 ]
 
+#: gRPC binds with SO_REUSEPORT by default: a second server on a port already in use would
+#: start too and take half of its new connections (a replica started twice, or on another
+#: service's port, answering UNIMPLEMENTED or serving stale state). One process per port:
+#: the second fails to start with "cannot listen on ...".
+BIND_OPTIONS = [("grpc.so_reuseport", 0)]
 
 _HANDLER_KINDS: dict[tuple[bool, bool], Any] = {
     (False, False): grpc.unary_unary_rpc_method_handler,
@@ -169,7 +175,7 @@ async def start_serving(
         chain.insert(0, BearerAuth(tokens, failures))
     if rpc_metrics is not None:  # outermost: refused calls (UNAUTHENTICATED) count too
         chain.insert(0, rpc_metrics.interceptor())
-    server = grpc.aio.server(options=KEEPALIVE_OPTIONS, interceptors=chain)
+    server = grpc.aio.server(options=[*KEEPALIVE_OPTIONS, *BIND_OPTIONS], interceptors=chain)
     served = []
     if run_service:
         descriptor = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
@@ -231,12 +237,15 @@ async def start_serving(
     reflection.enable_server_reflection(
         [*served, health.SERVICE_NAME, reflection.SERVICE_NAME], server
     )
-    if tls is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, tls.grpc_credentials())
+    try:
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.grpc_credentials())
+    except RuntimeError:  # grpc's "Failed to bind" (a port in use, an address not ours)
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise ListenError(f"cannot listen on {address}: in use, or not an address of this host")
     await server.start()
     for name in ["", *served]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -21,6 +21,7 @@ from services.cli.logs import logs as follow_logs
 from services.cli.output import add_output_flag
 from services.cli.schedule import _OneLineParser
 from services.cli.watch import watch
+from services.listen import ListenError
 from services.log_setup import SERVICE_DEFAULT, TERMINAL_DEFAULT, configure_for, configure_logging
 
 
@@ -159,6 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return agent_main(argv[1:])
     args = _parser().parse_args(argv)
     configure_logging(TERMINAL_DEFAULT)  # a server command switches once it read its settings
+    try:
+        return _command(args)
+    except ListenError as error:  # a server's port in use: one line, not a traceback
+        return say(str(error), "UNAVAILABLE")
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.cmd == "dev":
         return _dev(args)
     if args.cmd == "migrate":
