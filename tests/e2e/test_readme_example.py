@@ -14,7 +14,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import MARKER_VAR, marked_pids
+from tests.support.replicas import free_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -38,16 +38,10 @@ def example_lines(readme: str) -> list[str]:
     return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     lines = example_lines((ROOT / "README.md").read_text(encoding="utf-8"))
     assert lines[0].startswith(".venv/bin/truerun dev ") and len(lines) > 10
-    port = str(_free_port())
+    port = str(free_ports(1)[0])
     work = tmp_path / "checkout"
     work.mkdir()
     for name in LINKED:
