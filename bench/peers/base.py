@@ -27,8 +27,17 @@ class Measured:
     def line(self) -> str:
         return (
             f"{self.side:<13} {self.rate:7.0f} runs/s ({self.jobs} in {self.seconds:.2f} s;"
-            f" creates done after {self.produced_s:.2f} s); cores: {cores(self.used)}"
+            f" creates done after {self.produced_s:.2f} s); cores: {cores(self.used)};"
+            f" CPU ms per job: {self.cpu_ms_per_job()}"
         )
+
+    def cpu_ms_per_job(self) -> str:
+        """Each process's CPU per job: what a job costs it, to compare across rounds and
+        hosts whose speed differs (the rate alone mixes cost and the host's pace)."""
+        if self.jobs <= 0:
+            return "-"
+        per_job = self.seconds * 1000 / self.jobs
+        return ", ".join(f"{name} {used * per_job:.2f}" for name, used in self.used.items())
 
 
 class Window(Protocol):
