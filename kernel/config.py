@@ -64,6 +64,13 @@ class Settings:
         "how long the dispatcher waits for a runtime's answer to Start before the "
         "attempt's sync turns stale (shown unknown, capacity held, inspected)",
     )
+    claim_gather_ms: int = setting(
+        20,
+        "after a claim round that took some runs but not a full round, how long the "
+        "dispatcher waits before the next, so runs created meanwhile go out in one round "
+        "(a third fewer statements per run under load); a run created while the "
+        "dispatcher is idle is claimed at once (0 = never wait)",
+    )
     lease_ttl_ms: int = setting(
         30_000,
         "claim lease: an unstarted claim past it is requeued (its dispatcher died); a "

@@ -111,6 +111,7 @@ def runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
     max_recoveries: int = 5,
+    claim_gather_ms: int = 20,
 ) -> Runtimes:
     """The runtime side over the capacity service of this process (`truerun dev`)."""
     return remote_runtimes(
@@ -122,6 +123,7 @@ def runtimes(
         cancel_grace_ms=cancel_grace_ms,
         lease_ttl_ms=lease_ttl_ms,
         max_recoveries=max_recoveries,
+        claim_gather_ms=claim_gather_ms,
     )
 
 
@@ -134,6 +136,7 @@ def remote_runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
     max_recoveries: int = 5,
+    claim_gather_ms: int = 20,
 ) -> Runtimes:
     """The runtime side over any capacity port (`truerun coordinator`: the gRPC client)."""
     sessions = Sessions()
@@ -149,6 +152,7 @@ def remote_runtimes(
         cancel_grace_ms=cancel_grace_ms,
         lease_ttl_ms=lease_ttl_ms,
         max_recoveries=max_recoveries,
+        claim_gather_ms=claim_gather_ms,
     )
     app.hub.listen(dispatcher.on_commit)
     return Runtimes(tokens, sessions, ingest, dispatcher, observations)

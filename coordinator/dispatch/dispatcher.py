@@ -63,8 +63,12 @@ class Dispatcher:
         lease_ttl_ms: int = 30_000,
         cancel_grace_ms: int = 5_000,
         max_recoveries: int = 5,
+        claim_gather_ms: int = 20,
     ) -> None:
         self._transitions = transitions
+        #: After a round that claimed some runs but not a full round: wait this long before
+        #: the next, so the runs created meanwhile go out together (TRUERUN_CLAIM_GATHER_MS).
+        self._gather_s = max(0, claim_gather_ms) / 1000
         #: How often one run may be recovered (a lost attempt retried by policy) before the
         #: next recovery dead-letters it (0: no limit); the reconciler's limit, the same count.
         self.max_recoveries = max_recoveries
@@ -120,6 +124,11 @@ class Dispatcher:
                     await asyncio.wait_for(session.wake.wait(), IDLE_POLL_SECONDS)
                 except TimeoutError:
                     pass
+            elif claimed < CLAIMS_PER_ROUND and self._gather_s > 0:
+                # A round's statements cost per round, not per run: under load, rounds of a
+                # few runs back to back cost a third more statements per run than gathered
+                # ones (bench/README.md, 2026-12-05). An idle dispatcher claims at once.
+                await asyncio.sleep(self._gather_s)
 
     async def _claim(self, session: Session, actor: Actor) -> int:
         """One claim round: every attempt it claims is fenced in the claim's own commit with

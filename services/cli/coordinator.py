@@ -68,6 +68,7 @@ async def run_coordinator(settings: Settings) -> None:
             start_timeout_s=settings.start_timeout_ms / 1000,
             lease_ttl_ms=settings.lease_ttl_ms,
             max_recoveries=settings.max_recoveries,
+            claim_gather_ms=settings.claim_gather_ms,
         )
         metrics.count_refusals(side.sessions.refused)
         serving = await start_serving(

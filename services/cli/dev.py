@@ -77,6 +77,7 @@ async def run_dev(settings: Settings) -> None:
             start_timeout_s=settings.start_timeout_ms / 1000,
             lease_ttl_ms=settings.lease_ttl_ms,
             max_recoveries=settings.max_recoveries,
+            claim_gather_ms=settings.claim_gather_ms,
         )
         metrics.count_refusals(runtime_side.sessions.refused)
         tokens, _ = api_tokens(settings, dev=True)

@@ -57,6 +57,7 @@ async def runtime_stack(
     owners_by_token: Mapping[str, str] | None = None,
     clock: Callable[[], int] = now_ms,
     output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
+    claim_gather_ms: int = 20,
 ) -> AsyncIterator[Stack]:
     """``owners_by_token``: runtime tokens and the owner each acts for (default: one
     any-owner token, RUNTIME_TOKEN, as `truerun dev` has)."""
@@ -66,7 +67,14 @@ async def runtime_stack(
     caps = capacity(app, MemoryObservationStore(), 15_000, clock=clock)
     owners = owners_by_token or {RUNTIME_TOKEN: ANY_OWNER}
     tokens = RuntimeTokens({token_hash(token): owner for token, owner in owners.items()})
-    side = runtimes(app, caps, tokens, start_timeout_s, lease_ttl_ms=lease_ttl_ms)
+    side = runtimes(
+        app,
+        caps,
+        tokens,
+        start_timeout_s,
+        lease_ttl_ms=lease_ttl_ms,
+        claim_gather_ms=claim_gather_ms,
+    )
     server, port = await create_server(app, "127.0.0.1:0", caps, side, tokens=server_tokens())
     address = f"127.0.0.1:{port}"
     channel = aio_channel(address)
