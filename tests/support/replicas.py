@@ -29,9 +29,9 @@ TOKEN = "multi-replica-runtime-token"
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free loopback ports. All are held until all are picked: one at a
-    time, the kernel may hand out a port it just gave back, and a gRPC server binds with
-    SO_REUSEPORT, so two replicas on one port would both start and split its connections
-    (a CI run saw ConfigureAgent reach a coordinator on the capacity service's port)."""
+    time, the kernel may hand out a port it just gave back, and two replicas given one port
+    cannot both start (a CI run, before servers bound without SO_REUSEPORT, saw
+    ConfigureAgent reach a coordinator on the capacity service's port)."""
     sockets = [socket.socket() for _ in range(count)]
     try:
         for s in sockets:

@@ -44,8 +44,26 @@ class Launches:
     def start(self, number: int) -> OSError | None:
         """Write ``launch.json`` and start its supervisor; the error when it could not be
         started and the launch is abandoned (so the command provably never runs)."""
+        self._record(number)
+        return self._spawn()
+
+    def again(self) -> OSError | None:
+        """The next launch, after this one was abandoned (the caller checked the limit)."""
+        number = self.number + 1
+        self._record(number)
+        # The new supervisor must not be judged by the old one's record, nor find its slot
+        # taken. A crash from here on leaves the count raised and the slot empty or the new
+        # supervisor's: a restarted agent follows it or abandons it as any launch.
+        for path in (self.paths.supervisor, self.paths.handle):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, path.with_name(f"{path.stem}.abandoned-{number - 1}.json"))
+        return self._spawn()
+
+    def _record(self, number: int) -> None:
         launch = {"argv": self.record.argv, "cwd": self.record.cwd, "launch": number}
         write_json_atomic(self.paths.launch, launch)
+
+    def _spawn(self) -> OSError | None:
         self._reaped = False
         try:
             self._pid = self._ctx.spawn_supervisor(self.record, self.paths)
@@ -53,20 +71,6 @@ class Launches:
             if self.abandon():
                 return error
         return None
-
-    def again(self) -> OSError | None:
-        """The next launch, after this one was abandoned (the caller checked the limit)."""
-        number = self.number + 1
-        write_json_atomic(
-            self.paths.launch, {**(read_json(self.paths.launch) or {}), "launch": number}
-        )
-        # The new supervisor must not be judged by the old one's record, nor find its slot
-        # taken. A crash from here on leaves the count raised and the slot empty or the new
-        # supervisor's: a restarted agent follows it or abandons it as any launch.
-        for path in (self.paths.supervisor, self.paths.handle):
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(path, path.with_name(f"{path.stem}.abandoned-{number - 1}.json"))
-        return self.start(number)
 
     def abandon(self) -> bool:
         """Claim the handle slot so the supervisor can never start the command."""
