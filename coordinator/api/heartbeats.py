@@ -5,7 +5,6 @@ started task it stops listing, and orphans (a task truerun holds finished or els
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import grpc
 from truerun.v1 import runtime_service_pb2 as pb
@@ -22,6 +21,7 @@ from coordinator.domain.states import ActorType, AttemptStatus
 from coordinator.service.transitions import Transitions
 from kernel.errors import DomainError
 from kernel.observation import Observation
+from kernel.records import replace
 
 log = logging.getLogger(__name__)
 

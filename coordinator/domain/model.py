@@ -14,6 +14,7 @@ from coordinator.domain.states import (
     ScopePolicy,
     SyncState,
 )
+from kernel.records import fast
 
 RUNTIME_TASK_PREFIX = "truerun-"
 
@@ -23,12 +24,14 @@ def runtime_task_id_for(attempt_id: str) -> str:
     return RUNTIME_TASK_PREFIX + attempt_id
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Actor:
     type: ActorType
     id: str = ""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Run:
     id: str
@@ -70,6 +73,7 @@ class Run:
     recovery_count: int = 0
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Attempt:
     id: str
@@ -121,6 +125,7 @@ class Attempt:
         return self.start_requested_at_ms is not None
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event to append; the store assigns its id and sequence."""
@@ -131,6 +136,7 @@ class NewEvent:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RunEvent:
     id: str

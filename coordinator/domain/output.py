@@ -19,11 +19,12 @@ with it (``continues``). A private key block is swallowed until its END line
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from coordinator.domain.model import Attempt
 from coordinator.domain.redaction import REDACTED, redact
+from kernel.records import replace
 
 
 class ChunkKind(StrEnum):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
-from dataclasses import replace
 
 from opentelemetry.trace import Span
 
@@ -43,6 +42,7 @@ from kernel.errors import (
     VersionConflict,
 )
 from kernel.ids import new_token, now_ms, uuid7
+from kernel.records import replace
 from kernel.telemetry import current_traceparent
 
 __all__ = ["DEDUPLICATED", "DoorTx", "Result", "Transitions"]

@@ -3,8 +3,6 @@ and the approval that queues a run's first attempt."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from coordinator.domain import commands as c
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision, Outcome, RunWrite
 from coordinator.domain.decide.helpers import (
@@ -16,6 +14,7 @@ from coordinator.domain.decide.helpers import (
 from coordinator.domain.decide.preconditions import can_approve, can_retry
 from coordinator.domain.model import Attempt, Run
 from coordinator.domain.states import RunStatus
+from kernel.records import replace
 
 
 def _create(spec: c.RunSpec, ctx: Context, retry_of: Run | None) -> Decision:

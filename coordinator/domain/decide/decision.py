@@ -8,12 +8,13 @@ and the attempt status + sequence; nothing here decides anything.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from coordinator.domain import output
 from coordinator.domain.model import Attempt, NewEvent, Run
 from coordinator.domain.states import AttemptStatus
+from kernel.records import fast, replace
 
 
 class Outcome(StrEnum):
@@ -35,6 +36,7 @@ class AttemptWrite(StrEnum):
     UPDATE = "update"  # compare-and-set on the expected status and event sequence
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Context:
     now_ms: int
@@ -43,6 +45,7 @@ class Context:
     output: output.OutputPolicy = output.DEFAULT_OUTPUT_POLICY
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Decision:
     outcome: Outcome

@@ -8,7 +8,6 @@ decides, so a handler bug surfaces as ``InvalidTransition`` instead of a bad wri
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision, Outcome, RunWrite
@@ -17,6 +16,7 @@ from coordinator.domain.redaction import clean_payload
 from coordinator.domain.rules import attempt_transition_allowed, run_transition_allowed
 from coordinator.domain.states import AttemptStatus, ObservedState, RunStatus, SyncState
 from kernel.errors import InvalidTransition
+from kernel.records import replace
 
 
 def _event(type_: str, actor: Actor, attempt_id: str | None = None, **payload: Any) -> NewEvent:

@@ -4,7 +4,6 @@ a reason, and its first event says who did it and why."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from coordinator.domain import commands as c
@@ -31,6 +30,7 @@ from coordinator.domain.model import Attempt, NewEvent, Run
 from coordinator.domain.redaction import summary
 from coordinator.domain.states import AttemptStatus, ObservedState, RunStatus
 from kernel.errors import InvalidArgument
+from kernel.records import replace
 
 
 def _audited(cmd: c.OperatorCommand) -> str:

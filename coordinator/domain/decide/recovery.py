@@ -3,8 +3,6 @@ or a failure, the runtime's answer to an Inspect, and an orphan the runtime repo
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from coordinator.domain import commands as c
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision, Outcome, RunWrite
 from coordinator.domain.decide.helpers import (
@@ -26,6 +24,7 @@ from coordinator.domain.decide.runtime import _runtime_result, _runtime_running
 from coordinator.domain.model import Attempt, NewEvent, Run
 from coordinator.domain.states import ActorType, AttemptStatus, ObservedState, RunStatus, SyncState
 from kernel.errors import RuntimeTaskMismatch
+from kernel.records import replace
 
 
 def _mark_lost(cmd: c.MarkLost, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:

@@ -4,7 +4,6 @@ the attempt (a confirmed cancel is a cancelled result)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from coordinator.domain import commands as c
@@ -21,6 +20,7 @@ from coordinator.domain.decide.helpers import (
 from coordinator.domain.model import Actor, Attempt, NewEvent, Run
 from coordinator.domain.redaction import summary
 from coordinator.domain.states import AttemptStatus, ObservedState, RunStatus, SyncState
+from kernel.records import replace
 
 
 def _why_ignored(cmd: c.RuntimeCommand, run: Run, attempt: Attempt) -> str | None:

@@ -9,7 +9,6 @@ BATCH_UPDATE of postgres/sql.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -20,6 +19,7 @@ from coordinator.store.output_sql import output_rows
 from coordinator.store.postgres.sql import BATCH_UPDATE
 from coordinator.store.rows import ATTEMPT_MUTABLE, attempt_values, run_mutable_values
 from coordinator.store.sql import events_from_decision, stored_events
+from kernel.records import replace
 
 
 def batchable(decision: Decision) -> bool:

@@ -12,7 +12,6 @@ of the group is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -31,6 +30,7 @@ from coordinator.store.rows import (
 from coordinator.store.snapshots import encode, run_snapshot
 from coordinator.store.sql import events_from_decision, stored_events
 from kernel.db.schema import attempts, run_events, runs
+from kernel.records import replace
 
 _REQUEST_FIELDS = (
     ("request_id", "text"),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -52,6 +51,7 @@ from coordinator.store.rows import (
 from coordinator.store.snapshots import encode, run_snapshot
 from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, stored_events
 from kernel.ids import now_ms
+from kernel.records import replace
 
 
 class PostgresWriter:

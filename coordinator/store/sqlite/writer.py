@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
@@ -52,6 +51,7 @@ from coordinator.store.sqlite.sql import (
     lock_scan_sql,
 )
 from kernel.ids import now_ms
+from kernel.records import replace
 
 
 class SqliteWriter(SqliteConnections):
