@@ -10,6 +10,29 @@ import time
 _lock = threading.Lock()
 _last_ms = 0
 _counter = 0
+# Random bits for ids, drawn from the OS 4 KiB at a time rather than 8 bytes a syscall (a
+# run makes about a dozen ids). A forked child must never reuse its parent's unread bytes
+# (both would make the same ids), so it starts with none.
+_RANDOM_CHUNK = 4096
+_random = b""
+_random_at = 0
+
+
+def _forget_random() -> None:
+    global _random, _random_at
+    _random, _random_at = b"", 0
+
+
+os.register_at_fork(after_in_child=_forget_random)
+
+
+def _random_bytes(n: int) -> bytes:
+    """``n`` unread bytes of the OS's randomness (call with ``_lock`` held)."""
+    global _random, _random_at
+    if _random_at + n > len(_random):
+        _random, _random_at = os.urandom(_RANDOM_CHUNK), 0
+    _random_at += n
+    return _random[_random_at - n : _random_at]
 
 
 def uuid7() -> str:
@@ -18,17 +41,18 @@ def uuid7() -> str:
     with _lock:
         now_ms = time.time_ns() // 1_000_000
         if now_ms > _last_ms:
-            _last_ms, _counter = now_ms, int.from_bytes(os.urandom(2), "big") & 0x7FF
+            _last_ms, _counter = now_ms, int.from_bytes(_random_bytes(2), "big") & 0x7FF
         else:
             _counter += 1
             if _counter > 0xFFF:  # counter exhausted: borrow the next millisecond
                 _last_ms, _counter = _last_ms + 1, 0
         ms, counter = _last_ms, _counter
+        tail = int.from_bytes(_random_bytes(8), "big")
     value = (ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
     value |= counter << 64
     value |= 0b10 << 62
-    value |= int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value |= tail & ((1 << 62) - 1)
     # str(uuid.UUID(int=value)) spelled out: a run makes about a dozen ids, and the UUID
     # object (its checks, then its own formatting) cost twice this (issue #16).
     h = f"{value:032x}"

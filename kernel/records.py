@@ -45,7 +45,9 @@ def fast(cls: type[T]) -> type[T]:
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_FACTORY": _FACTORY}
     parameters, stores, copies = [], [], []
     for i, f in enumerate(fields):
-        scope[f"_set{i}"] = cls.__dict__[f.name].__set__  # the slot's own descriptor
+        # the slot's own descriptor (an inherited field's lives on the base class)
+        slot = next(k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__)
+        scope[f"_set{i}"] = slot.__set__
         if f.default is not dataclasses.MISSING:
             scope[f"_default{i}"] = f.default
             parameters.append(f"{f.name}=_default{i}")

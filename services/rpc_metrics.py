@@ -104,6 +104,9 @@ def _code_of(context: Any, error: BaseException | None) -> str:
 class _Interceptor(_Server):
     def __init__(self, metrics: RpcMetrics) -> None:
         self._metrics = metrics
+        #: method path -> (the handler wrapped, its wrapping): a call of a method already
+        #: seen reuses its wrapping instead of building handler and closures again.
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     async def intercept_service(
         self,
@@ -114,8 +117,13 @@ class _Interceptor(_Server):
         if handler is None:
             return None
         path = details.method.decode() if isinstance(details.method, bytes) else details.method
-        service, method = split_method(str(path))
-        metadata = details.invocation_metadata
+        known = self._wrapped.get(path)
+        if known is None or known[0] is not handler:
+            known = self._wrapped[path] = (handler, self._wrap(str(path), handler))
+        return known[1]
+
+    def _wrap(self, path: str, handler: Any) -> Any:
+        service, method = split_method(path)
         observe = self._metrics.observe
 
         # Each call runs in a task of its own (grpc.aio), whose context is a copy: the request
@@ -124,7 +132,7 @@ class _Interceptor(_Server):
         def unary(behaviour: Any) -> Any:
             async def call(request: Any, context: Any) -> Any:
                 began, error = time.perf_counter(), None
-                logs.bind(**call_fields(metadata, request))
+                logs.bind(**call_fields(context.invocation_metadata(), request))
                 try:
                     return await behaviour(request, context)
                 except BaseException as raised:
@@ -138,7 +146,7 @@ class _Interceptor(_Server):
         def streaming(behaviour: Any) -> Any:
             async def call(request: Any, context: Any) -> AsyncIterator[Any]:
                 began, error = time.perf_counter(), None
-                logs.bind(**call_fields(metadata, request))
+                logs.bind(**call_fields(context.invocation_metadata(), request))
                 answer = behaviour(request, context)
                 try:
                     if hasattr(answer, "__aiter__"):

@@ -75,6 +75,8 @@ class BearerAuth(_Server):
         self._tokens = tokens
         self._limit = limit or FailureLimit()
         self._services = services
+        #: method path -> (the handler wrapped, its wrapping), as in services/rpc_metrics.py
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     async def _authenticate(self, context: Ctx) -> Principal:
         source = _source(context)
@@ -97,8 +99,17 @@ class BearerAuth(_Server):
         details: grpc.HandlerCallDetails,
     ) -> Any:
         handler = await continuation(details)
-        service = str(details.method).split("/")[1] if details.method else ""
-        if handler is None or service not in self._services:
+        if handler is None:  # not a method served here (its path is the caller's choice)
+            return None
+        path = str(details.method)
+        known = self._wrapped.get(path)
+        if known is None or known[0] is not handler:
+            known = self._wrapped[path] = (handler, self._wrap(path, handler))
+        return known[1]
+
+    def _wrap(self, path: str, handler: Any) -> Any:
+        service = path.split("/")[1] if path else ""
+        if service not in self._services:
             return handler
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -112,7 +123,7 @@ class BearerAuth(_Server):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        raise TypeError(f"{details.method}: client streaming is not authenticated here")
+        raise TypeError(f"{path}: client streaming is not authenticated here")
 
     def _unary(self, behavior: Any) -> Any:
         async def call(request: Any, context: Ctx) -> Any:

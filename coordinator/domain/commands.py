@@ -13,12 +13,14 @@ from typing import Any
 
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ScopePolicy
+from kernel.records import fast
 
 #: How long a callback token stays valid after the start fence, and after each heartbeat
 #: that vouches for its attempt (so a multi-day attempt keeps its authority).
 CALLBACK_TOKEN_TTL_MS = 86_400_000
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """What a caller asks for when it creates a run."""
@@ -47,11 +49,13 @@ class RunSpec:
     trace_parent: str = ""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class CreateRun:
     spec: RunSpec
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RunCommand:
     run_id: str
@@ -60,11 +64,13 @@ class RunCommand:
     dedupe_key: str | None = None
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Approve(RunCommand):
     pass
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Claim(RunCommand):
     runtime_instance_id: str = ""
@@ -72,6 +78,7 @@ class Claim(RunCommand):
     lease_ttl_ms: int = 30_000
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class ReleaseBeforeFence(RunCommand):
     reason: str = "released"
@@ -82,6 +89,7 @@ class ReleaseBeforeFence(RunCommand):
     max_recoveries: int = 0
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class StartFence(RunCommand):
     callback_token_hash: str = ""
@@ -89,6 +97,7 @@ class StartFence(RunCommand):
     callback_token_ttl_ms: int = CALLBACK_TOKEN_TTL_MS
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class DispatchUnknown(RunCommand):
     """The start outcome (or later runtime state) cannot be known: sync goes stale.
@@ -101,16 +110,19 @@ class DispatchUnknown(RunCommand):
     attempt_id: str = ""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RequestCancel(RunCommand):
     reason: str = "cancelled_by_user"
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class MarkLost(RunCommand):
     reason: str = "worker_lost"
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RetryAttempt(RunCommand):
     """Automatic retry: a new attempt row under the same run."""
@@ -120,6 +132,7 @@ class RetryAttempt(RunCommand):
     max_recoveries: int = 0
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class OrphanReported(RunCommand):
     """A runtime reports this attempt's task as running although truerun holds the attempt
@@ -136,6 +149,7 @@ class ResolveAs(StrEnum):
     NOT_STARTED = "not_started"
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class OperatorCommand(RunCommand):
     """An operator's escape hatch. Audited: the actor must have an id and ``reason`` must say
@@ -144,6 +158,7 @@ class OperatorCommand(RunCommand):
     reason: str = ""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Resolve(OperatorCommand):
     """A person settles an attempt truerun cannot know about: ``unknown`` (started, no
@@ -152,26 +167,31 @@ class Resolve(OperatorCommand):
     resolved_as: ResolveAs = ResolveAs.FAILED
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class FailRun(OperatorCommand):
     """Fail a run that never started (queued, paused or dead-lettered)."""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class PauseRun(OperatorCommand):
     """Take a queued run out of the queue; it keeps its attempt row and is never claimed."""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class ResumeRun(OperatorCommand):
     """Put a paused run back in the queue."""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class Requeue(OperatorCommand):
     """Put a dead-lettered run back in the queue; its recovery count starts again."""
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class StartAccepted(RunCommand):
     """The runtime answered the Start accepted (StartResult), and no event of the attempt
@@ -197,6 +217,7 @@ NOTE_TYPES = frozenset(
 )
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class NoteRun(RunCommand):
     """A fact about a run that changes none of its state (activation's preflights, verdicts
@@ -207,6 +228,7 @@ class NoteRun(RunCommand):
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class ManualRetry(RunCommand):
     """A person's retry: a new run that points at this one; this one never changes."""
@@ -232,6 +254,7 @@ class InspectState(StrEnum):
     NEVER_RECEIVED = "never_received"
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class InspectAnswer(RunCommand):
     """What the runtime holding an attempt answered when asked (trusted inspect, seed A §10).
@@ -253,6 +276,7 @@ class InspectAnswer(RunCommand):
     max_recoveries: int = 0
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RuntimeCommand:
     """Evidence from a runtime about one attempt. ``seq`` must exceed the last applied one."""
@@ -264,6 +288,7 @@ class RuntimeCommand:
     actor: Actor
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class DispatchRejected(RuntimeCommand):
     """The runtime refused the Start before starting anything: evidence that no process
@@ -277,11 +302,13 @@ class DispatchRejected(RuntimeCommand):
     max_refusals: int = 0
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RuntimeAccepted(RuntimeCommand):
     pass
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RuntimeRunning(RuntimeCommand):
     """``turn_active`` False: the task exists but its turn is idle; that is not proof of
@@ -290,6 +317,7 @@ class RuntimeRunning(RuntimeCommand):
     turn_active: bool | None = None
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RuntimeResult(RuntimeCommand):
     outcome: RuntimeOutcome = RuntimeOutcome.SUCCEEDED
@@ -303,6 +331,7 @@ class NoteKind(StrEnum):
     SIGNALLED = "signalled"
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class RuntimeNote(RuntimeCommand):
     """Evidence that changes no state but the attempt's last seq: a bounded output chunk, a
@@ -312,6 +341,7 @@ class RuntimeNote(RuntimeCommand):
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@fast
 @dataclass(frozen=True, slots=True)
 class CancelConfirmed(RuntimeCommand):
     """The runtime acknowledges that the cancelled process has stopped."""
