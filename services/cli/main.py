@@ -174,13 +174,13 @@ def _command(args: argparse.Namespace) -> int:
     if args.cmd == "gateway":
         from services.cli.gateway import run_gateway
 
-        _install_uvloop()
+        _start_server_process()
         asyncio.run(run_gateway(_server_settings(args, SERVICE_DEFAULT)))
         return 0
     if args.cmd == "reconciler":
         from services.cli.reconciler import run_reconciler
 
-        _install_uvloop()
+        _start_server_process()
         asyncio.run(run_reconciler(_server_settings(args, SERVICE_DEFAULT)))
         return 0
     if args.cmd in ("coordinator", "capacity"):
@@ -253,7 +253,7 @@ def _server_settings(args: argparse.Namespace, default_log_format: str) -> Setti
 def _dev(args: argparse.Namespace) -> int:
     from services.cli.dev import run_dev
 
-    _install_uvloop()
+    _start_server_process()
     asyncio.run(run_dev(_server_settings(args, TERMINAL_DEFAULT)))
     return 0
 
@@ -262,7 +262,7 @@ def _service(args: argparse.Namespace) -> int:
     from services.cli.capacity import run_capacity
     from services.cli.coordinator import run_coordinator
 
-    _install_uvloop()
+    _start_server_process()
     run = run_coordinator if args.cmd == "coordinator" else run_capacity
     asyncio.run(run(_server_settings(args, SERVICE_DEFAULT)))
     return 0
@@ -278,7 +278,12 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install_uvloop() -> None:
+def _start_server_process() -> None:
+    """A server process's start: uvloop (when installed) and the collector set for a
+    service (services/gc_tuning.py)."""
+    from services.gc_tuning import tune_for_service
+
+    tune_for_service()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is optional off Linux
