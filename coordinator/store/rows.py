@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any
 
 from coordinator.domain.cursor import EventCursor
@@ -142,6 +143,36 @@ def attempt_values(attempt: Attempt) -> dict[str, Any]:
     return values
 
 
+def _keys(columns: tuple[str, ...], prefix: str) -> tuple[str, ...]:
+    """``columns`` as a row with ``prefix`` names them (made once per prefix)."""
+    known = _PREFIXED.get((columns, prefix))
+    if known is None:
+        known = _PREFIXED[(columns, prefix)] = tuple(prefix + name for name in columns)
+    return known
+
+
+_PREFIXED: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
+# Enum members by stored value: a dict lookup, not the enum's own call (a run's path decodes
+# a few rows, each several enums).
+_SCOPE_POLICY = {member.value: member for member in ScopePolicy}
+_RUN_STATUS = {member.value: member for member in RunStatus}
+_ATTEMPT_STATUS = {member.value: member for member in AttemptStatus}
+_OBSERVED = {member.value: member for member in ObservedState}
+_SYNC = {member.value: member for member in SyncState}
+#: The attempt's fields in the order Attempt takes them (its columns, named as its fields).
+_ATTEMPT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Attempt))
+assert set(_ATTEMPT_FIELDS) == set(ATTEMPT_COLUMNS), "an Attempt field without its column"
+_DECODED = {
+    "status": _ATTEMPT_STATUS.__getitem__,
+    "observed_state": _OBSERVED.__getitem__,
+    "sync_state": _SYNC.__getitem__,
+    "output_truncated": bool,  # SQLite: 0/1
+}
+_ATTEMPT_DECODE = tuple(
+    (i, _DECODED[name]) for i, name in enumerate(_ATTEMPT_FIELDS) if name in _DECODED
+)
+
+
 def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
     def v(name: str) -> Any:
         return row[prefix + name]
@@ -154,7 +185,7 @@ def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
         task_revision=v("task_revision"),
         agent_id=v("agent_id"),
         execution_scope=v("execution_scope"),
-        scope_policy=ScopePolicy(v("scope_policy")),
+        scope_policy=_SCOPE_POLICY[v("scope_policy")],
         trigger_type=v("trigger_type"),
         trigger_id=v("trigger_id"),
         idempotency_key=v("idempotency_key"),
@@ -166,7 +197,7 @@ def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
         pinned_runtime_instance_id=v("pinned_runtime_instance_id"),
         required_labels=tuple(json.loads(v("required_labels"))),
         spec=json.loads(v("spec")),
-        status=RunStatus(v("status")),
+        status=_RUN_STATUS[v("status")],
         version=v("version"),
         event_sequence=v("event_sequence"),
         current_attempt_id=v("current_attempt_id"),
@@ -188,12 +219,10 @@ def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
 def attempt_from_row(row: Mapping[str, Any], prefix: str = "") -> Attempt | None:
     if row[prefix + "id"] is None:
         return None
-    values = {name: row[prefix + name] for name in ATTEMPT_COLUMNS}
-    values["status"] = AttemptStatus(values["status"])
-    values["observed_state"] = ObservedState(values["observed_state"])
-    values["sync_state"] = SyncState(values["sync_state"])
-    values["output_truncated"] = bool(values["output_truncated"])  # SQLite: 0/1
-    return Attempt(**values)
+    values = [row[key] for key in _keys(_ATTEMPT_FIELDS, prefix)]
+    for i, decode in _ATTEMPT_DECODE:
+        values[i] = decode(values[i])
+    return Attempt(*values)
 
 
 def event_from_row(row: Mapping[str, Any]) -> RunEvent:
