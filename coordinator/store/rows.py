@@ -162,7 +162,7 @@ _SYNC = {member.value: member for member in SyncState}
 #: The attempt's fields in the order Attempt takes them (its columns, named as its fields).
 _ATTEMPT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Attempt))
 assert set(_ATTEMPT_FIELDS) == set(ATTEMPT_COLUMNS), "an Attempt field without its column"
-_DECODED = {
+_DECODED: dict[str, Callable[[Any], Any]] = {
     "status": _ATTEMPT_STATUS.__getitem__,
     "observed_state": _OBSERVED.__getitem__,
     "sync_state": _SYNC.__getitem__,
