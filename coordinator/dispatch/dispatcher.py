@@ -201,7 +201,9 @@ class Dispatcher:
         round_.add(item.attempt_id, start_message(item, token))
         await round_.sent.wait()  # the timeout counts from the round's send
         try:
-            result = await asyncio.wait_for(answer, self._start_timeout_s)
+            # asyncio.timeout, not wait_for: no task of its own per Start (issue #16)
+            async with asyncio.timeout(self._start_timeout_s):
+                result = await answer
         except (TimeoutError, ConnectionError) as error:
             why = (
                 start_unanswered(self.start_timeout_ms)
@@ -242,7 +244,8 @@ class Dispatcher:
         """An accepted Start is evidence of acceptance, event or not: when no event of the
         attempt follows the answer within a moment, the answer itself is recorded."""
         try:
-            await asyncio.wait_for(first_event.wait(), ACCEPTED_EVENT_GRACE_S)
+            async with asyncio.timeout(ACCEPTED_EVENT_GRACE_S):
+                await first_event.wait()
             return
         except TimeoutError:
             pass

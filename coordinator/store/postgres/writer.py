@@ -105,18 +105,27 @@ class PostgresWriter:
         return int(status.split()[-1])
 
     async def apply_all(self, decisions: Sequence[Decision]) -> list[Applied]:
-        """In attempt-id order (as renew_leases locks them), answered in the given order."""
+        """In attempt-id order (as renew_leases locks them), answered in the given order.
+        Decisions that all fit the batch statement are that one statement, all or nothing by
+        itself (no BEGIN and COMMIT round trips); any other joins them in a transaction."""
+        if not decisions:
+            return []
         order = sorted(range(len(decisions)), key=lambda i: _lock_order(decisions[i]))
         together = [i for i in order if batchable(decisions[i])]
         alone = [i for i in order if not batchable(decisions[i])]
         applied: dict[int, Applied] = {}
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                if together:
+            async with self._pool.acquire() as conn:
+                if not alone:
                     written = await apply_batch(conn, [decisions[i] for i in together])
                     applied.update(zip(together, written, strict=True))
-                for i in alone:
-                    applied[i] = await _apply_on(conn, decisions[i], None)
+                else:
+                    async with conn.transaction():
+                        if together:
+                            written = await apply_batch(conn, [decisions[i] for i in together])
+                            applied.update(zip(together, written, strict=True))
+                        for i in alone:
+                            applied[i] = await _apply_on(conn, decisions[i], None)
         except asyncpg.DeadlockDetectedError as exc:
             raise CasMiss("deadlock with another writer; nothing was written") from exc
         return [applied[i] for i in range(len(decisions))]
