@@ -30,7 +30,7 @@ def fast(cls: type[T]) -> type[T]:
     """Give the frozen, slotted dataclass ``cls`` the fast ``__init__`` and register it for
     ``replace``. Refuses (TypeError) a class whose construction does more than store its
     fields: ``__post_init__``, ``InitVar``, fields left out of ``__init__``, keyword-only
-    fields."""
+    fields (and a field named ``self`` or ``_...``, which the generated code's names own)."""
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__}: @fast takes a @dataclass(slots=True) class")
     params = cls.__dict__["__dataclass_params__"]
@@ -41,6 +41,8 @@ def fast(cls: type[T]) -> type[T]:
         cls.__dict__["__dataclass_fields__"]
     ):
         raise TypeError(f"{cls.__name__}: every field must be a plain __init__ parameter")
+    if any(f.name == "self" or f.name.startswith("_") for f in fields):  # the code's own names
+        raise TypeError(f"{cls.__name__}: @fast takes no field named self or _...")
     names = [f.name for f in fields]
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_FACTORY": _FACTORY}
     parameters, stores, copies = [], [], []
@@ -73,6 +75,7 @@ def fast(cls: type[T]) -> type[T]:
             "    return new",
         ]
     )
+    # Made here from the class's own field names (checked above), never from input.
     exec(source, scope)
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"

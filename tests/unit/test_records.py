@@ -111,7 +111,11 @@ def test_what_cannot_be_reproduced_is_refused() -> None:
         a: int
         b: InitVar[int]
 
-    for cls in (NoSlots, NotFrozen, PostInit, KeywordOnly, Hidden, WithInitVar):
+    @dataclass(frozen=True, slots=True)
+    class Private:
+        _a: int
+
+    for cls in (NoSlots, NotFrozen, PostInit, KeywordOnly, Hidden, WithInitVar, Private):
         with pytest.raises(TypeError):
             fast(cls)
 
