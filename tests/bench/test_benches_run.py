@@ -175,3 +175,21 @@ def test_lifecycle_counts_statements_per_run() -> None:
     # without a settle: one job row inserted each (truerun's server lives on: not asserted)
     assert "public.pgqueuer: 1.00 / " in out, out
     assert "public.procrastinate_jobs: 1.00 / " in out, out
+
+
+@pytest.mark.bench
+@pytest.mark.postgres
+def test_pairs_compares_a_revision_with_this_checkout_and_cleans_up() -> None:
+    out = run_bench("pairs", *("--base", "HEAD", "--pairs", "2", "--runs", "5", "--warmup", "0"))
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("pair ")] == [
+        "pair 1",
+        "pair 2",
+    ], out
+    assert "mean rate x" in out and "of 2 pairs faster" in out, out
+    worktrees = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "list", "--porcelain"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "truerun-bench-pairs-" not in worktrees, worktrees  # the base's checkout is gone
