@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import fields
@@ -143,15 +144,12 @@ def attempt_values(attempt: Attempt) -> dict[str, Any]:
     return values
 
 
-def _keys(columns: tuple[str, ...], prefix: str) -> tuple[str, ...]:
-    """``columns`` as a row with ``prefix`` names them (made once per prefix)."""
-    known = _PREFIXED.get((columns, prefix))
-    if known is None:
-        known = _PREFIXED[(columns, prefix)] = tuple(prefix + name for name in columns)
-    return known
+@functools.cache
+def _attempt_keys(prefix: str) -> tuple[str, ...]:
+    """The attempt's fields as a row with ``prefix`` names them (made once per prefix)."""
+    return tuple(prefix + name for name in _ATTEMPT_FIELDS)
 
 
-_PREFIXED: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
 # Enum members by stored value: a dict lookup, not the enum's own call (a run's path decodes
 # a few rows, each several enums).
 _SCOPE_POLICY = {member.value: member for member in ScopePolicy}
@@ -219,7 +217,7 @@ def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
 def attempt_from_row(row: Mapping[str, Any], prefix: str = "") -> Attempt | None:
     if row[prefix + "id"] is None:
         return None
-    values = [row[key] for key in _keys(_ATTEMPT_FIELDS, prefix)]
+    values = [row[key] for key in _attempt_keys(prefix)]
     for i, decode in _ATTEMPT_DECODE:
         values[i] = decode(values[i])
     return Attempt(*values)
