@@ -35,6 +35,7 @@ from kernel.ids import now_ms
 from kernel.tls import ServerTls
 from longtasks.service import observed
 from longtasks.service.observed import Committed
+from services.metric_children import Children
 from services.rpc_metrics import RpcMetrics
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class Metrics:
             ["from", "to", "result"],
             registry=self._to(DOOR),
         )
+        self._transition_children = Children(self.transitions)
         self.conflicts = Counter(
             "truerun_run_transition_conflict_total",
             "Compare-and-set misses",
@@ -117,6 +119,7 @@ class Metrics:
         self.events = Counter(
             "truerun_run_event_append_total", "Events appended", ["type"], registry=self._to(DOOR)
         )
+        self._event_children = Children(self.events)
         self.reconciles = Counter(
             "truerun_run_reconcile_total",
             "Reconciler actions",
@@ -243,6 +246,7 @@ class Metrics:
             buckets=FAST_BUCKETS,
             registry=self._to(DOOR),
         )
+        self._transition_latency = Children(self.transition_latency)
         self.ingest_latency = Histogram(
             "truerun_runtime_event_ingest_seconds",
             "How long one batch of runtime events took to apply (one transaction, or event by "
@@ -267,7 +271,7 @@ class Metrics:
 
     def transition_timed(self, command: str, seconds: float) -> None:
         """The door's timing listener: one command's time through it."""
-        self.transition_latency.labels(command).observe(seconds)
+        self._transition_latency(command).observe(seconds)
 
     def ingest_timed(self, seconds: float) -> None:
         self.ingest_latency.observe(seconds)
@@ -278,13 +282,13 @@ class Metrics:
     def committed(self, result: Result) -> None:
         """A hub listener: one call per committed result in this process."""
         for event in result.events:
-            self.events.labels(event.type).inc()
+            self._event_children(event.type).inc()
             if event.type == "attempt.late_callback_ignored":
                 reported = str(event.payload.get("reported_type", "unknown"))
                 self.late_callbacks.labels("runtime", reported).inc()
         if result.events and result.outcome != "ignored":
             to = result.run.status.value
-            self.transitions.labels(result.from_status or "new", to, result.outcome).inc()
+            self._transition_children(result.from_status or "new", to, result.outcome).inc()
 
     def schedule_decision(self, note: Note) -> None:
         self.schedule_decisions.labels(note.type).inc()

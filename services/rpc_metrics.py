@@ -23,6 +23,7 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from kernel import logs
+from services.metric_children import Children
 
 if TYPE_CHECKING:
     _Server = grpc.aio.ServerInterceptor[Any, Any]
@@ -52,10 +53,12 @@ class RpcMetrics:
             buckets=BUCKETS,
             registry=registry,
         )
+        self._handled = Children(self.handled)
+        self._handling = Children(self.handling)
 
     def observe(self, service: str, method: str, code: str, seconds: float) -> None:
-        self.handled.labels(service, method, code).inc()
-        self.handling.labels(service, method).observe(seconds)
+        self._handled(service, method, code).inc()
+        self._handling(service, method).observe(seconds)
 
     def interceptor(self) -> grpc.aio.ServerInterceptor[Any, Any]:
         return _Interceptor(self)

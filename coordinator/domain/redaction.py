@@ -236,6 +236,19 @@ PAYLOAD_KEYS = frozenset(
 _LONG_STRINGS = {"text": 3000, "data": 3000}
 
 
+def _encoded_at_most(cleaned: dict[str, Any]) -> int:
+    """An upper bound of ``json.dumps(cleaned, separators=(",", ":"))``'s length: a string
+    encodes to at most 12 characters each (a surrogate pair of ``\\uXXXX``) plus its quotes,
+    and never to more UTF-8 bytes than that without ensure_ascii; a number to its repr
+    or at most 6 more (json writes ``-Infinity`` for ``-inf``), a key as a string plus a
+    colon and a comma."""
+    total = 2
+    for key, value in cleaned.items():
+        total += 12 * len(key) + 4
+        total += 12 * len(value) + 2 if isinstance(value, str) else len(repr(value)) + 6
+    return total
+
+
 def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
     """Allow-listed keys, scalar values, redacted strings, and a hard size cap."""
     cleaned: dict[str, Any] = {}
@@ -248,6 +261,8 @@ def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
         elif not isinstance(value, bool | int | float):
             continue
         cleaned[key] = value
+    if _encoded_at_most(cleaned) <= MAX_PAYLOAD_BYTES:
+        return cleaned  # the common case: provably under the cap without encoding it
     while len(json.dumps(cleaned, separators=(",", ":"))) > MAX_PAYLOAD_BYTES and cleaned:
         longest = max(cleaned, key=lambda k: len(str(cleaned[k])))
         del cleaned[longest]

@@ -73,7 +73,10 @@ class GroupCommit:
         self._waiting.append(member)
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._drain())
-        return await asyncio.shield(member.answer)
+        # Awaited as is, not shielded: cancelling the caller cancels only this answer, never
+        # the writer's task, and _settle skips an answer nobody waits for (a shield would
+        # cost a future and a turn of the loop on every create).
+        return await member.answer
 
     async def _drain(self) -> None:
         try:

@@ -1,10 +1,16 @@
 """redact's two shortcuts change no answer: an id of truerun's own shape (which skips the
 secret patterns) is left as the full pass would leave it, and a remembered short text is
-still cleaned of a secret registered after it was first seen."""
+still cleaned of a secret registered after it was first seen. clean_payload's shortcut (no
+encoding when a bound proves the payload under the cap) never lets a larger one through."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.domain import redaction
 from coordinator.domain.redaction import REDACTED, redact, register_secret
@@ -34,3 +40,20 @@ def test_a_remembered_text_loses_a_secret_registered_later() -> None:
         assert redact(text) == f"deploy with {REDACTED} please"  # again, remembered or not
     finally:
         redaction._known.discard("hunter2hunter2")  # a process-wide set: leave it as found
+
+
+_VALUES = st.one_of(
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # NaN, Infinity and -Infinity too: json writes them longer than repr
+    st.text(max_size=400),  # any code point: escapes, surrogate pairs, control characters
+)
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.dictionaries(st.text(max_size=20), _VALUES, max_size=8))
+def test_the_size_bound_is_never_below_the_encoded_size(payload: dict[str, Any]) -> None:
+    bound = redaction._encoded_at_most(payload)
+    assert len(json.dumps(payload, separators=(",", ":"))) <= bound
+    # the default separators add a space after each colon and comma
+    assert len(json.dumps(payload, ensure_ascii=False).encode()) <= bound + 2 * len(payload)
