@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from coordinator.store.rows import ATTEMPT_COLUMNS, RUN_COLUMNS
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
@@ -257,6 +258,31 @@ async def test_run_rows_leave_room_for_hot_updates(pg_url: str) -> None:
     assert await on_database(pg_url, fillfactors) == {"runs": "", "attempts": ""}
     await upgrade(pg_url)
     assert (await on_database(pg_url, fillfactors))["runs"] == "fillfactor=70"
+
+
+def row_type_fields(conn: Connection) -> dict[str, list[str]]:
+    """The fields of the row types PostgreSQL made for the run tables, in order (dropped
+    columns are not fields)."""
+    rows = conn.exec_driver_sql(
+        "SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+        "WHERE c.relname IN ('runs', 'attempts') AND c.relkind = 'r' "
+        "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname, a.attnum"
+    ).all()
+    fields: dict[str, list[str]] = {}
+    for table, column in rows:
+        fields.setdefault(str(table), []).append(str(column))
+    return fields
+
+
+async def test_run_row_types_keep_the_column_order_the_group_insert_sends(pg_url: str) -> None:
+    """coordinator/store/postgres/creates.py sends runs and attempts as arrays of the tables'
+    own row types, each row's values in RUN_COLUMNS / ATTEMPT_COLUMNS order: a migration that
+    added a column anywhere but where kernel/db/schema.py has it would shift every field."""
+    await upgrade(pg_url)
+    assert await on_database(pg_url, row_type_fields) == {
+        "attempts": list(ATTEMPT_COLUMNS),
+        "runs": list(RUN_COLUMNS),
+    }
 
 
 # The indexes 0022 made partial, and the column each requires.
