@@ -275,9 +275,10 @@ def row_type_fields(conn: Connection) -> dict[str, list[str]]:
 
 
 async def test_run_row_types_keep_the_column_order_the_group_insert_sends(pg_url: str) -> None:
-    """coordinator/store/postgres/creates.py sends runs and attempts as arrays of the tables'
-    own row types, each row's values in RUN_COLUMNS / ATTEMPT_COLUMNS order: a migration that
-    added a column anywhere but where kernel/db/schema.py has it would shift every field."""
+    """The group insert (coordinator/store/postgres/creates.py) and the event batch update
+    (BATCH_UPDATE in postgres/sql.py) send runs and attempts as arrays of the tables' own row
+    types, each row's values in RUN_COLUMNS / ATTEMPT_COLUMNS order: a migration that added a
+    column anywhere but where kernel/db/schema.py has it would shift every field."""
     await upgrade(pg_url)
     assert await on_database(pg_url, row_type_fields) == {
         "attempts": list(ATTEMPT_COLUMNS),

@@ -14,10 +14,17 @@ from typing import Any
 import asyncpg
 
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
+from coordinator.domain.model import Run
 from coordinator.store.base import Applied, CasMiss
 from coordinator.store.output_sql import output_rows
 from coordinator.store.postgres.sql import BATCH_UPDATE
-from coordinator.store.rows import ATTEMPT_MUTABLE, attempt_values, run_mutable_values
+from coordinator.store.rows import (
+    ATTEMPT_COLUMNS,
+    RUN_COLUMNS,
+    RUN_MUTABLE,
+    attempt_values,
+    run_mutable_values,
+)
 from coordinator.store.sql import events_from_decision, stored_events
 from kernel.records import replace
 
@@ -26,8 +33,24 @@ def batchable(decision: Decision) -> bool:
     return decision.run_write is RunWrite.UPDATE and decision.attempt_write is AttemptWrite.UPDATE
 
 
+# Where a run row's id and RUN_MUTABLE values go among RUN_COLUMNS: an update sends a row of
+# the runs type with only those set (the statement reads nothing else of it).
+_RUN_ID_AT = RUN_COLUMNS.index("id")
+_RUN_MUTABLE_AT = tuple(RUN_COLUMNS.index(c) for c in RUN_MUTABLE)
+
+
+def _run_row(run: Run) -> tuple[Any, ...]:
+    row: list[Any] = [None] * len(RUN_COLUMNS)
+    row[_RUN_ID_AT] = run.id
+    for at, value in zip(_RUN_MUTABLE_AT, run_mutable_values(run), strict=True):
+        row[at] = value
+    return tuple(row)
+
+
 def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str, Any]]]:
-    rows: list[list[Any]] = []
+    run_rows: list[tuple[Any, ...]] = []
+    attempt_rows: list[tuple[Any, ...]] = []
+    checks: list[list[Any]] = [[] for _ in range(5)]
     events: list[list[Any]] = [[] for _ in range(9)]
     arrays: list[dict[str, Any]] = []
     for d in decisions:
@@ -35,13 +58,18 @@ def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str,
         evs = events_from_decision(d)
         arrays.append(evs)
         attempt_row = attempt_values(d.attempt)
-        rows.append(
-            [d.run.id, d.expected_version, evs["n_events"]]
-            + run_mutable_values(d.run)
-            + [d.attempt.id, d.attempt_expected_status.value, d.attempt_expected_seq]
-            + [d.lease_written]
-            + [attempt_row[c] for c in ATTEMPT_MUTABLE]
-        )
+        run_rows.append(_run_row(d.run))
+        attempt_rows.append(tuple([attempt_row[c] for c in ATTEMPT_COLUMNS]))
+        for column, value in enumerate(
+            [
+                d.expected_version,
+                evs["n_events"],
+                d.attempt_expected_status.value,
+                d.attempt_expected_seq,
+                d.lease_written,
+            ]
+        ):
+            checks[column].append(value)
         for i in range(evs["n_events"]):
             for column, value in enumerate(
                 [
@@ -57,10 +85,9 @@ def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str,
                 ]
             ):
                 events[column].append(value)
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else []
     pieces = [row for d in decisions for row in output_rows(d.output, d.run.updated_at_ms)]
     output = [list(column) for column in zip(*pieces, strict=True)] if pieces else [[]] * 5
-    return columns + events + output, arrays
+    return [run_rows, attempt_rows, *checks, *events, *output], arrays
 
 
 async def apply_batch(conn: asyncpg.Connection, decisions: Sequence[Decision]) -> list[Applied]:

@@ -24,7 +24,6 @@ from coordinator.store.rows import (
     attempt_set_clause,
 )
 from coordinator.store.sql import EVENT_TX_ID, Placeholders, queue_position_sql, scan_sql
-from kernel.db.schema import attempts, runs
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 _ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
@@ -325,20 +324,23 @@ def pg_type(column: Any) -> str:
 
 
 def _build_batch() -> str:
-    n = 0
+    # $1 runs[] (id and RUN_MUTABLE set, the rest NULL), $2 attempts[] (every column): rows
+    # of the tables' own types, which asyncpg encodes as records (see postgres/creates.py);
+    # then the compare-and-set values and the events and output pieces, a column array each.
+    n = 2
 
     def param(kind: str) -> str:
         nonlocal n
         n += 1
         return f"${n}::{kind}[]"
 
-    fields = [("run_id", "text"), ("expected_version", "bigint"), ("n_events", "bigint")]
-    fields += [(f"r_{c}", pg_type(runs.c[c])) for c in RUN_MUTABLE]
-    fields += [("a_id", "text"), ("a_expected_status", "text"), ("a_expected_seq", "bigint")]
-    fields += [("a_lease_written", "boolean")]
-    fields += [(f"a_{c}", pg_type(attempts.c[c])) for c in ATTEMPT_MUTABLE]
-    unnest = ", ".join(param(kind) for _, kind in fields)
-    names = ", ".join(name for name, _ in fields)
+    checks = [("expected_version", "bigint"), ("n_events", "bigint")]
+    checks += [("a_expected_status", "text"), ("a_expected_seq", "bigint")]
+    checks += [("a_lease_written", "boolean")]
+    unnest = ", ".join(["$1::runs[]", "$2::attempts[]"] + [param(kind) for _, kind in checks])
+    # unnest expands each row into its fields, named here in the tables' column order
+    names = [f"r_{c}" for c in RUN_COLUMNS] + [f"a_{c}" for c in ATTEMPT_COLUMNS]
+    names += [name for name, _ in checks]
     run_sets = ", ".join(f"{c} = v.r_{c}" for c in RUN_MUTABLE)
     attempt_sets = ", ".join(
         f"{c} = CASE WHEN v.a_lease_written THEN v.a_{c} ELSE attempts.{c} END"
@@ -352,14 +354,14 @@ def _build_batch() -> str:
     event_unnest = ", ".join(param(kind) for kind in event_kinds)
     output_unnest = ", ".join(param(kind) for kind in ("text", "bigint", "text", "text", "bigint"))
     return f"""
-WITH v AS (SELECT * FROM unnest({unnest}) AS v({names})),
+WITH v AS (SELECT * FROM unnest({unnest}) AS v({", ".join(names)})),
 r AS (
     UPDATE runs SET {run_sets}, event_sequence = runs.event_sequence + v.n_events
-    FROM v WHERE runs.id = v.run_id AND runs.version = v.expected_version
+    FROM v WHERE runs.id = v.r_id AND runs.version = v.expected_version
     RETURNING runs.id, runs.event_sequence, v.n_events, runs.project_id),
 a AS (
     UPDATE attempts SET {attempt_sets}
-    FROM v JOIN r ON r.id = v.run_id
+    FROM v JOIN r ON r.id = v.r_id
     WHERE attempts.id = v.a_id AND attempts.status = v.a_expected_status
       AND attempts.last_event_seq = v.a_expected_seq
     RETURNING attempts.id),
@@ -378,8 +380,8 @@ o AS (
     SELECT o.* FROM unnest({output_unnest}) AS o({", ".join(OUTPUT_COLUMNS)})
     JOIN a ON a.id = o.attempt_id)
 SELECT r.id, r.event_sequence,
-       1 / (CASE WHEN (SELECT count(*) FROM r) = cardinality($1::text[])
-                  AND (SELECT count(*) FROM a) = cardinality($1::text[]) THEN 1 ELSE 0 END)
+       1 / (CASE WHEN (SELECT count(*) FROM r) = cardinality($1::runs[])
+                  AND (SELECT count(*) FROM a) = cardinality($1::runs[]) THEN 1 ELSE 0 END)
            AS all_or_nothing
 FROM r"""
 
