@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -20,15 +21,27 @@ from kernel.observation import Observation, Route
 E = TypeVar("E", bound=StrEnum)
 
 
+@functools.cache
+def _numbers(enum: type[StrEnum], prefix: str) -> dict[StrEnum, int]:
+    """An enum's members and their proto numbers (found once: every response converts
+    several, and the name lookup per call was a visible share of a create)."""
+    return {member: int(getattr(common_pb2, f"{prefix}_{member.value.upper()}")) for member in enum}
+
+
+@functools.cache
+def _members(enum: type[StrEnum], prefix: str) -> dict[int, StrEnum]:
+    return {number: member for member, number in _numbers(enum, prefix).items()}
+
+
 def enum_to_proto(value: StrEnum, prefix: str) -> int:
-    return int(getattr(common_pb2, f"{prefix}_{value.value.upper()}"))
+    return _numbers(type(value), prefix)[value]
 
 
 def enum_from_proto(enum: type[E], prefix: str, number: int) -> E | None:
     """None for UNSPECIFIED; ValueError for a number this server does not know."""
-    for member in enum:
-        if getattr(common_pb2, f"{prefix}_{member.value.upper()}") == number:
-            return member
+    member = _members(enum, prefix).get(number)
+    if member is not None:
+        return member  # type: ignore[return-value]  # _members(enum) holds enum's members
     if number == 0:
         return None
     raise ValueError(f"unknown {prefix.lower()} value {number}")

@@ -34,6 +34,9 @@ Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_CREATE_RUNS = 500
 
 
+_CONFLICT_POLICIES = frozenset(common_pb2.ConflictPolicy.values())
+
+
 def caller_actor() -> Actor:
     """The caller, from its token: never from the request (a request's ``actor`` field is
     ignored). A token configured with a name is a person; otherwise an API app."""
@@ -129,7 +132,7 @@ class RunCreates:
             )
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
-        if request.conflict_policy not in common_pb2.ConflictPolicy.values():
+        if request.conflict_policy not in _CONFLICT_POLICIES:
             raise InvalidArgument(f"unknown conflict_policy {request.conflict_policy}")
         if request.spec.ByteSize() > validation.MAX_SPEC_BYTES:
             raise InvalidArgument(f"spec is larger than {validation.MAX_SPEC_BYTES} bytes")
