@@ -62,6 +62,12 @@ class PostgresWriter:
     async def apply(
         self, decision: Decision, dedupe_key: str | None, request: RequestRecord | None
     ) -> Applied:
+        if dedupe_key is None and groupable(decision):
+            # a lone create: the group statement for a group of one, whose rows asyncpg
+            # encodes cheaper than this path's scalars, and which writes the AIP-155 record
+            # in the same statement instead of a transaction of two
+            (applied,) = await self.apply_creates([(decision, request)])
+            return applied
         async with self._pool.acquire() as conn:
             if request is None:
                 return await _apply_on(conn, decision, dedupe_key)
