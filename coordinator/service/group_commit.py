@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 from coordinator.domain.decide import Decision
 from coordinator.store.base import (
@@ -38,13 +37,15 @@ WriteOne = Callable[[Decision, RequestRecord | None], Awaitable[Applied]]
 WriteMany = Callable[[Sequence[tuple[Decision, RequestRecord | None]]], Awaitable[list[Applied]]]
 
 
-@dataclass(slots=True)
 class _Member:
-    decision: Decision
-    request: RequestRecord | None
-    answer: asyncio.Future[Applied] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    """One create waiting for its group's write, and the future its answer goes to."""
+
+    __slots__ = ("answer", "decision", "request")
+
+    def __init__(self, decision: Decision, request: RequestRecord | None) -> None:
+        self.decision = decision
+        self.request = request
+        self.answer: asyncio.Future[Applied] = asyncio.get_running_loop().create_future()
 
 
 class GroupCommit:
