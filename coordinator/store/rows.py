@@ -171,47 +171,33 @@ _ATTEMPT_DECODE = tuple(
 )
 
 
-def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
-    def v(name: str) -> Any:
-        return row[prefix + name]
+#: The run's fields in the order Run takes them, and how each stored value becomes its own.
+_RUN_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Run))
+assert set(_RUN_FIELDS) == set(RUN_COLUMNS), "a Run field without its column"
+_RUN_DECODED: dict[str, Callable[[Any], Any]] = {
+    "scope_policy": _SCOPE_POLICY.__getitem__,
+    "status": _RUN_STATUS.__getitem__,
+    "idempotent": bool,  # SQLite: 0/1
+    "run_now": bool,
+    "required_labels": lambda text: tuple(json.loads(text)),
+    "spec": json.loads,
+}
+_RUN_DECODE = tuple(
+    (i, _RUN_DECODED[name]) for i, name in enumerate(_RUN_FIELDS) if name in _RUN_DECODED
+)
 
-    return Run(
-        id=v("id"),
-        project_id=v("project_id"),
-        owner_id=v("owner_id"),
-        task_id=v("task_id"),
-        task_revision=v("task_revision"),
-        agent_id=v("agent_id"),
-        execution_scope=v("execution_scope"),
-        scope_policy=_SCOPE_POLICY[v("scope_policy")],
-        trigger_type=v("trigger_type"),
-        trigger_id=v("trigger_id"),
-        idempotency_key=v("idempotency_key"),
-        retry_of_run_id=v("retry_of_run_id"),
-        priority=v("priority"),
-        max_attempts=v("max_attempts"),
-        idempotent=bool(v("idempotent")),
-        run_now=bool(v("run_now")),
-        pinned_runtime_instance_id=v("pinned_runtime_instance_id"),
-        required_labels=tuple(json.loads(v("required_labels"))),
-        spec=json.loads(v("spec")),
-        status=_RUN_STATUS[v("status")],
-        version=v("version"),
-        event_sequence=v("event_sequence"),
-        current_attempt_id=v("current_attempt_id"),
-        attempt_count=v("attempt_count"),
-        created_by=v("created_by"),
-        created_at_ms=v("created_at_ms"),
-        updated_at_ms=v("updated_at_ms"),
-        queued_at_ms=v("queued_at_ms"),
-        started_at_ms=v("started_at_ms"),
-        finished_at_ms=v("finished_at_ms"),
-        cancel_requested_at_ms=v("cancel_requested_at_ms"),
-        cancel_reason=v("cancel_reason"),
-        error_code=v("error_code"),
-        error_summary=v("error_summary"),
-        recovery_count=v("recovery_count"),
-    )
+
+@functools.cache
+def _run_keys(prefix: str) -> tuple[str, ...]:
+    """The run's fields as a row with ``prefix`` names them (made once per prefix)."""
+    return tuple(prefix + name for name in _RUN_FIELDS)
+
+
+def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
+    values = [row[key] for key in _run_keys(prefix)]
+    for i, decode in _RUN_DECODE:
+        values[i] = decode(values[i])
+    return Run(*values)
 
 
 def attempt_from_row(row: Mapping[str, Any], prefix: str = "") -> Attempt | None:
