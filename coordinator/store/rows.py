@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.model import Actor, Attempt, Run, RunEvent
@@ -19,6 +18,8 @@ from coordinator.domain.states import (
     SyncState,
 )
 from kernel.db.schema import attempts, run_events, runs
+
+R = TypeVar("R", Run, Attempt)
 
 RUN_COLUMNS: tuple[str, ...] = tuple(c.name for c in runs.columns)
 ATTEMPT_COLUMNS: tuple[str, ...] = tuple(c.name for c in attempts.columns)
@@ -144,10 +145,29 @@ def attempt_values(attempt: Attempt) -> dict[str, Any]:
     return values
 
 
-@functools.cache
-def _attempt_keys(prefix: str) -> tuple[str, ...]:
-    """The attempt's fields as a row with ``prefix`` names them (made once per prefix)."""
-    return tuple(prefix + name for name in _ATTEMPT_FIELDS)
+class _RowDecoder(Generic[R]):
+    """Builds a record from a row in one positional call: the record's fields in the order
+    its class takes them, read by their column names (after a prefix, names made once per
+    prefix), the few listed in ``decoded`` turned from their stored form."""
+
+    def __init__(
+        self, record: type[R], columns: tuple[str, ...], decoded: dict[str, Callable[[Any], Any]]
+    ) -> None:
+        names = tuple(f.name for f in fields(record))
+        assert set(names) == set(columns), f"a {record.__name__} field without its column"
+        self._record: type[R] = record
+        self._names = names
+        self._decode = tuple((i, decoded[n]) for i, n in enumerate(names) if n in decoded)
+        self._keys: dict[str, tuple[str, ...]] = {}
+
+    def __call__(self, row: Mapping[str, Any], prefix: str) -> R:
+        keys = self._keys.get(prefix)
+        if keys is None:
+            keys = self._keys[prefix] = tuple(prefix + name for name in self._names)
+        values = [row[key] for key in keys]
+        for i, decode in self._decode:
+            values[i] = decode(values[i])
+        return self._record(*values)
 
 
 # Enum members by stored value: a dict lookup, not the enum's own call (a run's path decodes
@@ -157,56 +177,38 @@ _RUN_STATUS = {member.value: member for member in RunStatus}
 _ATTEMPT_STATUS = {member.value: member for member in AttemptStatus}
 _OBSERVED = {member.value: member for member in ObservedState}
 _SYNC = {member.value: member for member in SyncState}
-#: The attempt's fields in the order Attempt takes them (its columns, named as its fields).
-_ATTEMPT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Attempt))
-assert set(_ATTEMPT_FIELDS) == set(ATTEMPT_COLUMNS), "an Attempt field without its column"
-_DECODED: dict[str, Callable[[Any], Any]] = {
-    "status": _ATTEMPT_STATUS.__getitem__,
-    "observed_state": _OBSERVED.__getitem__,
-    "sync_state": _SYNC.__getitem__,
-    "output_truncated": bool,  # SQLite: 0/1
-}
-_ATTEMPT_DECODE = tuple(
-    (i, _DECODED[name]) for i, name in enumerate(_ATTEMPT_FIELDS) if name in _DECODED
+_RUNS = _RowDecoder(
+    Run,
+    RUN_COLUMNS,
+    {
+        "scope_policy": _SCOPE_POLICY.__getitem__,
+        "status": _RUN_STATUS.__getitem__,
+        "idempotent": bool,  # SQLite: 0/1
+        "run_now": bool,
+        "required_labels": lambda text: tuple(json.loads(text)),
+        "spec": json.loads,
+    },
 )
-
-
-#: The run's fields in the order Run takes them, and how each stored value becomes its own.
-_RUN_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Run))
-assert set(_RUN_FIELDS) == set(RUN_COLUMNS), "a Run field without its column"
-_RUN_DECODED: dict[str, Callable[[Any], Any]] = {
-    "scope_policy": _SCOPE_POLICY.__getitem__,
-    "status": _RUN_STATUS.__getitem__,
-    "idempotent": bool,  # SQLite: 0/1
-    "run_now": bool,
-    "required_labels": lambda text: tuple(json.loads(text)),
-    "spec": json.loads,
-}
-_RUN_DECODE = tuple(
-    (i, _RUN_DECODED[name]) for i, name in enumerate(_RUN_FIELDS) if name in _RUN_DECODED
+_ATTEMPTS = _RowDecoder(
+    Attempt,
+    ATTEMPT_COLUMNS,
+    {
+        "status": _ATTEMPT_STATUS.__getitem__,
+        "observed_state": _OBSERVED.__getitem__,
+        "sync_state": _SYNC.__getitem__,
+        "output_truncated": bool,  # SQLite: 0/1
+    },
 )
-
-
-@functools.cache
-def _run_keys(prefix: str) -> tuple[str, ...]:
-    """The run's fields as a row with ``prefix`` names them (made once per prefix)."""
-    return tuple(prefix + name for name in _RUN_FIELDS)
 
 
 def run_from_row(row: Mapping[str, Any], prefix: str = "") -> Run:
-    values = [row[key] for key in _run_keys(prefix)]
-    for i, decode in _RUN_DECODE:
-        values[i] = decode(values[i])
-    return Run(*values)
+    return _RUNS(row, prefix)
 
 
 def attempt_from_row(row: Mapping[str, Any], prefix: str = "") -> Attempt | None:
     if row[prefix + "id"] is None:
         return None
-    values = [row[key] for key in _attempt_keys(prefix)]
-    for i, decode in _ATTEMPT_DECODE:
-        values[i] = decode(values[i])
-    return Attempt(*values)
+    return _ATTEMPTS(row, prefix)
 
 
 def event_from_row(row: Mapping[str, Any]) -> RunEvent:
