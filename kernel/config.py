@@ -65,7 +65,7 @@ class Settings:
         "attempt's sync turns stale (shown unknown, capacity held, inspected)",
     )
     claim_gather_ms: int = setting(
-        20,
+        40,
         "after a claim round that took some runs but not a full round, how long the "
         "dispatcher waits before the next, so runs created meanwhile go out in one round "
         "(a third fewer statements per run under load); a run created while the "

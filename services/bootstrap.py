@@ -111,7 +111,7 @@ def runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
     max_recoveries: int = 5,
-    claim_gather_ms: int = 20,
+    claim_gather_ms: int = 40,
 ) -> Runtimes:
     """The runtime side over the capacity service of this process (`truerun dev`)."""
     return remote_runtimes(
@@ -136,7 +136,7 @@ def remote_runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
     max_recoveries: int = 5,
-    claim_gather_ms: int = 20,
+    claim_gather_ms: int = 40,
 ) -> Runtimes:
     """The runtime side over any capacity port (`truerun coordinator`: the gRPC client)."""
     sessions = Sessions()

@@ -35,7 +35,7 @@ from kernel.telemetry import span
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 1.0
-CLAIMS_PER_ROUND = 32  # a round claims at most the observed free slots anyway
+CLAIMS_PER_ROUND = 64  # a round claims at most the observed free slots anyway
 CANCEL_RESEND_FIRST_S = 1.0  # an unconfirmed Cancel goes again after 1 s, 2 s, 4 s, ...
 # An unanswered Inspect (or one whose answer proved nothing) goes again after 5 s, 10 s, ...:
 # the runtime may take a moment to answer (a command that just ended).
@@ -63,7 +63,7 @@ class Dispatcher:
         lease_ttl_ms: int = 30_000,
         cancel_grace_ms: int = 5_000,
         max_recoveries: int = 5,
-        claim_gather_ms: int = 20,
+        claim_gather_ms: int = 40,
     ) -> None:
         self._transitions = transitions
         #: After a round that claimed some runs but not a full round: wait this long before
