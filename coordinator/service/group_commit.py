@@ -1,9 +1,11 @@
 """Group commit of plain creates: concurrent CreateRun calls share one store write.
 
-The first create that finds no write in flight is written at once (a lone call waits for
-nothing: no timer, no collection window). Creates that arrive while a write is in flight
-queue up and go together, up to ``limit`` of them, as soon as that write finishes, so the
-window is the previous write's duration. A write of one create is exactly today's single
+The first create that finds no write in flight is written after one turn of the event loop
+(no timer: creates whose calls the loop is already handling join it; a lone call on an idle
+server waits microseconds). Creates that arrive while a write is in flight queue up and go
+together, up to ``limit`` of them, as soon as that write finishes and the loop has turned
+once more, so the window is the previous write's duration (issue #16: groups of 2.3 -> 2.6
+creates at 8 producers). A write of one create is exactly today's single
 write; a write of several is one transaction (one multi-row statement on PostgreSQL). When a
 member of a group collides (an idempotency key or an AIP-155 request id another transaction
 or another member holds; on PostgreSQL also a deadlock with another writer), nothing of the
@@ -82,6 +84,8 @@ class GroupCommit:
     async def _drain(self) -> None:
         try:
             while self._waiting:
+                if len(self._waiting) < self._limit:
+                    await asyncio.sleep(0)  # one turn: creates the loop is handling join
                 count = min(self._limit, len(self._waiting))
                 group = [self._waiting.popleft() for _ in range(count)]
                 await self._write_group(group)
