@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import threading
@@ -64,6 +65,19 @@ def new_token(kind: str = "cb") -> str:
     Its prefix (``trtcb_...``) makes every token truerun issued recognisable, so the
     redactor removes it from anything stored or logged (coordinator/domain/redaction.py)."""
     return f"trt{kind}_{secrets.token_urlsafe(24)}"
+
+
+_TOKEN_BYTES = 24  # secrets.token_urlsafe(24): 32 characters, no padding
+
+
+def new_tokens(count: int, kind: str = "cb") -> list[str]:
+    """``count`` tokens as ``new_token`` makes them, from one read of the OS's randomness (a
+    claim round makes one per attempt it may claim, most of them never used)."""
+    raw = os.urandom(_TOKEN_BYTES * count)
+    return [
+        f"trt{kind}_{base64.urlsafe_b64encode(raw[i : i + _TOKEN_BYTES]).decode()}"
+        for i in range(0, len(raw), _TOKEN_BYTES)
+    ]
 
 
 def now_ms() -> int:

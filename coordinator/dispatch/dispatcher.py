@@ -29,7 +29,7 @@ from coordinator.domain.states import ActorType, SyncState
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
 from kernel.errors import DomainError
-from kernel.ids import new_token
+from kernel.ids import new_token, new_tokens
 from kernel.telemetry import span
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class Dispatcher:
         """One claim round: every attempt it claims is fenced in the claim's own commit with
         a callback token made here (only its hash leaves this process), so a Start goes out
         only after its fence is durable and none needs a write of its own."""
-        tokens = {token_hash(t): t for t in (new_token() for _ in range(CLAIMS_PER_ROUND))}
+        tokens = {token_hash(t): t for t in new_tokens(CLAIMS_PER_ROUND)}
         outcome = await self._claims.claim(
             session.owner_id,
             session.runtime_instance_id,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import string
 import uuid
 
-from kernel.ids import uuid7
+from kernel.ids import new_token, new_tokens, uuid7
 
 
 def test_uuid7_is_the_canonical_text_of_a_version_7_uuid_in_order() -> None:
@@ -33,3 +34,17 @@ def test_a_forked_child_never_reuses_its_parents_random_bits() -> None:
     os.waitpid(pid, 0)
     assert len(theirs) == 20
     assert {t[19:] for t in theirs}.isdisjoint(t[19:] for t in mine)  # the random tails
+
+
+def test_new_tokens_are_new_tokens_drawn_together() -> None:
+    """A claim round's tokens come from one read of the OS's randomness (kernel/ids.py):
+    each is shaped as ``new_token`` makes it (the redactor and the hash depend on that) and
+    all are distinct."""
+    single = new_token()
+    batch = new_tokens(64)
+    assert len(batch) == 64 and len(set(batch)) == 64
+    for token in [*batch, single]:
+        kind, _, body = token.partition("_")
+        assert kind == "trtcb" and len(body) == 32
+        assert set(body) <= set(string.ascii_letters + string.digits + "-_")
+    assert new_tokens(3, "ls")[0].startswith("trtls_") and new_tokens(0) == []
