@@ -36,9 +36,15 @@ def _random_bytes(n: int) -> bytes:
     return _random[_random_at - n : _random_at]
 
 
+# The variant nibble of a UUIDv7 ("10" then two random bits), from a random hex digit.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+_prefix_ms = -1
+_prefix = ""  # the text of the id's first 13 digits (48-bit milliseconds, version 7)
+
+
 def uuid7() -> str:
     """A UUIDv7 (RFC 9562); ids made in one process in the same millisecond stay ordered."""
-    global _last_ms, _counter
+    global _last_ms, _counter, _prefix_ms, _prefix
     with _lock:
         now_ms = time.time_ns() // 1_000_000
         if now_ms > _last_ms:
@@ -47,17 +53,14 @@ def uuid7() -> str:
             _counter += 1
             if _counter > 0xFFF:  # counter exhausted: borrow the next millisecond
                 _last_ms, _counter = _last_ms + 1, 0
-        ms, counter = _last_ms, _counter
-        tail = int.from_bytes(_random_bytes(8), "big")
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= counter << 64
-    value |= 0b10 << 62
-    value |= tail & ((1 << 62) - 1)
-    # str(uuid.UUID(int=value)) spelled out: a run makes about a dozen ids, and the UUID
-    # object (its checks, then its own formatting) cost twice this (issue #16).
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        if _last_ms != _prefix_ms:
+            h = f"{_last_ms & ((1 << 48) - 1):012x}"
+            _prefix, _prefix_ms = f"{h[:8]}-{h[8:]}-7", _last_ms
+        prefix, counter = _prefix, _counter
+        tail = _random_bytes(8).hex()
+    # The canonical text spelled out from pieces (the millisecond's text made once): a run
+    # makes about a dozen ids, and a UUID object cost five times this (issue #16).
+    return f"{prefix}{counter:03x}-{_VARIANT[tail[0]]}{tail[1:4]}-{tail[4:]}"
 
 
 def new_token(kind: str = "cb") -> str:
