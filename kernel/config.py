@@ -66,10 +66,11 @@ class Settings:
     )
     claim_gather_ms: int = setting(
         40,
-        "after a claim round that took some runs but not a full round, how long the "
-        "dispatcher waits before the next, so runs created meanwhile go out in one round "
-        "(a third fewer statements per run under load); a run created while the "
-        "dispatcher is idle is claimed at once (0 = never wait)",
+        "after a claim round that took some runs, not a full round, and ran the queue dry, "
+        "how long the dispatcher waits before the next, so runs created meanwhile go out in "
+        "one round (fewer statements per run under load); a run created while the "
+        "dispatcher is idle is claimed at once, and a round held back by the runtime's "
+        "capacity waits for an attempt to end instead (0 = never wait)",
     )
     lease_ttl_ms: int = setting(
         30_000,

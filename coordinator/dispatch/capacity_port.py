@@ -31,6 +31,11 @@ class ClaimedStart:
     callback_token_hash: str = ""
 
 
+#: ``ClaimAnswer.blocked`` of a round the queue ran dry in (capacity.service.claims.Blocked
+#: NOTHING_ELIGIBLE): the dispatcher gathers before the next round only then.
+QUEUE_DRAINED = "nothing_eligible"
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimAnswer:
     claimed: tuple[ClaimedStart, ...]

@@ -17,7 +17,7 @@ import logging
 import grpc
 from truerun.v1 import runtime_service_pb2 as pb
 
-from coordinator.dispatch.capacity_port import ClaimedStart, Claims
+from coordinator.dispatch.capacity_port import QUEUE_DRAINED, ClaimedStart, Claims
 from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
 from coordinator.dispatch.start_round import StartRound, start_message
@@ -80,7 +80,7 @@ class Dispatcher:
         self.lease_ttl_ms = lease_ttl_ms
         self._cancel_grace_ms = cancel_grace_ms
         self._starts: set[asyncio.Task[None]] = set()
-        self._claiming: set[asyncio.Task[int]] = set()
+        self._claiming: set[asyncio.Task[tuple[int, bool]]] = set()
         self.draining = False
 
     # -- the loop per connected runtime -------------------------------------------------------
@@ -104,36 +104,38 @@ class Dispatcher:
             session.wake.clear()
             claim = asyncio.ensure_future(self._claim(session, actor))
             self._claiming.add(claim)
+            claimed, drained = 0, False
             try:
-                claimed = await claim
+                claimed, drained = await claim
             except DomainError as error:
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error)
-                claimed = 0
             except grpc.aio.AioRpcError as error:  # the capacity service is away: wait, retry
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error.code())
-                claimed = 0
             except Exception:  # a database or Redis failure: log it and retry, never stop
                 # claiming for this runtime (the loop would end silently; nothing restarts it
                 # until the stream does: tests/faults/test_dependency_outages.py)
                 log.exception("claim for %s failed", session.runtime_instance_id)
-                claimed = 0
             finally:
                 self._claiming.discard(claim)
-            if claimed == 0:
+            if claimed and drained and claimed < CLAIMS_PER_ROUND and self._gather_s > 0:
+                # The queue ran dry: a round's statements cost per round, not per run, so
+                # let the runs created meanwhile gather (bench/README.md, 2026-12-05 and
+                # 2026-12-06). An idle dispatcher claims at once.
+                await asyncio.sleep(self._gather_s)
+            elif claimed < CLAIMS_PER_ROUND:
+                # Nothing claimed, or held back by capacity (device full, an agent at R, a
+                # scope busy): gathering would only delay the next run; the end of an
+                # attempt or a new run wakes the loop.
                 try:
                     await asyncio.wait_for(session.wake.wait(), IDLE_POLL_SECONDS)
                 except TimeoutError:
                     pass
-            elif claimed < CLAIMS_PER_ROUND and self._gather_s > 0:
-                # A round's statements cost per round, not per run: under load, rounds of a
-                # few runs back to back cost a third more statements per run than gathered
-                # ones (bench/README.md, 2026-12-05). An idle dispatcher claims at once.
-                await asyncio.sleep(self._gather_s)
 
-    async def _claim(self, session: Session, actor: Actor) -> int:
+    async def _claim(self, session: Session, actor: Actor) -> tuple[int, bool]:
         """One claim round: every attempt it claims is fenced in the claim's own commit with
         a callback token made here (only its hash leaves this process), so a Start goes out
-        only after its fence is durable and none needs a write of its own."""
+        only after its fence is durable and none needs a write of its own. Returns how many
+        it claimed and whether the queue ran dry (rather than the runtime's capacity)."""
         tokens = {token_hash(t): t for t in new_tokens(CLAIMS_PER_ROUND)}
         outcome = await self._claims.claim(
             session.owner_id,
@@ -150,7 +152,7 @@ class Dispatcher:
             task = asyncio.create_task(self._start(session, item, actor, token, round_))
             self._starts.add(task)
             task.add_done_callback(self._starts.discard)
-        return len(outcome.claimed)
+        return len(outcome.claimed), outcome.blocked == QUEUE_DRAINED
 
     async def _start(
         self, session: Session, item: ClaimedStart, actor: Actor, token: str, round_: StartRound
