@@ -59,7 +59,7 @@ def uuid7() -> str:
         prefix, counter = _prefix, _counter
         tail = _random_bytes(8).hex()
     # The canonical text spelled out from pieces (the millisecond's text made once): a run
-    # makes about a dozen ids, and a UUID object cost five times this (issue #16).
+    # makes about a dozen ids, and a UUID object costs about twice this (issue #16).
     return f"{prefix}{counter:03x}-{_VARIANT[tail[0]]}{tail[1:4]}-{tail[4:]}"
 
 

@@ -66,8 +66,9 @@ class Dispatcher:
         claim_gather_ms: int = 40,
     ) -> None:
         self._transitions = transitions
-        #: After a round that claimed some runs but not a full round: wait this long before
-        #: the next, so the runs created meanwhile go out together (TRUERUN_CLAIM_GATHER_MS).
+        #: After a round that claimed some runs, not a full round, and ran the queue dry: wait
+        #: this long before the next, so the runs created meanwhile go out together
+        #: (TRUERUN_CLAIM_GATHER_MS).
         self._gather_s = max(0, claim_gather_ms) / 1000
         #: How often one run may be recovered (a lost attempt retried by policy) before the
         #: next recovery dead-letters it (0: no limit); the reconciler's limit, the same count.
