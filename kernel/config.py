@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 CONFIG_FILE_ENV = "TRUERUN_CONFIG_FILE"
+#: TRUERUN_CLAIM_GATHER_MS's default, also the dispatcher's (issue #16: 20 -> 40 ms).
+CLAIM_GATHER_MS = 40
 
 T = TypeVar("T")
 
@@ -65,7 +67,7 @@ class Settings:
         "attempt's sync turns stale (shown unknown, capacity held, inspected)",
     )
     claim_gather_ms: int = setting(
-        40,
+        CLAIM_GATHER_MS,
         "after a claim round that took some runs, not a full round, and ran the queue dry, "
         "how long the dispatcher waits before the next, so runs created meanwhile go out in "
         "one round (fewer statements per run under load); a run created while the "

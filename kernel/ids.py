@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-import secrets
 import threading
 import time
 
@@ -63,14 +62,14 @@ def uuid7() -> str:
     return f"{prefix}{counter:03x}-{_VARIANT[tail[0]]}{tail[1:4]}-{tail[4:]}"
 
 
+_TOKEN_BYTES = 24  # as secrets.token_urlsafe(24): 32 URL-safe characters, no padding
+
+
 def new_token(kind: str = "cb") -> str:
     """An unpredictable token: ``cb`` callback, ``rt`` runtime, ``api`` API, ``ls`` lease.
     Its prefix (``trtcb_...``) makes every token truerun issued recognisable, so the
     redactor removes it from anything stored or logged (coordinator/domain/redaction.py)."""
-    return f"trt{kind}_{secrets.token_urlsafe(24)}"
-
-
-_TOKEN_BYTES = 24  # secrets.token_urlsafe(24): 32 characters, no padding
+    return new_tokens(1, kind)[0]
 
 
 def new_tokens(count: int, kind: str = "cb") -> list[str]:

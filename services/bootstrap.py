@@ -31,7 +31,7 @@ from coordinator.service.transitions import Transitions
 from coordinator.store.base import RunStore
 from coordinator.store.postgres import PostgresStore
 from coordinator.store.sqlite import SqliteStore
-from kernel.config import Settings
+from kernel.config import CLAIM_GATHER_MS, Settings
 from kernel.ids import now_ms
 from longtasks.service.door import LongTaskDoor
 from longtasks.service.evidence_reader import EvidenceReader
@@ -111,7 +111,7 @@ def runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
     max_recoveries: int = 5,
-    claim_gather_ms: int = 40,
+    claim_gather_ms: int = CLAIM_GATHER_MS,
 ) -> Runtimes:
     """The runtime side over the capacity service of this process (`truerun dev`)."""
     return remote_runtimes(
@@ -136,7 +136,7 @@ def remote_runtimes(
     cancel_grace_ms: int = 5_000,
     lease_ttl_ms: int = 30_000,
     max_recoveries: int = 5,
-    claim_gather_ms: int = 40,
+    claim_gather_ms: int = CLAIM_GATHER_MS,
 ) -> Runtimes:
     """The runtime side over any capacity port (`truerun coordinator`: the gRPC client)."""
     sessions = Sessions()

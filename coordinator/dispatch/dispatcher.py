@@ -28,6 +28,7 @@ from coordinator.domain.staleness import START_UNANSWERED, start_unanswered
 from coordinator.domain.states import ActorType, SyncState
 from coordinator.service.run_traces import run_trace_parent
 from coordinator.service.transitions import Result, Transitions
+from kernel.config import CLAIM_GATHER_MS
 from kernel.errors import DomainError
 from kernel.ids import new_token, new_tokens
 from kernel.telemetry import span
@@ -63,7 +64,7 @@ class Dispatcher:
         lease_ttl_ms: int = 30_000,
         cancel_grace_ms: int = 5_000,
         max_recoveries: int = 5,
-        claim_gather_ms: int = 40,
+        claim_gather_ms: int = CLAIM_GATHER_MS,
     ) -> None:
         self._transitions = transitions
         #: After a round that claimed some runs, not a full round, and ran the queue dry: wait
@@ -118,7 +119,7 @@ class Dispatcher:
                 log.exception("claim for %s failed", session.runtime_instance_id)
             finally:
                 self._claiming.discard(claim)
-            if claimed and drained and claimed < CLAIMS_PER_ROUND and self._gather_s > 0:
+            if claimed and drained and self._gather_s > 0:  # drained: never a full round
                 # The queue ran dry: a round's statements cost per round, not per run, so
                 # let the runs created meanwhile gather (bench/README.md, 2026-12-05 and
                 # 2026-12-06). An idle dispatcher claims at once.

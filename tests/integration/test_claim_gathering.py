@@ -14,10 +14,15 @@ from truerun.v1 import runtime_service_pb2 as pb
 
 from capacity.service.claims import Blocked
 from coordinator.dispatch.capacity_port import QUEUE_DRAINED
-from tests.support.runtime_stack import runtime_stack
+from tests.support.runtime_stack import Stack, runtime_stack
 from tests.support.scripted_runtime import ScriptedRuntime
 
 GATHER_MS = 2_000
+
+
+async def _create(stack: Stack, task: str) -> str:
+    request = rs.CreateRunRequest(project_id="p", owner_id="alice", task_id=task)
+    return str((await stack.runs.CreateRun(request)).run.id)
 
 
 async def test_an_idle_dispatcher_claims_at_once_and_a_busy_one_gathers(
@@ -29,19 +34,15 @@ async def test_an_idle_dispatcher_claims_at_once_and_a_busy_one_gathers(
         try:
             await runtime.heartbeat(limit=5)
 
-            async def create(task: str) -> str:
-                request = rs.CreateRunRequest(project_id="p", owner_id="alice", task_id=task)
-                return str((await stack.runs.CreateRun(request)).run.id)
-
             created = time.monotonic()
-            first = await create("first")
+            first = await _create(stack, "first")
             start = (await runtime.expect("start")).start
             first_started = time.monotonic()
             assert start.run_id == first
             # Idle: claimed on the create's wake-up, well inside the gathering wait.
             assert first_started - created < GATHER_MS / 1000 * 0.75
 
-            second = await create("second")  # while the dispatcher waits after that round
+            second = await _create(stack, "second")  # while the dispatcher waits after that round
             start = (await runtime.expect("start")).start
             assert start.run_id == second
             assert time.monotonic() - first_started >= GATHER_MS / 1000 * 0.75
@@ -54,12 +55,7 @@ async def test_a_round_held_back_by_capacity_does_not_gather(migrated_database_u
     not followed by the gathering wait: when its run ends, the next queued run is claimed at
     once. (With the wait, a runtime of small D would start one attempt per wait.)"""
     async with runtime_stack(migrated_database_url, claim_gather_ms=GATHER_MS) as stack:
-
-        async def create(task: str) -> str:
-            request = rs.CreateRunRequest(project_id="p", owner_id="alice", task_id=task)
-            return str((await stack.runs.CreateRun(request)).run.id)
-
-        first, second = await create("first"), await create("second")
+        first, second = await _create(stack, "first"), await _create(stack, "second")
         runtime = ScriptedRuntime(stack.runtime)
         await runtime.connect()
         try:
