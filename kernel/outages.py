@@ -55,3 +55,25 @@ def is_outage(error: BaseException) -> bool:
             return True
         current = current.__cause__
     return False
+
+
+#: Outages that say a call was slow, not that its connection broke.
+_SLOW: tuple[type[BaseException], ...] = (TimeoutError, rd.TimeoutError, pg.QueryCanceledError)
+
+
+def is_broken_connection(error: BaseException) -> bool:
+    """An outage that says the connection broke (reset, closed, refused), not that the call
+    ran out of time. An idempotent call that failed so may be sent once more on a new
+    connection: a pooled connection the network reset while it sat idle fails its next call
+    at once, and the retry costs no deadline. A timeout is never retried: that would
+    stretch the caller's deadline."""
+    if not is_outage(error):
+        return False
+    current: BaseException | None = error
+    for _ in range(8):
+        if current is None:
+            break
+        if isinstance(current, _SLOW):
+            return False
+        current = current.__cause__
+    return True

@@ -10,14 +10,22 @@ the instances that went silent recently (``recent``; display only, claims never 
 
 ``get`` decodes and validates the value again and checks the stored receive time against
 the caller's clock, so a restored dump or a Redis clock jump cannot revive an old
-observation. A corrupt value (or a key of another type) reads as missing. Connection
-failures propagate: the caller decides, and a missing answer stops claims anyway.
+observation. A corrupt value (or a key of another type) reads as missing.
+
+Every call here is idempotent (a SET of the same value, reads), so one that finds its
+pooled connection broken (``kernel.outages.is_broken_connection``: the network reset it
+while it sat idle, which the client notices only when it next writes) is sent once more on
+a new connection, the idle ones dropped first; without that the first call after every
+reset failed. Other connection
+failures, and a second one, propagate: the caller decides, and a missing answer stops
+claims anyway.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
 from urllib.parse import quote
 
 from redis.asyncio import Redis
@@ -32,12 +40,29 @@ from kernel.observation import (
     is_fresh,
     validate,
 )
+from kernel.outages import is_broken_connection
 
 log = logging.getLogger(__name__)
 
 DEFAULT_KEY_PREFIX: Final = "truerun:obs"
 #: How many seen keys one MGET reads.
 _BATCH: Final = 200
+
+T = TypeVar("T")
+
+
+async def _once_more_if_broken(client: Redis, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, and once more if its connection was found broken (never after a
+    timeout). The idle pooled connections went through the same network, so they are
+    dropped before the retry, which then connects anew instead of drawing another broken one."""
+    try:
+        return await call()
+    except Exception as error:
+        if not is_broken_connection(error):
+            raise
+        log.info("redis connection found broken (%s); the call is sent once more", error)
+        await client.connection_pool.disconnect(inuse_connections=False)
+        return await call()
 
 
 def observation_key(
@@ -86,15 +111,19 @@ class RedisObservationStore:
         key = self.key(obs.owner_id, obs.runtime_instance_id)
         seen = observation_key(obs.owner_id, obs.runtime_instance_id, self._seen_prefix)
         raw = encode(obs, ttl_ms)
-        async with self._client.pipeline(transaction=True) as both:
-            both.set(key, raw, px=ttl_ms)
-            both.set(seen, raw, px=ttl_ms + self._seen_retention_ms)
-            await both.execute()
+
+        async def write() -> None:
+            async with self._client.pipeline(transaction=True) as both:
+                both.set(key, raw, px=ttl_ms)
+                both.set(seen, raw, px=ttl_ms + self._seen_retention_ms)
+                await both.execute()
+
+        await _once_more_if_broken(self._client, write)
 
     async def get(self, owner_id: str, runtime_instance_id: str, now_ms: int) -> Observation | None:
         key = self.key(owner_id, runtime_instance_id)
         try:
-            raw = await self._client.get(key)
+            raw = await _once_more_if_broken(self._client, lambda: self._client.get(key))
         except ResponseError as exc:  # WRONGTYPE: something else sits on our key
             log.warning("observation key %s unreadable, treated as missing: %s", key, exc)
             return None
@@ -116,6 +145,9 @@ class RedisObservationStore:
         return obs
 
     async def recent(self, now_ms: int) -> list[tuple[Observation, int]]:
+        return await _once_more_if_broken(self._client, lambda: self._recent(now_ms))
+
+    async def _recent(self, now_ms: int) -> list[tuple[Observation, int]]:
         keys = [key async for key in self._client.scan_iter(match=f"{self._seen_prefix}:*")]
         found: list[tuple[Observation, int]] = []
         for start in range(0, len(keys), _BATCH):

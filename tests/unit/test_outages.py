@@ -1,5 +1,6 @@
 """kernel/outages.py: which failures are a dependency out of reach (UNAVAILABLE, retryable)
-and which stay INTERNAL."""
+and which stay INTERNAL; of the outages, which say a connection broke (an idempotent call
+may go once more) rather than that a call ran out of time (never retried)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncpg.exceptions as pg
 import pytest
 import redis.exceptions as rd
 
-from kernel.outages import is_outage
+from kernel.outages import is_broken_connection, is_outage
 
 
 def _raised_from(error: BaseException, cause: BaseException) -> BaseException:
@@ -75,3 +76,42 @@ def test_a_cause_cycle_ends() -> None:
     a, b = ValueError("a"), ValueError("b")
     a.__cause__, b.__cause__ = b, a
     assert not is_outage(a)
+
+
+SLOW = [
+    TimeoutError(),
+    pg.QueryCanceledError("canceling statement due to statement timeout"),
+    rd.TimeoutError("Timeout reading from socket"),
+    _raised_from(rd.ConnectionError("wrapped"), TimeoutError()),
+]
+
+
+@pytest.mark.parametrize("error", SLOW, ids=lambda e: f"{type(e).__name__}:{e}"[:60])
+def test_a_timeout_is_no_broken_connection(error: BaseException) -> None:
+    assert is_outage(error)
+    assert not is_broken_connection(error)
+
+
+BROKEN = [
+    ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"),
+    ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"),
+    BrokenPipeError(errno.EPIPE, "Broken pipe"),
+    pg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+    pg.InterfaceError("connection is closed"),
+    rd.ConnectionError("Error 104 while writing to socket. Connection reset by peer."),
+    RuntimeError(
+        "unable to perform operation on <TCPTransport closed=True reading=False 0x1>;"
+        " the handler is closed"
+    ),
+    _raised_from(ValueError("store failed"), ConnectionResetError()),
+]
+
+
+@pytest.mark.parametrize("error", BROKEN, ids=lambda e: f"{type(e).__name__}:{e}"[:60])
+def test_any_other_outage_is_a_broken_connection(error: BaseException) -> None:
+    assert is_broken_connection(error)
+
+
+@pytest.mark.parametrize("error", NOT_OUTAGES, ids=lambda e: f"{type(e).__name__}:{e}"[:60])
+def test_no_other_failure_is_a_broken_connection(error: BaseException) -> None:
+    assert not is_broken_connection(error)
