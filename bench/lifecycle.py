@@ -1,12 +1,18 @@
 """Runs per second through the whole lifecycle, next to pgqueuer, DBOS and procrastinate.
 
 truerun: the product's ``truerun dev`` in a process of its own on a fresh PostgreSQL
-database; this process creates ``--runs`` runs with ``RunService.CreateRun`` (``--producers``
-calls in flight) while a no-op runtime speaking the real protocol over loopback (Hello,
+database; this process creates ``--runs`` runs, ``--producers`` in flight, each producer
+sending one request a run and waiting for its answer before the next
+(bench/lifecycle_truerun.py), while a no-op runtime speaking the real protocol over loopback (Hello,
 heartbeats with D = ``--limit``) answers every Start at once: an accepted StartResult, then
 ``ACCEPTED`` (seq 1), ``RUNNING`` (seq 2) and ``SUCCEEDED`` (seq 3, exit code 0). A run is
 done when the Ack covering its seq 3 arrives. So every run goes create -> claim -> start
 fence -> Start -> accepted -> running -> succeeded, all committed.
+
+Two truerun sides by how the producers create (``--create-api``, both by default): side
+``truerun`` sends each run as one message on the producer's own ``CreateRunStream`` (a
+long-lived stream, as each pgqueuer producer holds its own connection), side
+``truerun-unary`` makes one ``CreateRun`` call a run.
 
 The peers (``--peers``, bench/peers/): each in a database of its own on the same server,
 its worker in a process of its own, the same number of producers making one job per call:
@@ -16,8 +22,8 @@ bench's own venv, bench/peers/env.py).
 
 Every side: a warm-up batch first, then the clock runs from the first create/enqueue to the
 last done. Rate = jobs / elapsed; rounds alternate the order (A B C, C B A, ...). The ratios
-are truerun / each peer. ``--count-statements`` counts, instead of timing, what a run costs
-PostgreSQL on every side (bench/statements.py).
+are each truerun side / each peer. ``--count-statements`` counts, instead of timing, what a
+run costs PostgreSQL on every side (bench/statements.py).
 
     .venv/bin/python -m bench.lifecycle --runs 3000
 
@@ -32,29 +38,22 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvloop
-from google.protobuf import struct_pb2
-from truerun.v1 import run_service_pb2, run_service_pb2_grpc
-from truerun.v1 import runtime_service_pb2 as pb
 
 from bench.ingest import (
     HEARTBEAT_S,
-    OWNER,
-    PROJECT,
     CpuMeter,
     Profiler,
     RuntimeStream,
-    Started,
-    api_channel,
     code_version,
     server_env,
 )
+from bench.lifecycle_truerun import CREATE_SIDES, NoopRuntimes, truerun_round
 from bench.lifecycle_verify import verify
 from bench.peers.base import Measured, NoWindow, Peer, Window, ratios
 from bench.peers.env import env_dir, peers_python
@@ -68,90 +67,7 @@ from bench.venv import installed_version
 from kernel.db.migrate import upgrade
 from tests.support.databases import create_pg_database, drop_pg_database
 
-SPEC = {"command": "true"}  # what each run carries
-TERMINAL_SEQ = 3
 PEERS = ("pgqueuer", "dbos", "procrastinate")
-
-
-# -- truerun: producer and no-op runtime ------------------------------------------------------
-
-
-class NoopRuntimes:
-    """Runtimes that finish every Start at once; counts runs whose SUCCEEDED was acked."""
-
-    def __init__(self) -> None:
-        self.done = 0
-        self.target = 0
-        self.last_done = 0.0  # time.time() of the last completion
-        self.finished = asyncio.Event()
-
-    def on_start(self, stream: RuntimeStream, start: pb.Start) -> None:
-        started = Started(
-            start.run_id, start.attempt_id, start.runtime_task_id, start.callback_token
-        )
-        stream.started[start.attempt_id] = started
-        result = pb.StartResult(
-            attempt_id=start.attempt_id,
-            runtime_task_id=start.runtime_task_id,
-            accepted=True,
-            seq=1,
-        )
-        stream.send(pb.ConnectRequest(start_result=result))
-        stream.event(started, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
-        stream.event(started, pb.RUNTIME_EVENT_TYPE_RUNNING, turn_status=pb.TURN_STATUS_ACTIVE)
-        stream.event(started, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
-
-    def on_ack(self, stream: RuntimeStream, ack: pb.Ack, now: float) -> None:
-        if ack.seq >= TERMINAL_SEQ and stream.started.pop(ack.attempt_id, None) is not None:
-            self.done += 1
-            if self.done >= self.target:
-                self.last_done = time.time()
-                self.finished.set()
-
-
-async def create_runs(address: str, count: int, producers: int) -> float:
-    """``count`` CreateRun calls, ``producers`` in flight; returns time.time() when done."""
-    spec = struct_pb2.Struct()
-    spec.update(SPEC)
-    async with api_channel(address) as channel:
-        stub = run_service_pb2_grpc.RunServiceStub(channel)
-        left = count
-
-        async def producer() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                request = run_service_pb2.CreateRunRequest(
-                    project_id=PROJECT, owner_id=OWNER, task_id="noop", spec=spec
-                )
-                response = await stub.CreateRun(request, timeout=60)
-                assert response.run.id
-
-        await asyncio.gather(*(producer() for _ in range(producers)))
-    return time.time()
-
-
-async def truerun_round(
-    server: ServerProcess,
-    runtimes: NoopRuntimes,
-    runs: int,
-    producers: int,
-    meter: CpuMeter,
-    window: Window | None = None,
-) -> Measured:
-    runtimes.target = runtimes.done + runs
-    runtimes.finished.clear()
-    if runs <= 0:  # --warmup 0: nothing to wait for
-        return Measured("truerun", 0, 0.0, 0.0, {})
-    window = window or NoWindow()
-    await window.begin()
-    meter.begin()
-    t0 = time.time()
-    produced = await create_runs(server.address, runs, producers)
-    await asyncio.wait_for(runtimes.finished.wait(), 600)
-    used = meter.end()
-    await window.end()
-    return Measured("truerun", runs, runtimes.last_done - t0, produced - t0, used)
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -175,6 +91,7 @@ class Options:
     top: int
     store: str
     vacuum: bool
+    create_apis: tuple[str, ...] = ("stream",)
 
 
 def make_peers(names: Sequence[str]) -> list[Peer]:
@@ -250,12 +167,15 @@ async def _bench(
     meter = CpuMeter({"server": server.pid, "load": os.getpid()})
     watch = asyncio.create_task(_watch(streams))
     counting = Counting(opts.settle_s) if opts.count_statements else None
-    sides = ["truerun", *(p.name for p in peers)]
+    apis = {CREATE_SIDES[api]: api for api in opts.create_apis}
+    sides = [*apis, *(p.name for p in peers)]
     by_name = {p.name: p for p in peers}
     results: dict[str, list[Measured]] = {side: [] for side in sides}
     try:
         _progress(f"truerun warm-up: {opts.warmup} runs")
-        warm = await truerun_round(server, runtimes, opts.warmup, opts.producers, CpuMeter({}))
+        warm = await truerun_round(
+            server, runtimes, opts.warmup, opts.producers, CpuMeter({}), api=opts.create_apis[0]
+        )
         if opts.seconds > 0:  # size the rounds: about --seconds of truerun at the warm-up rate
             opts.runs = max(100, round(warm.rate * opts.seconds / 100) * 100)
             print(f"--seconds {opts.seconds:g}: {opts.runs} runs per side")
@@ -263,17 +183,18 @@ async def _bench(
             for side in sides if r % 2 == 0 else sides[::-1]:
                 _progress(f"round {r + 1}: {side}, {opts.runs} runs")
                 window: Window = NoWindow()
+                url = urls["truerun" if side in apis else side]
                 if counting is not None:
-                    window = counting.window(side, urls[side], opts.runs)
+                    window = counting.window(side, url, opts.runs)
                 if opts.vacuum:
-                    window = Vacuumed(window, urls[side])
-                if side == "truerun":
+                    window = Vacuumed(window, url)
+                if side in apis:
                     profiler = None
                     if opts.profile and r == 0:
                         profiler = Profiler(server.pid, opts.profile)
                         await profiler.start()
                     m = await truerun_round(
-                        server, runtimes, opts.runs, opts.producers, meter, window
+                        server, runtimes, opts.runs, opts.producers, meter, window, apis[side]
                     )
                     if profiler is not None:
                         await profiler.stop()
@@ -288,14 +209,14 @@ async def _bench(
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
         await asyncio.gather(*(s.close() for s in streams))
-    expected = opts.rounds * opts.runs
+    expected = opts.rounds * opts.runs * len(apis)
     print(await verify(urls["truerun"], opts.warmup + expected))
     for peer in peers:
         print(await peer.verify(urls[peer.name], opts.rounds * (opts.warmup + opts.runs)))
     if counting is not None:
         print(report(counting.counts, opts.top))
         return 0.0
-    return ratios(results, peers, opts.runs, opts.rounds)
+    return ratios(results, list(apis), peers, opts.runs, opts.rounds)
 
 
 async def _watch(streams: Sequence[RuntimeStream]) -> None:
@@ -348,6 +269,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         default="postgres",
         help="truerun's database: PostgreSQL or the embedded SQLite (peers stay on PostgreSQL)",
     )
+    parser.add_argument(
+        "--create-api",
+        choices=("both", *CREATE_SIDES),
+        default="both",
+        help="how truerun's producers create: one message a run on a CreateRunStream each"
+        " (side 'truerun'), one CreateRun call a run ('truerun-unary'), or both as sides",
+    )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the databases")
     parser.add_argument(
         "--no-vacuum",
@@ -385,6 +313,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         top=ns.top,
         store=ns.store,
         vacuum=ns.vacuum,
+        create_apis=tuple(CREATE_SIDES) if ns.create_api == "both" else (ns.create_api,),
     )
 
 

@@ -7,6 +7,8 @@ worktree made for the run and removed after it) and from this checkout, ``--pair
 the order alternating (base first, then this checkout first, ...), and prints each pair's
 rates, the server's CPU per run, and their ratios (this checkout / base). The means of the
 ratios are the figure; a change is shown when every pair, or nearly, leans the same way.
+Each side's producers create as ``--create-api`` says (unary CreateRun calls by default: a
+checkout from before CreateRunStream knows no other way, and is refused ``stream``).
 
     .venv/bin/python -m bench.pairs --base fcf6176 --pairs 6 --runs 3000
 """
@@ -24,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROUND = re.compile(r"^round 1: truerun +(\d+) runs/s.*CPU ms per job: server ([\d.]+)", re.M)
+ROUND = re.compile(
+    r"^round 1: truerun(?:-unary)? +(\d+) runs/s.*CPU ms per job: server ([\d.]+)", re.M
+)
 
 
 @dataclass(frozen=True)
@@ -33,11 +37,19 @@ class Side:
     server_ms: float  # the server's CPU per run
 
 
-def run_side(checkout: Path, runs: int, warmup: int) -> Side:
+def _knows_create_api(checkout: Path) -> bool:
+    return "--create-api" in (checkout / "bench" / "lifecycle.py").read_text()
+
+
+def run_side(checkout: Path, runs: int, warmup: int, api: str = "unary") -> Side:
     """One ``bench.lifecycle`` round of truerun alone, its code imported from ``checkout``."""
     paths = [str(checkout), str(checkout / "protos" / "gen")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     argv = ["--runs", str(runs), "--warmup", str(warmup), "--peers", ""]
+    if _knows_create_api(checkout):
+        argv += ["--create-api", api]
+    elif api != "unary":
+        raise SystemExit(f"{checkout} has no CreateRunStream: only --create-api unary")
     proc = subprocess.run(
         [sys.executable, "-m", "bench.lifecycle", *argv],
         cwd=checkout,
@@ -53,15 +65,17 @@ def run_side(checkout: Path, runs: int, warmup: int) -> Side:
     return Side(int(found.group(1)), float(found.group(2)))
 
 
-def pairs(base: Path, here: Path, count: int, runs: int, warmup: int) -> list[tuple[Side, Side]]:
+def pairs(
+    base: Path, here: Path, count: int, runs: int, warmup: int, api: str = "unary"
+) -> list[tuple[Side, Side]]:
     measured = []
     for i in range(count):
         if i % 2 == 0:
-            before = run_side(base, runs, warmup)
-            after = run_side(here, runs, warmup)
+            before = run_side(base, runs, warmup, api)
+            after = run_side(here, runs, warmup, api)
         else:
-            after = run_side(here, runs, warmup)
-            before = run_side(base, runs, warmup)
+            after = run_side(here, runs, warmup, api)
+            before = run_side(base, runs, warmup, api)
         measured.append((before, after))
         print(
             f"pair {i + 1}: base {before.rate} runs/s ({before.server_ms:.2f} ms),"
@@ -91,6 +105,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=6, help="pairs of rounds")
     parser.add_argument("--runs", type=int, default=3000, help="runs per round")
     parser.add_argument("--warmup", type=int, default=1000, help="runs before each clock")
+    parser.add_argument(
+        "--create-api",
+        choices=("unary", "stream"),
+        default="unary",
+        help="how both sides' producers create (bench.lifecycle --create-api)",
+    )
     ns = parser.parse_args(argv)
     if ns.pairs < 1 or ns.runs < 1 or ns.warmup < 0:
         parser.error("--pairs and --runs must be positive, --warmup not negative")
@@ -99,8 +119,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         git = ["git", "-C", str(ROOT)]
         subprocess.run([*git, "worktree", "add", "--detach", str(base), ns.base], check=True)
         try:
-            print(f"base {ns.base} vs this checkout; {ns.pairs} pairs of {ns.runs} runs")
-            print(summary(pairs(base, ROOT, ns.pairs, ns.runs, ns.warmup)))
+            print(
+                f"base {ns.base} vs this checkout; {ns.pairs} pairs of {ns.runs} runs,"
+                f" created by {ns.create_api} calls"
+            )
+            print(summary(pairs(base, ROOT, ns.pairs, ns.runs, ns.warmup, ns.create_api)))
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(base)], check=True)
 

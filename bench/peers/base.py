@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,21 +79,30 @@ def rate(parts: list[Measured]) -> float:
     return sum(m.jobs for m in parts) / seconds if seconds > 0 else 0.0
 
 
-def ratios(results: dict[str, list[Measured]], peers: list[Peer], runs: int, rounds: int) -> float:
-    """One ratio line per peer (truerun / peer); returns the one against pgqueuer (or 0)."""
+def ratios(
+    results: dict[str, list[Measured]],
+    ours: Sequence[str],
+    peers: list[Peer],
+    runs: int,
+    rounds: int,
+) -> float:
+    """One ratio line per truerun side (``ours``) and peer (side / peer); returns the first
+    side's against pgqueuer (or 0)."""
     rates = {side: rate(ms) for side, ms in results.items()}
     times = f" x {rounds} rounds" if rounds > 1 else ""
     shared = f"{os.cpu_count()} cores shared by server, workers, load and PostgreSQL"
     first = 0.0
-    for peer in peers:
-        ratio = rates["truerun"] / rates[peer.name] if rates[peer.name] else 0.0
-        label = "ratio" if peer.name == "pgqueuer" else f"ratio vs {peer.name}"
-        print(
-            f"{label} {ratio:.2f} (truerun {rates['truerun']:.0f} runs/s, {peer.name}"
-            f" {rates[peer.name]:.0f} {peer.unit}/s, {runs} each{times}; {shared})"
-        )
-        if peer.name == "pgqueuer":
-            first = ratio
+    for side in ours:
+        for peer in peers:
+            ratio = rates[side] / rates[peer.name] if rates[peer.name] else 0.0
+            vs = "" if peer.name == "pgqueuer" else f" vs {peer.name}"
+            label = "ratio" if side == "truerun" else f"{side} ratio"
+            print(
+                f"{label}{vs} {ratio:.2f} ({side} {rates[side]:.0f} runs/s, {peer.name}"
+                f" {rates[peer.name]:.0f} {peer.unit}/s, {runs} each{times}; {shared})"
+            )
+            if side == ours[0] and peer.name == "pgqueuer":
+                first = ratio
     return first
 
 

@@ -123,6 +123,12 @@ class BearerAuth(_Server):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         raise TypeError(f"{path}: client streaming is not authenticated here")
 
     def _unary(self, behavior: Any) -> Any:
@@ -136,6 +142,9 @@ class BearerAuth(_Server):
         return call
 
     def _stream(self, behavior: Any) -> Any:
+        # A stream is authenticated once, when it opens (tokens are fixed for the process's
+        # life: none is revoked under an open stream). ``request``: a message, or the
+        # iterator of a bidirectional stream's messages.
         async def call(request: Any, context: Ctx) -> AsyncIterator[Any]:
             _CALLER.set(await self._authenticate(context))
             async for item in behavior(request, context):

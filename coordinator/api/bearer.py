@@ -15,12 +15,14 @@ Token = str | Callable[[], str]
 if TYPE_CHECKING:  # generic in the stubs only
     _UnaryUnary = grpc.aio.UnaryUnaryClientInterceptor[Any, Any]
     _UnaryStream = grpc.aio.UnaryStreamClientInterceptor[Any, Any]
+    _StreamStream = grpc.aio.StreamStreamClientInterceptor[Any, Any]
     _SyncUnaryUnary = grpc.UnaryUnaryClientInterceptor[Any, Any]
     _SyncUnaryStream = grpc.UnaryStreamClientInterceptor[Any, Any]
     _CallDetails = grpc.ClientCallDetails
 else:
     _UnaryUnary = grpc.aio.UnaryUnaryClientInterceptor
     _UnaryStream = grpc.aio.UnaryStreamClientInterceptor
+    _StreamStream = grpc.aio.StreamStreamClientInterceptor
     _SyncUnaryUnary = grpc.UnaryUnaryClientInterceptor
     _SyncUnaryStream = grpc.UnaryStreamClientInterceptor
     _CallDetails = grpc.ClientCallDetails
@@ -51,8 +53,8 @@ class _AioDetails:
         )
 
 
-# Two classes: grpc.aio files an interceptor under the first kind it is (if/elif), so one
-# class of both kinds would never see a unary-stream call.
+# A class a kind: grpc.aio files an interceptor under the first kind it is (if/elif), so one
+# class of several kinds would never see the others' calls.
 class _AioUnaryBearer(_AioDetails, _UnaryUnary):
     async def intercept_unary_unary(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
@@ -67,9 +69,19 @@ class _AioStreamBearer(_AioDetails, _UnaryStream):
         return await continuation(self._details(details), request)
 
 
+class _AioBidiBearer(_AioDetails, _StreamStream):
+    async def intercept_stream_stream(
+        self,
+        continuation: Callable[..., Any],
+        details: grpc.aio.ClientCallDetails,
+        request_iterator: Any,
+    ) -> Any:
+        return await continuation(self._details(details), request_iterator)
+
+
 def bearer_interceptors(token: Token) -> list[Any]:
     """Interceptors for ``grpc.aio.insecure_channel(..., interceptors=...)``."""
-    return [_AioUnaryBearer(token), _AioStreamBearer(token)]
+    return [_AioUnaryBearer(token), _AioStreamBearer(token), _AioBidiBearer(token)]
 
 
 class _Details(_CallDetails):

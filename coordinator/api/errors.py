@@ -114,6 +114,13 @@ def unary(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
     return wrapper
 
 
+def refusal(method: str, error: Exception) -> status_pb2.Status:
+    """The status a call of ``method`` failing with ``error`` answers, as a message: a
+    stream's answer to one message it refuses without ending (RunService.CreateRunStream)."""
+    domain = error if isinstance(error, DomainError) else _unexpected(method, error)
+    return rich_status(domain.reason, domain.message, dict(domain.metadata))
+
+
 def _unexpected(method: str, error: Exception) -> DomainError:
     if is_outage(error):
         log.warning("%s: a dependency is out of reach: %r", method, error)

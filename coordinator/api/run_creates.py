@@ -1,6 +1,7 @@
-"""RunService's creates: CreateRun, and CreateRuns for producers that have many.
+"""RunService's creates: CreateRun, CreateRuns for producers that have many at once, and
+CreateRunStream for producers that make many one by one.
 
-Both end in ``Transitions.create``, one call per run, so every run keeps its own span,
+All end in ``Transitions.create``, one call per run, so every run keeps its own span,
 metrics and answer; concurrent plain creates share the store's writes there (the group
 commit, coordinator/service/group_commit.py). CreateRuns validates and authorizes every
 item before it creates any, so a bad item changes nothing.
@@ -9,7 +10,7 @@ item before it creates any, so a bad item changes nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -18,7 +19,7 @@ from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.api import convert, validation
 from coordinator.api.auth import caller
-from coordinator.api.errors import unary
+from coordinator.api.errors import refusal, stream, unary
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, ScopePolicy
@@ -70,6 +71,28 @@ class RunCreates:
     @unary
     async def CreateRun(
         self, request: run_service_pb2.CreateRunRequest, context: Ctx
+    ) -> run_service_pb2.CreateRunResponse:
+        return await self._create(request)
+
+    @stream
+    async def CreateRunStream(
+        self, requests: AsyncIterator[run_service_pb2.CreateRunStreamRequest], context: Ctx
+    ) -> AsyncIterator[run_service_pb2.CreateRunStreamResponse]:
+        # One message at a time, answered in order; a refused one is answered with its
+        # status and the stream goes on (its caller was authenticated when it opened).
+        async for message in requests:
+            try:
+                created = await self._create(message.request)
+            except AssertionError:
+                raise
+            except Exception as error:
+                failed = refusal("CreateRunStream", error)
+                yield run_service_pb2.CreateRunStreamResponse(error=failed)
+            else:
+                yield run_service_pb2.CreateRunStreamResponse(created=created)
+
+    async def _create(
+        self, request: run_service_pb2.CreateRunRequest
     ) -> run_service_pb2.CreateRunResponse:
         spec = self._spec(request)
         use_existing = request.conflict_policy != common_pb2.CONFLICT_POLICY_FAIL

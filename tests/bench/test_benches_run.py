@@ -120,9 +120,9 @@ def test_ingest_runs_and_checks_both_sides() -> None:
     assert "ratio " in out, out
 
 
-def peer_checks(n: int) -> list[str]:
+def peer_checks(n: int, truerun_sides: int = 1) -> list[str]:
     return [
-        f"checked: truerun: {n} runs succeeded, none in another state",
+        f"checked: truerun: {n * truerun_sides} runs succeeded, none in another state",
         f"checked: pgqueuer: {n} jobs done, table empty",
         f"checked: dbos: {n} workflows SUCCESS, none in another state, {n} steps recorded",
         f"checked: procrastinate: {n} jobs succeeded, none in another state",
@@ -133,18 +133,24 @@ def peer_checks(n: int) -> list[str]:
 @pytest.mark.postgres
 def test_lifecycle_runs_and_checks_every_side() -> None:
     # every peer by default: pgqueuer, then DBOS and procrastinate from bench's own venv; two
-    # rounds, so every peer also starts again on the database its first round left
+    # rounds, so every peer also starts again on the database its first round left; both of
+    # truerun's sides (created over a CreateRunStream each, and by unary CreateRun calls)
     out = run_bench(
         "lifecycle", *("--runs", "1", "--warmup", "0", "--producers", "1", "--rounds", "2")
     )
-    for check in peer_checks(2):
+    for check in peer_checks(2, truerun_sides=2):
         assert check in out, out
     ratios = [line.split(" (")[0].rsplit(" ", 1)[0] for line in out.splitlines()]
-    assert [r for r in ratios if r.startswith("ratio")] == [
+    assert [r for r in ratios if "ratio" in r] == [
         "ratio",
         "ratio vs dbos",
         "ratio vs procrastinate",
+        "truerun-unary ratio",
+        "truerun-unary ratio vs dbos",
+        "truerun-unary ratio vs procrastinate",
     ], out
+    sides = [line.split()[2] for line in out.splitlines() if line.startswith("round 1: ")]
+    assert sides == ["truerun", "truerun-unary", "pgqueuer", "dbos", "procrastinate"], out
 
 
 @pytest.mark.bench
@@ -154,7 +160,7 @@ def test_lifecycle_counts_statements_per_run() -> None:
         "lifecycle",
         *("--runs", "1", "--warmup", "0", "--producers", "1"),
         *("--count-statements", "--settle-s", "0", "--top", "100"),
-        *("--peers", "pgqueuer,procrastinate"),
+        *("--peers", "pgqueuer,procrastinate", "--create-api", "stream"),
     )
     checks = peer_checks(1)
     assert checks[0] in out and checks[1] in out and checks[3] in out, out

@@ -22,6 +22,10 @@ def run_requests(run_id: str, project: str) -> dict[str, Message]:
         "CreateRuns": rs.CreateRunsRequest(
             requests=[rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t")]
         ),
+        # a stream's one message
+        "CreateRunStream": rs.CreateRunStreamRequest(
+            request=rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t")
+        ),
         "GetRun": rs.GetRunRequest(id=run_id),
         "ListRuns": rs.ListRunsRequest(project_id=project),
         "CountRuns": rs.CountRunsRequest(project_id=project),

@@ -21,6 +21,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.rpc import status_pb2 as _status_pb2
 from truerun.v1 import common_pb2 as _common_pb2
 import builtins as _builtins
 import sys
@@ -316,6 +317,66 @@ class CreateRunsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateRunsResponse: _TypeAlias = CreateRunsResponse  # noqa: Y015
+
+@_typing.final
+class CreateRunStreamRequest(_message.Message):
+    """One message of RunService.CreateRunStream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def request(self) -> Global___CreateRunRequest:
+        """The run to create, exactly as for CreateRun."""
+
+    def __init__(
+        self,
+        *,
+        request: Global___CreateRunRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateRunStreamRequest: _TypeAlias = CreateRunStreamRequest  # noqa: Y015
+
+@_typing.final
+class CreateRunStreamResponse(_message.Message):
+    """One answer of RunService.CreateRunStream, to the message of the same
+    position in the stream.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREATED_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def created(self) -> Global___CreateRunResponse:
+        """The created run, or the existing one."""
+
+    @_builtins.property
+    def error(self) -> _status_pb2.Status:
+        """The refusal, as the google.rpc.Status with one ErrorInfo that
+        CreateRun would have failed with.
+        """
+
+    def __init__(
+        self,
+        *,
+        created: Global___CreateRunResponse | None = ...,
+        error: _status_pb2.Status | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "error", b"error", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "error", b"error", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["created", "error"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___CreateRunStreamResponse: _TypeAlias = CreateRunStreamResponse  # noqa: Y015
 
 @_typing.final
 class GetRunRequest(_message.Message):

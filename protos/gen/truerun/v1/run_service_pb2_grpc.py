@@ -46,6 +46,11 @@ class RunServiceStub:
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsRequest.SerializeToString,
                 response_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsResponse.FromString,
                 _registered_method=True)
+        self.CreateRunStream = channel.stream_stream(
+                '/truerun.v1.RunService/CreateRunStream',
+                request_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunStreamRequest.SerializeToString,
+                response_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunStreamResponse.FromString,
+                _registered_method=True)
         self.GetRun = channel.unary_unary(
                 '/truerun.v1.RunService/GetRun',
                 request_serializer=truerun_dot_v1_dot_run__service__pb2.GetRunRequest.SerializeToString,
@@ -159,6 +164,20 @@ class RunServiceServicer:
         no request_id: a retried call with keyed items creates nothing twice.
         A store failure part way may leave some items created; retrying the call
         with idempotency keys returns those and creates the rest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateRunStream(self, request_iterator, context):
+        """Creates runs one message at a time over one long-lived stream, for
+        producers that create many runs one by one: each message's request is
+        created as by CreateRun (request_id, idempotency, conflict policy and
+        all) and answered before the next message is read, in order. A request
+        that CreateRun would refuse is answered with that refusal's status
+        (same code, message and ErrorInfo reason) and the stream goes on; only
+        a failed authentication ends it. Concurrent streams share database
+        writes as concurrent CreateRun calls do.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -342,6 +361,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsRequest.FromString,
                     response_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunsResponse.SerializeToString,
             ),
+            'CreateRunStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.CreateRunStream,
+                    request_deserializer=truerun_dot_v1_dot_run__service__pb2.CreateRunStreamRequest.FromString,
+                    response_serializer=truerun_dot_v1_dot_run__service__pb2.CreateRunStreamResponse.SerializeToString,
+            ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
                     request_deserializer=truerun_dot_v1_dot_run__service__pb2.GetRunRequest.FromString,
@@ -483,6 +507,33 @@ class RunService:
             '/truerun.v1.RunService/CreateRuns',
             truerun_dot_v1_dot_run__service__pb2.CreateRunsRequest.SerializeToString,
             truerun_dot_v1_dot_run__service__pb2.CreateRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateRunStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/truerun.v1.RunService/CreateRunStream',
+            truerun_dot_v1_dot_run__service__pb2.CreateRunStreamRequest.SerializeToString,
+            truerun_dot_v1_dot_run__service__pb2.CreateRunStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

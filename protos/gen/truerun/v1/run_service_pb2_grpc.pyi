@@ -64,6 +64,16 @@ class RunServiceStub:
     A store failure part way may leave some items created; retrying the call
     with idempotency keys returns those and creates the rest.
     """
+    CreateRunStream: _grpc.StreamStreamMultiCallable[_run_service_pb2.CreateRunStreamRequest, _run_service_pb2.CreateRunStreamResponse]
+    """Creates runs one message at a time over one long-lived stream, for
+    producers that create many runs one by one: each message's request is
+    created as by CreateRun (request_id, idempotency, conflict policy and
+    all) and answered before the next message is read, in order. A request
+    that CreateRun would refuse is answered with that refusal's status
+    (same code, message and ErrorInfo reason) and the stream goes on; only
+    a failed authentication ends it. Concurrent streams share database
+    writes as concurrent CreateRun calls do.
+    """
     GetRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.GetRunRequest, _common_pb2.Run]
     """Returns one run with its display state and current attempt. Never writes.
     Fails with NOT_FOUND / RUN_NOT_FOUND.
@@ -179,6 +189,16 @@ class RunServiceAsyncStub(RunServiceStub):
     no request_id: a retried call with keyed items creates nothing twice.
     A store failure part way may leave some items created; retrying the call
     with idempotency keys returns those and creates the rest.
+    """
+    CreateRunStream: _aio.StreamStreamMultiCallable[_run_service_pb2.CreateRunStreamRequest, _run_service_pb2.CreateRunStreamResponse]  # type: ignore[assignment]
+    """Creates runs one message at a time over one long-lived stream, for
+    producers that create many runs one by one: each message's request is
+    created as by CreateRun (request_id, idempotency, conflict policy and
+    all) and answered before the next message is read, in order. A request
+    that CreateRun would refuse is answered with that refusal's status
+    (same code, message and ErrorInfo reason) and the stream goes on; only
+    a failed authentication ends it. Concurrent streams share database
+    writes as concurrent CreateRun calls do.
     """
     GetRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.GetRunRequest, _common_pb2.Run]  # type: ignore[assignment]
     """Returns one run with its display state and current attempt. Never writes.
@@ -304,6 +324,22 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         no request_id: a retried call with keyed items creates nothing twice.
         A store failure part way may leave some items created; retrying the call
         with idempotency keys returns those and creates the rest.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateRunStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_run_service_pb2.CreateRunStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_run_service_pb2.CreateRunStreamResponse], _abc.AsyncIterator[_run_service_pb2.CreateRunStreamResponse]]:
+        """Creates runs one message at a time over one long-lived stream, for
+        producers that create many runs one by one: each message's request is
+        created as by CreateRun (request_id, idempotency, conflict policy and
+        all) and answered before the next message is read, in order. A request
+        that CreateRun would refuse is answered with that refusal's status
+        (same code, message and ErrorInfo reason) and the stream goes on; only
+        a failed authentication ends it. Concurrent streams share database
+        writes as concurrent CreateRun calls do.
         """
 
     @_abc_1.abstractmethod
