@@ -263,7 +263,7 @@ class RuntimeStream:
         #: 0: heartbeats every HEARTBEAT_S only while no load runs on the stream (``busy``)
         self.heartbeat_s = heartbeat_s
         self.busy = False
-        self.on_start: Callable[[RuntimeStream, pb.Start], None] = _accept_and_run
+        self.on_start: Callable[[RuntimeStream, pb.Start], None] = accept_and_run
         self.on_ack: Callable[[RuntimeStream, pb.Ack, float], None] = _note_ack
         self.started: dict[str, Started] = {}
         self.changed = asyncio.Event()  # set by the reader after every message
@@ -388,7 +388,7 @@ class RuntimeStream:
         await self._channel.close(None)
 
 
-def _accept_and_run(stream: RuntimeStream, start: pb.Start) -> None:
+def accept_and_run(stream: RuntimeStream, start: pb.Start) -> None:
     """A no-op runtime's answer to Start: accepted (seq 1), ACCEPTED, RUNNING."""
     started = Started(start.run_id, start.attempt_id, start.runtime_task_id, start.callback_token)
     stream.started[start.attempt_id] = started

@@ -11,7 +11,7 @@ from google.protobuf import struct_pb2
 from truerun.v1 import run_service_pb2, run_service_pb2_grpc
 from truerun.v1 import runtime_service_pb2 as pb
 
-from bench.ingest import OWNER, PROJECT, CpuMeter, RuntimeStream, Started, api_channel
+from bench.ingest import OWNER, PROJECT, CpuMeter, RuntimeStream, accept_and_run, api_channel
 from bench.peers.base import Measured, NoWindow, Window
 from bench.server import ServerProcess
 
@@ -31,19 +31,8 @@ class NoopRuntimes:
         self.finished = asyncio.Event()
 
     def on_start(self, stream: RuntimeStream, start: pb.Start) -> None:
-        started = Started(
-            start.run_id, start.attempt_id, start.runtime_task_id, start.callback_token
-        )
-        stream.started[start.attempt_id] = started
-        result = pb.StartResult(
-            attempt_id=start.attempt_id,
-            runtime_task_id=start.runtime_task_id,
-            accepted=True,
-            seq=1,
-        )
-        stream.send(pb.ConnectRequest(start_result=result))
-        stream.event(started, pb.RUNTIME_EVENT_TYPE_ACCEPTED)
-        stream.event(started, pb.RUNTIME_EVENT_TYPE_RUNNING, turn_status=pb.TURN_STATUS_ACTIVE)
+        accept_and_run(stream, start)  # accepted (seq 1), ACCEPTED, RUNNING
+        started = stream.started[start.attempt_id]
         stream.event(started, pb.RUNTIME_EVENT_TYPE_SUCCEEDED, exit_code=0)
 
     def on_ack(self, stream: RuntimeStream, ack: pb.Ack, now: float) -> None:

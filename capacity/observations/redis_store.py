@@ -16,9 +16,8 @@ Every call here is idempotent (a SET of the same value, reads), so one that find
 pooled connection broken (``kernel.outages.is_broken_connection``: the network reset it
 while it sat idle, which the client notices only when it next writes) is sent once more on
 a new connection, the idle ones dropped first; without that the first call after every
-reset failed. Other connection
-failures, and a second one, propagate: the caller decides, and a missing answer stops
-claims anyway.
+reset failed. Other connection failures, and a second one, propagate: the caller decides,
+and a missing answer stops claims anyway.
 """
 
 from __future__ import annotations
