@@ -133,20 +133,15 @@ async def test_a_stream_without_a_token_is_refused(migrated_database_url: str) -
 
 async def test_the_actor_is_the_token_never_the_request(migrated_database_url: str) -> None:
     """A message naming someone else as its actor creates as the stream's token."""
+    admin = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="admin")
     async with grpc_run_service(migrated_database_url, tokens=f"kim={READER}:proj-a") as api:
         async with aio_channel(api.address, READER) as channel:
             stream = rs_grpc.RunServiceStub(channel).CreateRunStream(None)
-            forged = create_request()
-            forged.actor.CopyFrom(common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="admin"))
-            await stream.write(run_service_pb2.CreateRunStreamRequest(request=forged))
-            answer = await stream.read()
+            answer = await _ask(stream, actor=admin)
             await stream.done_writing()
-        events = (
-            await api.stub.ListRunEvents(
-                run_service_pb2.ListRunEventsRequest(run_id=answer.created.run.id)
-            )
-        ).events
+        run_id = answer.created.run.id
+        listed = await api.stub.ListRunEvents(run_service_pb2.ListRunEventsRequest(run_id=run_id))
     assert answer.created.run.created_by == "kim"
-    assert {(e.actor.type, e.actor.id) for e in events if e.type == "run.created"} == {
+    assert {(e.actor.type, e.actor.id) for e in listed.events if e.type == "run.created"} == {
         (common_pb2.ACTOR_TYPE_USER, "kim")
     }
