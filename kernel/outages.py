@@ -9,6 +9,7 @@ unexpected stays INTERNAL (coordinator/api/errors.py).
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 
 import asyncpg.exceptions as pg
 import redis.exceptions as rd
@@ -37,24 +38,32 @@ _CLOSED = ("connection is closed", "connection was closed", "pool is closing")
 _TRANSPORT_CLOSED = "the handler is closed"
 
 
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what it was raised from, explicitly (``__cause__``), at most 8 deep: a
+    cause chain is short; never loop on a cycle."""
+    current: BaseException | None = error
+    for _ in range(8):
+        if current is None:
+            return
+        yield current
+        current = current.__cause__
+
+
+def _is_outage_itself(error: BaseException) -> bool:
+    if isinstance(error, _OUTAGES):
+        return True
+    if isinstance(error, OSError) and error.errno in _UNREACHABLE:
+        return True
+    if isinstance(error, pg.InterfaceError) and any(t in str(error) for t in _CLOSED):
+        return True
+    return isinstance(error, RuntimeError) and _TRANSPORT_CLOSED in str(error)
+
+
 def is_outage(error: BaseException) -> bool:
     """True when ``error``, or what it was raised from, says a dependency could not be
     reached. Only the explicit cause is followed: an error raised while handling an outage
     (a bug in a handler) is not itself one."""
-    current: BaseException | None = error
-    for _ in range(8):  # a cause chain is short; never loop on a cycle
-        if current is None:
-            return False
-        if isinstance(current, _OUTAGES):
-            return True
-        if isinstance(current, OSError) and current.errno in _UNREACHABLE:
-            return True
-        if isinstance(current, pg.InterfaceError) and any(t in str(current) for t in _CLOSED):
-            return True
-        if isinstance(current, RuntimeError) and _TRANSPORT_CLOSED in str(current):
-            return True
-        current = current.__cause__
-    return False
+    return any(_is_outage_itself(e) for e in _causes(error))
 
 
 #: Outages that say a call was slow, not that its connection broke.
@@ -67,13 +76,4 @@ def is_broken_connection(error: BaseException) -> bool:
     connection: a pooled connection the network reset while it sat idle fails its next call
     at once, and the retry costs no deadline. A timeout is never retried: that would
     stretch the caller's deadline."""
-    if not is_outage(error):
-        return False
-    current: BaseException | None = error
-    for _ in range(8):
-        if current is None:
-            break
-        if isinstance(current, _SLOW):
-            return False
-        current = current.__cause__
-    return True
+    return is_outage(error) and not any(isinstance(e, _SLOW) for e in _causes(error))

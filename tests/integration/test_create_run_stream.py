@@ -10,7 +10,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2, status_pb2
 from truerun.v1 import common_pb2, run_service_pb2
 from truerun.v1 import run_service_pb2_grpc as rs_grpc
 
@@ -21,6 +20,7 @@ from tests.integration.test_run_service_grpc import (
     raw_call,
     raw_channel,
     snapshot,
+    status_info,
 )
 from tests.support.auth import aio_channel
 from tests.support.grpc_server import grpc_run_service
@@ -35,13 +35,6 @@ async def _ask(stream: Stream, **fields: Any) -> run_service_pb2.CreateRunStream
     answer = await stream.read()
     assert isinstance(answer, run_service_pb2.CreateRunStreamResponse)
     return answer
-
-
-def _reason(status: status_pb2.Status) -> str:
-    assert len(status.details) == 1, status
-    info = error_details_pb2.ErrorInfo()
-    assert status.details[0].Unpack(info)
-    return str(info.reason)
 
 
 async def test_each_message_is_created_and_answered_in_order(migrated_database_url: str) -> None:
@@ -98,7 +91,7 @@ async def test_a_refused_message_is_answered_as_create_run_and_the_stream_goes_o
     assert unary.value.code() == code
     assert refused.error.code == code.value[0]
     assert refused.error.message == unary.value.details()
-    assert _reason(refused.error) == error_info(unary.value).reason
+    assert status_info(refused.error).reason == error_info(unary.value).reason
     assert after.created.run.task_id == "next" and after.created.run.created_by == "kim"
 
 

@@ -18,7 +18,6 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2
 from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import (
     common_pb2,
@@ -34,7 +33,7 @@ from coordinator.api.credentials import ApiTokens, FailureLimit
 from kernel.db.migrate import upgrade
 from services.bootstrap import capacity, coordinator, long_tasks, open_store, schedules
 from services.server import start_serving
-from tests.integration.test_run_service_grpc import error_info
+from tests.integration.test_run_service_grpc import error_info, status_info
 from tests.support.auth import aio_channel
 from tests.support.longtask_requests import long_task_requests
 from tests.support.rpc_requests import REQUESTS, RUN_ID, run_requests
@@ -127,10 +126,7 @@ async def _refusal(
         return str(error_info(refused).reason)
     [answer] = answers
     assert answer.WhichOneof("result") == "error", (method, answer)
-    [detail] = answer.error.details
-    info = error_details_pb2.ErrorInfo()
-    assert detail.Unpack(info)
-    return str(info.reason)
+    return str(status_info(answer.error).reason)
 
 
 def test_every_method_has_a_row() -> None:

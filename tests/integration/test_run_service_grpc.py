@@ -131,6 +131,14 @@ def sqlite_commits(database_url: str) -> Iterator[Callable[[], bool]]:
 # -- errors ---------------------------------------------------------------------------------
 
 
+def status_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo:
+    """The one detail of ``status``, an ErrorInfo."""
+    assert len(status.details) == 1, f"expected exactly one detail: {status}"
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info), f"the detail is not an ErrorInfo: {status.details[0]}"
+    return info
+
+
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
     """The one ErrorInfo of the google.rpc.Status in the ``grpc-status-details-bin`` trailer."""
     metadata: Any = error.trailing_metadata() or ()
@@ -140,9 +148,7 @@ def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
     status = status_pb2.Status.FromString(trailers[0])
     assert status.code == error.code().value[0]
     assert status.message == error.details()
-    assert len(status.details) == 1, f"expected exactly one detail: {status}"
-    info = error_details_pb2.ErrorInfo()
-    assert status.details[0].Unpack(info), f"the detail is not an ErrorInfo: {status.details[0]}"
+    info = status_info(status)
     assert info.domain == "truerun"
     assert reason_of(error) == info.reason
     return info
