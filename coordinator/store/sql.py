@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.domain.decide import Decision
+from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import RunEvent
 from coordinator.domain.states import RUN_TERMINAL
 from coordinator.store.base import Scan
@@ -36,6 +36,13 @@ class Placeholders:
 
     def bind(self, values: dict[str, Any]) -> list[Any]:
         return [values.get(name) for name in self._names]
+
+
+def batchable(decision: Decision) -> bool:
+    """A decision a batch (apply_all, apply_many) writes with the others in one statement on
+    PostgreSQL: a run and attempt update. In a batch its events are numbered from the run's
+    event sequence as the decision read it, which both stores check like the version."""
+    return decision.run_write is RunWrite.UPDATE and decision.attempt_write is AttemptWrite.UPDATE
 
 
 def events_from_decision(decision: Decision) -> dict[str, Any]:

@@ -436,6 +436,37 @@ async def test_a_batch_of_writes_is_all_or_nothing(
     assert [e.type for e in written[0].events] == ["attempt.running", "run.running"]
 
 
+async def test_a_batch_misses_when_an_event_was_appended_since_the_read(
+    transitions: Transitions, store: RunStore, migrated_database_url: str
+) -> None:
+    """apply_all numbers each run's new events from the event sequence its decision was made
+    on: a note appended meanwhile (the run's version unchanged) makes the batch miss, nothing
+    of it lands, and the decision made again on fresh state follows the note."""
+    _, attempt = await started(transitions)
+    loaded = await transitions.reader.load(attempt.run_id)
+    assert loaded is not None
+    ctx = Context(now_ms(), uuid7, new_token)
+    stale = decide(evidence(c.RuntimeRunning, attempt, 1), loaded.run, loaded.attempt, ctx)
+    note = c.NoteRun(attempt.run_id, SCHEDULER, type="activation.classified", details={})
+    noted = await transitions.execute(note)
+    assert noted.run.version == loaded.run.version  # only the event sequence moved
+    before = await snapshot(migrated_database_url)
+    with pytest.raises(CasMiss):
+        await store.apply_all([stale])
+    assert await snapshot(migrated_database_url) == before
+    fresh = await transitions.reader.load(attempt.run_id)
+    assert fresh is not None
+    again = decide(evidence(c.RuntimeRunning, attempt, 1), fresh.run, fresh.attempt, ctx)
+    (written,) = await store.apply_all([again])
+    events = await transitions.reader.list_events(attempt.run_id, 0, 100)
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    assert [e.type for e in events[-3:]] == [
+        "activation.classified",
+        *[e.type for e in written.events],
+    ]
+    assert written.run.event_sequence == len(events)
+
+
 @pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "not-idempotent"])
 async def test_lost_after_policy_declares_silent_unknowns_lost(
     transitions: Transitions, idempotent: bool

@@ -1,9 +1,11 @@
 """Many decisions, each on its own run, written by one statement (runtime event batches).
 
 Every row keeps the single-decision guarantees: compare-and-set of the run version and of the
-attempt status + sequence, events numbered from the run's own counter. If any row misses, a
-division by zero aborts the whole statement, so a batch is all or nothing. The statement is
-BATCH_UPDATE of postgres/sql.py.
+attempt status + sequence, events numbered from the run's own counter. The counter is the one
+the decision was made on (``event_sequence`` as read), checked by the statement like the
+version, so each event's sequence is computed here: if any row misses (or an event appended
+meanwhile holds a sequence this batch meant to use), the whole statement aborts, so a batch is
+all or nothing. The statement is BATCH_UPDATE of postgres/sql.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
+from coordinator.domain.decide import Decision
 from coordinator.domain.model import Run
 from coordinator.store.base import Applied, CasMiss
 from coordinator.store.output_sql import output_rows
@@ -28,9 +30,8 @@ from coordinator.store.rows import (
 from coordinator.store.sql import events_from_decision, stored_events
 from kernel.records import replace
 
-
-def batchable(decision: Decision) -> bool:
-    return decision.run_write is RunWrite.UPDATE and decision.attempt_write is AttemptWrite.UPDATE
+#: The (run_id, sequence) key of run_events.
+EVENT_KEY = "pk_run_events"
 
 
 # Where a run row's id and RUN_MUTABLE values go among RUN_COLUMNS: an update sends a row of
@@ -50,20 +51,22 @@ def _run_row(run: Run) -> tuple[Any, ...]:
 def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str, Any]]]:
     run_rows: list[tuple[Any, ...]] = []
     attempt_rows: list[tuple[Any, ...]] = []
-    checks: list[list[Any]] = [[] for _ in range(5)]
-    events: list[list[Any]] = [[] for _ in range(9)]
+    checks: list[list[Any]] = [[] for _ in range(6)]
+    events: list[list[Any]] = [[] for _ in range(11)]
     arrays: list[dict[str, Any]] = []
-    for d in decisions:
+    for k, d in enumerate(decisions, start=1):
         assert d.attempt is not None and d.attempt_expected_status is not None
         evs = events_from_decision(d)
         arrays.append(evs)
         attempt_row = attempt_values(d.attempt)
         run_rows.append(_run_row(d.run))
         attempt_rows.append(tuple([attempt_row[c] for c in ATTEMPT_COLUMNS]))
+        base = d.run.event_sequence  # as read: the domain never moves it
         for column, value in enumerate(
             [
                 d.expected_version,
                 evs["n_events"],
+                base,
                 d.attempt_expected_status.value,
                 d.attempt_expected_seq,
                 d.lease_written,
@@ -75,13 +78,15 @@ def _arguments(decisions: Sequence[Decision]) -> tuple[list[Any], list[dict[str,
                 [
                     evs["ev1"][i],
                     d.run.id,
-                    i + 1,
+                    base + i + 1,
                     evs["ev2"][i],
                     evs["ev3"][i],
                     evs["ev4"][i],
                     evs["ev5"][i],
                     evs["ev6"][i],
                     evs["created"],
+                    d.run.project_id,
+                    k,
                 ]
             ):
                 events[column].append(value)
@@ -97,6 +102,11 @@ async def apply_batch(conn: asyncpg.Connection, decisions: Sequence[Decision]) -
         rows = await conn.fetch(BATCH_UPDATE, *args)
     except asyncpg.DivisionByZeroError as exc:
         raise CasMiss("a run or attempt of the batch moved; nothing was written") from exc
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name != EVENT_KEY:
+            raise
+        # an event another writer appended holds a sequence this batch computed
+        raise CasMiss("a run's events moved; nothing was written") from exc
     if len(rows) != len(decisions):
         raise CasMiss("no run of the batch matched; nothing was written")
     sequences = {row["id"]: row["event_sequence"] for row in rows}

@@ -327,6 +327,13 @@ def _build_batch() -> str:
     # $1 runs[] (id and RUN_MUTABLE set, the rest NULL), $2 attempts[] (every column): rows
     # of the tables' own types, which asyncpg encodes as records (see postgres/creates.py);
     # then the compare-and-set values and the events and output pieces, a column array each.
+    #
+    # Nothing here joins two row sets by value: each event carries its own sequence (the
+    # run's event_sequence as read + its place) and its run's place k in $1, and the previous
+    # event's tx_id is looked up once a run and picked by k from an array. A join of the
+    # events to the updated runs was planned as a nested loop over the unnested arrays, the
+    # whole event list scanned once a run: quadratic, 60 % of a 64-run batch's time in
+    # PostgreSQL (issue #16, 2026-12-06, session 21).
     n = 2
 
     def param(kind: str) -> str:
@@ -334,7 +341,7 @@ def _build_batch() -> str:
         n += 1
         return f"${n}::{kind}[]"
 
-    checks = [("expected_version", "bigint"), ("n_events", "bigint")]
+    checks = [("expected_version", "bigint"), ("n_events", "bigint"), ("base", "bigint")]
     checks += [("a_expected_status", "text"), ("a_expected_seq", "bigint")]
     checks += [("a_lease_written", "boolean")]
     unnest = ", ".join(["$1::runs[]", "$2::attempts[]"] + [param(kind) for _, kind in checks])
@@ -348,33 +355,35 @@ def _build_batch() -> str:
         else f"{c} = v.a_{c}"
         for c in ATTEMPT_MUTABLE
     )
-    event_fields = ["id", "run_id", "ord", "type", "actor_type", "actor_id", "attempt_id"]
-    event_fields += ["payload", "created_at_ms"]
+    event_fields = ["id", "run_id", "sequence", "type", "actor_type", "actor_id", "attempt_id"]
+    event_fields += ["payload", "created_at_ms", "project_id", "k"]
     event_kinds = ["text", "text", "bigint", "text", "text", "text", "text", "text", "bigint"]
+    event_kinds += ["text", "int"]
     event_unnest = ", ".join(param(kind) for kind in event_kinds)
     output_unnest = ", ".join(param(kind) for kind in ("text", "bigint", "text", "text", "bigint"))
     return f"""
-WITH v AS (SELECT * FROM unnest({unnest}) AS v({", ".join(names)})),
+WITH v AS (SELECT * FROM unnest({unnest}) WITH ORDINALITY AS v({", ".join(names)}, k)),
 r AS (
-    UPDATE runs SET {run_sets}, event_sequence = runs.event_sequence + v.n_events
+    UPDATE runs SET {run_sets}, event_sequence = v.base + v.n_events
     FROM v WHERE runs.id = v.r_id AND runs.version = v.expected_version
-    RETURNING runs.id, runs.event_sequence, v.n_events, runs.project_id),
+      AND runs.event_sequence = v.base
+    RETURNING runs.id, runs.event_sequence),
 a AS (
     UPDATE attempts SET {attempt_sets}
     FROM v JOIN r ON r.id = v.r_id
     WHERE attempts.id = v.a_id AND attempts.status = v.a_expected_status
       AND attempts.last_event_seq = v.a_expected_seq
     RETURNING attempts.id),
+p AS (
+    SELECT array_agg(COALESCE(prev.tx_id, 0) ORDER BY v.k) AS tx_ids
+    FROM v LEFT JOIN run_events prev ON prev.run_id = v.r_id AND prev.sequence = v.base),
 e AS (
     INSERT INTO run_events ({", ".join(EVENT_COLUMNS)}, tx_id)
-    SELECT ev.id, ev.run_id, r.event_sequence - r.n_events + ev.ord, ev.type, NULL,
-           ev.actor_type, ev.actor_id, ev.attempt_id, ev.payload, ev.created_at_ms,
-           r.project_id, {EVENT_TX_ID}
-    FROM unnest({event_unnest}) AS ev({", ".join(event_fields)})
-    JOIN r ON r.id = ev.run_id
-    LEFT JOIN run_events prev
-      ON prev.run_id = r.id AND prev.sequence = r.event_sequence - r.n_events
-    ORDER BY ev.run_id, ev.ord),
+    SELECT ev.id, ev.run_id, ev.sequence, ev.type, NULL, ev.actor_type, ev.actor_id,
+           ev.attempt_id, ev.payload, ev.created_at_ms, ev.project_id,
+           GREATEST(pg_current_xact_id()::text::bigint, p.tx_ids[ev.k])
+    FROM unnest({event_unnest}) AS ev({", ".join(event_fields)}) CROSS JOIN p
+    ORDER BY ev.run_id, ev.sequence),
 o AS (
     INSERT INTO attempt_output ({", ".join(OUTPUT_COLUMNS)})
     SELECT o.* FROM unnest({output_unnest}) AS o({", ".join(OUTPUT_COLUMNS)})

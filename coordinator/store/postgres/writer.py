@@ -26,7 +26,7 @@ from coordinator.store.base import (
     Scan,
 )
 from coordinator.store.output_sql import output_rows
-from coordinator.store.postgres.batch import apply_batch, batchable
+from coordinator.store.postgres.batch import apply_batch
 from coordinator.store.postgres.creates import apply_creates, groupable
 from coordinator.store.postgres.reader import load_on
 from coordinator.store.postgres.sql import (
@@ -49,7 +49,12 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.snapshots import encode, run_snapshot
-from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, stored_events
+from coordinator.store.sql import (
+    TERMINAL_STATUSES,
+    batchable,
+    events_from_decision,
+    stored_events,
+)
 from kernel.ids import now_ms
 from kernel.records import replace
 

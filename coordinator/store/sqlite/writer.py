@@ -32,7 +32,12 @@ from coordinator.store.rows import (
     run_values,
 )
 from coordinator.store.snapshots import encode, run_snapshot
-from coordinator.store.sql import TERMINAL_STATUSES, events_from_decision, stored_events
+from coordinator.store.sql import (
+    TERMINAL_STATUSES,
+    batchable,
+    events_from_decision,
+    stored_events,
+)
 from coordinator.store.sqlite.connection import SqliteConnections
 from coordinator.store.sqlite.sql import (
     ATTEMPT_INSERT,
@@ -155,7 +160,7 @@ class SqliteWriter(SqliteConnections):
         def run(conn: sqlite3.Connection) -> list[Applied]:
             self._begin_immediate(conn)
             try:
-                applied = [_write_decision(conn, decision, None) for decision in decisions]
+                applied = [_write_in_batch(conn, decision) for decision in decisions]
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -199,7 +204,7 @@ class SqliteTx:
 
     async def apply_many(self, decisions: Sequence[Decision]) -> list[Applied]:
         return await self._store._write(
-            lambda conn: [_write_decision(conn, decision, None) for decision in decisions]
+            lambda conn: [_write_in_batch(conn, decision) for decision in decisions]
         )
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
@@ -243,6 +248,17 @@ class SqliteTx:
         """No row locks: the IMMEDIATE transaction already excludes every other writer."""
         rows = await self.fetch(lock_scan_sql(scan, len(skip)), mark_ms, *skip, limit)
         return [a for row in rows if (a := attempt_from_row(row)) is not None]
+
+
+def _write_in_batch(conn: sqlite3.Connection, decision: Decision) -> Applied:
+    """One decision of a batch: as PostgreSQL's batch statement numbers a run and attempt
+    update's events from the event sequence the decision read, an event appended since then
+    (a note: the version unchanged) is a miss here too (postgres/batch.py)."""
+    applied = _write_decision(conn, decision, None)
+    expected = decision.run.event_sequence + len(decision.events)
+    if batchable(decision) and applied.run.event_sequence != expected:
+        raise CasMiss(f"run {decision.run.id}'s events moved since it was read")
+    return applied
 
 
 def _write_decision(
