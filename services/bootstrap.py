@@ -25,6 +25,7 @@ from coordinator.dispatch.ingest import EventIngest
 from coordinator.dispatch.sessions import Sessions
 from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
+from coordinator.service.group_commit import WRITERS
 from coordinator.service.hub import EventHub
 from coordinator.service.queries import RunQueries
 from coordinator.service.transitions import Transitions
@@ -81,6 +82,9 @@ def coordinator(
         on_conflict=metrics.conflict if metrics else None,
         output=output,
         on_timed=metrics.transition_timed if metrics else None,
+        # SQLite writes one transaction at a time: a second group would only wait for the
+        # lock, and groups would be smaller (bench.lifecycle --store sqlite: 564 -> 515 runs/s)
+        create_writers=1 if isinstance(store, SqliteStore) else WRITERS,
     )
     if metrics is not None:
         hub.listen(metrics.committed)

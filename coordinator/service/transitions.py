@@ -24,7 +24,7 @@ from coordinator.domain.states import ScopePolicy
 from coordinator.service.door_calls import describe, through_door
 from coordinator.service.door_rows import RowsBeside
 from coordinator.service.door_tx import DEDUPLICATED, DoorTx, Result
-from coordinator.service.group_commit import GroupCommit
+from coordinator.service.group_commit import WRITERS, GroupCommit
 from coordinator.store.base import (
     CasMiss,
     DedupeKeyTaken,
@@ -61,15 +61,18 @@ class Transitions(RowsBeside):
         output: OutputPolicy = DEFAULT_OUTPUT_POLICY,
         on_timed: Callable[[str, float], None] | None = None,
         create_group: int = 64,
+        create_writers: int = WRITERS,
     ) -> None:
         """``on_timed(command, seconds)``: each command's time through the door (a latency
         histogram), refused or conflicted ones too. ``create_group``: at most this many
-        concurrent plain creates share one store write (group_commit.py)."""
+        concurrent plain creates share one store write, and ``create_writers`` such writes are in
+        flight at once (group_commit.py)."""
         self._store = store
         self._creates = GroupCommit(
             lambda decision, request: store.apply(decision, None, request),
             lambda members: store.apply_creates(members),
             create_group,
+            create_writers,
         )
         self._output = output
         self._clock = clock

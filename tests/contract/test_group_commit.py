@@ -81,11 +81,22 @@ async def test_a_lone_create_is_written_at_once(store: RunStore) -> None:
     assert loaded is not None and loaded.run == created.run
 
 
+async def _until_held(recording: Recording) -> None:
+    """Until every write the recording holds has reached its gate."""
+
+    async def held() -> None:
+        while recording.hold > 0:
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(held(), timeout=10)
+
+
 async def test_creates_arriving_during_a_write_go_together_next(
     store: RunStore, database_url: str
 ) -> None:
+    """One writer: creates that arrive while it writes queue up and are the next group."""
     recording = Recording(store, hold=1)
-    transitions = Transitions(cast(RunStore, recording))
+    transitions = Transitions(cast(RunStore, recording), create_writers=1)
     first = asyncio.create_task(transitions.create(spec(task_id="first")))
     await recording.entered.wait()  # the first write is in flight: the rest must queue
     rest = [asyncio.create_task(transitions.create(spec(task_id=f"t{i}"))) for i in range(10)]
@@ -97,6 +108,28 @@ async def test_creates_arriving_during_a_write_go_together_next(
         assert len(await _tx_ids(store, done)) == 2
 
 
+async def test_the_next_group_is_written_beside_the_last_and_then_they_wait(
+    store: RunStore, database_url: str
+) -> None:
+    """Two writers (the default): while one group is written the next forms and is written
+    beside it; creates that arrive while both are busy queue up and go together next."""
+    recording = Recording(store, hold=2)
+    transitions = Transitions(cast(RunStore, recording))
+    first = asyncio.create_task(transitions.create(spec(task_id="first")))
+    await recording.entered.wait()
+    beside = [asyncio.create_task(transitions.create(spec(task_id=f"b{i}"))) for i in range(6)]
+    await _until_held(recording)  # both writers are in flight, neither has finished
+    assert transitions.creates_waiting == 0
+    late = [asyncio.create_task(transitions.create(spec(task_id=f"l{i}"))) for i in range(4)]
+    await _until_waiting(transitions, 4)
+    recording.release.set()
+    done = await asyncio.gather(first, *beside, *late)
+    assert recording.writes == [("one", 1), ("group", 6), ("group", 4)]
+    assert len({r.run.id for r in done}) == 11
+    if database_url.startswith("postgres"):
+        assert len(await _tx_ids(store, done)) == 3
+
+
 async def test_one_members_collision_fails_no_other(store: RunStore) -> None:
     """A group with two creates of one new idempotency key and one create whose request id
     is already recorded: nothing of the group is written together; written one by one, each
@@ -104,7 +137,8 @@ async def test_one_members_collision_fails_no_other(store: RunStore) -> None:
     taken = RequestRecord("req-taken", "CreateRun", "h")
     earlier = await Transitions(store).create(spec(task_id="earlier"), request=taken)
     recording = Recording(store, hold=1)
-    transitions = Transitions(cast(RunStore, recording))
+    # one writer, so the eight (the keyed ones read first) all queue behind the first write
+    transitions = Transitions(cast(RunStore, recording), create_writers=1)
     first = asyncio.create_task(transitions.create(spec(task_id="first")))
     await recording.entered.wait()
     plain = [asyncio.create_task(transitions.create(spec(task_id=f"p{i}"))) for i in range(5)]

@@ -4,7 +4,7 @@ every member, and a cancelled caller never cutting its group's write short."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import pytest
@@ -85,3 +85,44 @@ async def test_a_cancelled_caller_does_not_cut_the_write_short() -> None:
     writes.gate.set()
     assert await stays == cast(Applied, ("applied", 1))
     assert writes.finished == 2  # the cancelled caller's create was still written
+
+
+async def _turns_until(done: Callable[[], bool]) -> None:
+    for _ in range(100):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the group commit never got there")
+
+
+async def test_at_most_writers_writes_are_in_flight() -> None:
+    writes = Writes()
+    writes.gate.clear()
+    group = GroupCommit(writes.one, writes.many, writers=2)
+    first = asyncio.create_task(group.write(_decision(0), None))
+    await _turns_until(lambda: len(writes.groups) == 1)
+    beside = [asyncio.create_task(group.write(_decision(i), None)) for i in (1, 2, 3)]
+    await _turns_until(lambda: len(writes.groups) == 2)  # written while the first is held
+    late = [asyncio.create_task(group.write(_decision(i), None)) for i in (4, 5)]
+    await _turns_until(lambda: group.waiting == 2)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert len(writes.groups) == 2  # both writers busy: the late ones wait
+    writes.gate.set()
+    answers = await asyncio.gather(first, *beside, *late)
+    assert answers == [cast(Applied, ("applied", i)) for i in range(6)]
+    assert writes.groups == [[0], [1, 2, 3], [4, 5]]
+
+
+async def test_a_writer_cancelled_while_forming_leaves_no_create_stranded() -> None:
+    writes = Writes()
+    group = GroupCommit(writes.one, writes.many, writers=1)
+    gone = asyncio.create_task(group.write(_decision(0), None))
+    await asyncio.sleep(0)  # its writer is forming the group
+    (writer,) = group._writers
+    writer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    gone.cancel()
+    answer = await asyncio.wait_for(group.write(_decision(1), None), timeout=10)
+    assert answer == cast(Applied, ("applied", 1))
