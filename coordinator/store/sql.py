@@ -14,11 +14,14 @@ from kernel.ids import uuid7
 
 TERMINAL_STATUSES = sorted(status.value for status in RUN_TERMINAL)
 
+
 # The tx_id of a new event on PostgreSQL (``prev``: the run's previous event, joined by the
 # insert): the writing transaction's id, raised to the previous event's so a run's events
 # never sort out of sequence order even when this transaction's id is older than the one
 # that wrote the previous event (docs/events.md).
-EVENT_TX_ID = "GREATEST(pg_current_xact_id()::text::bigint, COALESCE(prev.tx_id, 0))"
+def event_tx_id(previous: str = "prev.tx_id") -> str:
+    """The new event's tx_id, ``previous`` the expression of the run's previous event's."""
+    return f"GREATEST(pg_current_xact_id()::text::bigint, COALESCE({previous}, 0))"
 
 
 class Placeholders:

@@ -23,7 +23,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_set_clause,
 )
-from coordinator.store.sql import EVENT_TX_ID, Placeholders, queue_position_sql, scan_sql
+from coordinator.store.sql import Placeholders, event_tx_id, queue_position_sql, scan_sql
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 _ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
@@ -65,7 +65,7 @@ def _events_insert(p: Placeholders, source: str) -> str:
 INSERT INTO run_events ({", ".join(EVENT_COLUMNS)}, tx_id)
 SELECT ev.id, src.id, src.event_sequence - {count}::bigint + ev.ord, ev.type,
        CASE WHEN ev.ord = 1 THEN {dedupe}::text END, ev.actor_type, ev.actor_id, ev.attempt_id,
-       ev.payload, {created}::bigint, src.project_id, {EVENT_TX_ID}
+       ev.payload, {created}::bigint, src.project_id, {event_tx_id()}
 FROM {source} src CROSS JOIN {arrays}
 LEFT JOIN run_events prev
   ON prev.run_id = src.id AND prev.sequence = src.event_sequence - {count}::bigint
@@ -381,7 +381,7 @@ e AS (
     INSERT INTO run_events ({", ".join(EVENT_COLUMNS)}, tx_id)
     SELECT ev.id, ev.run_id, ev.sequence, ev.type, NULL, ev.actor_type, ev.actor_id,
            ev.attempt_id, ev.payload, ev.created_at_ms, ev.project_id,
-           GREATEST(pg_current_xact_id()::text::bigint, p.tx_ids[ev.k])
+           {event_tx_id("p.tx_ids[ev.k]")}
     FROM unnest({event_unnest}) AS ev({", ".join(event_fields)}) CROSS JOIN p
     ORDER BY ev.run_id, ev.sequence),
 o AS (
