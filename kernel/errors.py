@@ -43,6 +43,14 @@ class ErrorReason(StrEnum):
     NOTICES_OF_ANOTHER_OWNER = "NOTICES_OF_ANOTHER_OWNER"
     INVALID_CONTINUATION = "INVALID_CONTINUATION"
     NOTICE_WEBHOOK_NOT_ALLOWED = "NOTICE_WEBHOOK_NOT_ALLOWED"
+    OWNER_NOT_SERVED = "OWNER_NOT_SERVED"
+    RESERVED_KEY = "RESERVED_KEY"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    OWNER_NOT_PERMITTED = "OWNER_NOT_PERMITTED"
+    SELF_APPROVAL_REFUSED = "SELF_APPROVAL_REFUSED"
+    APPROVER_NOT_ELIGIBLE = "APPROVER_NOT_ELIGIBLE"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+    ALREADY_APPROVED = "ALREADY_APPROVED"
 
 
 class DomainError(Exception):
@@ -234,3 +242,52 @@ class InvalidContinuation(DomainError):
     never opens, a catch-up window out of range); the message names the field."""
 
     reason = ErrorReason.INVALID_CONTINUATION
+
+
+class OwnerNotServed(DomainError):
+    """No runtime of the owner is bound to the project (docs/tenancy.md): work created
+    there could never be delivered, so nothing is created."""
+
+    reason = ErrorReason.OWNER_NOT_SERVED
+
+
+class ReservedKey(DomainError):
+    """An idempotency key or request id in the space truerun derives its own keys in."""
+
+    reason = ErrorReason.RESERVED_KEY
+
+
+class IdempotencyKeyReused(DomainError):
+    """The idempotency key was used before with a different request (metadata: run_id)."""
+
+    reason = ErrorReason.IDEMPOTENCY_KEY_REUSED
+
+
+class OwnerNotPermitted(DomainError):
+    """The caller may not act for the object's owner (docs/tenancy.md)."""
+
+    reason = ErrorReason.OWNER_NOT_PERMITTED
+
+
+class SelfApprovalRefused(DomainError):
+    """The approval policy refuses an approval by the creator of what it approves."""
+
+    reason = ErrorReason.SELF_APPROVAL_REFUSED
+
+
+class ApproverNotEligible(DomainError):
+    """The approver is in none of the groups the approval policy names."""
+
+    reason = ErrorReason.APPROVER_NOT_ELIGIBLE
+
+
+class ApprovalExpired(DomainError):
+    """The approval's window is over; nothing was approved."""
+
+    reason = ErrorReason.APPROVAL_EXPIRED
+
+
+class AlreadyApproved(DomainError):
+    """This approver has already approved; a grant counts once."""
+
+    reason = ErrorReason.ALREADY_APPROVED

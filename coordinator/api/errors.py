@@ -56,6 +56,14 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.NOTICES_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.INVALID_CONTINUATION: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorReason.NOTICE_WEBHOOK_NOT_ALLOWED: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.OWNER_NOT_SERVED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.RESERVED_KEY: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.IDEMPOTENCY_KEY_REUSED: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorReason.OWNER_NOT_PERMITTED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorReason.SELF_APPROVAL_REFUSED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorReason.APPROVER_NOT_ELIGIBLE: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorReason.APPROVAL_EXPIRED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorReason.ALREADY_APPROVED: grpc.StatusCode.ALREADY_EXISTS,
 }
 
 

@@ -548,6 +548,35 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     is not in TRUERUN_NOTICE_WEBHOOK_ALLOW, or it is (or resolves to) a
     link-local or cloud metadata address. Nothing is registered.
     """
+    ERROR_REASON_OWNER_NOT_SERVED: _ErrorReason.ValueType  # 39
+    """FAILED_PRECONDITION: no runtime of the run's owner is bound to its project
+    (TRUERUN_RUNTIME_TOKENS), so the work could never be delivered; nothing created.
+    """
+    ERROR_REASON_RESERVED_KEY: _ErrorReason.ValueType  # 40
+    """INVALID_ARGUMENT: an idempotency key or request id in the key space truerun
+    derives its own keys in (fires, deliveries, long-task runs, promotions,
+    retries); no caller may write there (docs/tenancy.md).
+    """
+    ERROR_REASON_IDEMPOTENCY_KEY_REUSED: _ErrorReason.ValueType  # 41
+    """ALREADY_EXISTS: the idempotency key (or Idempotency-Key) was used before with a
+    different request; ErrorInfo metadata "run_id" names the first run.
+    """
+    ERROR_REASON_OWNER_NOT_PERMITTED: _ErrorReason.ValueType  # 42
+    """PERMISSION_DENIED: the caller's token may not act for the object's owner
+    (another owner's object needs an operator token of its project).
+    """
+    ERROR_REASON_SELF_APPROVAL_REFUSED: _ErrorReason.ValueType  # 43
+    """PERMISSION_DENIED: the approval policy refuses an approval by the run's or
+    the decision's creator.
+    """
+    ERROR_REASON_APPROVER_NOT_ELIGIBLE: _ErrorReason.ValueType  # 44
+    """PERMISSION_DENIED: the approver is in none of the groups the approval
+    policy names.
+    """
+    ERROR_REASON_APPROVAL_EXPIRED: _ErrorReason.ValueType  # 45
+    """FAILED_PRECONDITION: the approval's window is over; nothing was approved."""
+    ERROR_REASON_ALREADY_APPROVED: _ErrorReason.ValueType  # 46
+    """ALREADY_EXISTS: this approver has already approved; the grant counts once."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -678,6 +707,35 @@ ERROR_REASON_NOTICE_WEBHOOK_NOT_ALLOWED: ErrorReason.ValueType  # 38
 is not in TRUERUN_NOTICE_WEBHOOK_ALLOW, or it is (or resolves to) a
 link-local or cloud metadata address. Nothing is registered.
 """
+ERROR_REASON_OWNER_NOT_SERVED: ErrorReason.ValueType  # 39
+"""FAILED_PRECONDITION: no runtime of the run's owner is bound to its project
+(TRUERUN_RUNTIME_TOKENS), so the work could never be delivered; nothing created.
+"""
+ERROR_REASON_RESERVED_KEY: ErrorReason.ValueType  # 40
+"""INVALID_ARGUMENT: an idempotency key or request id in the key space truerun
+derives its own keys in (fires, deliveries, long-task runs, promotions,
+retries); no caller may write there (docs/tenancy.md).
+"""
+ERROR_REASON_IDEMPOTENCY_KEY_REUSED: ErrorReason.ValueType  # 41
+"""ALREADY_EXISTS: the idempotency key (or Idempotency-Key) was used before with a
+different request; ErrorInfo metadata "run_id" names the first run.
+"""
+ERROR_REASON_OWNER_NOT_PERMITTED: ErrorReason.ValueType  # 42
+"""PERMISSION_DENIED: the caller's token may not act for the object's owner
+(another owner's object needs an operator token of its project).
+"""
+ERROR_REASON_SELF_APPROVAL_REFUSED: ErrorReason.ValueType  # 43
+"""PERMISSION_DENIED: the approval policy refuses an approval by the run's or
+the decision's creator.
+"""
+ERROR_REASON_APPROVER_NOT_ELIGIBLE: ErrorReason.ValueType  # 44
+"""PERMISSION_DENIED: the approver is in none of the groups the approval
+policy names.
+"""
+ERROR_REASON_APPROVAL_EXPIRED: ErrorReason.ValueType  # 45
+"""FAILED_PRECONDITION: the approval's window is over; nothing was approved."""
+ERROR_REASON_ALREADY_APPROVED: ErrorReason.ValueType  # 46
+"""ALREADY_EXISTS: this approver has already approved; the grant counts once."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
