@@ -111,6 +111,11 @@ _PROBLEM: Schema = {
         "status": {"type": "integer"},
         "detail": {"type": "string"},
         "reason": {"type": "string"},
+        "run_id": {
+            "type": "string",
+            "description": "IDEMPOTENCY_KEY_REUSED only: the run the key (or request_id) "
+            "already made, for a different request",
+        },
     },
 }
 
@@ -123,6 +128,8 @@ _ERRORS = {
     "SCHEDULE_VERSION_CONFLICT, SCHEDULE_EXISTS, LONG_TASK_VERSION_CONFLICT, "
     "INVALID_LONG_TASK_TRANSITION, LONG_TASK_EXISTS, ...",
     "413": "the body exceeds the size limit (REQUEST_TOO_LARGE)",
+    "422": "the Idempotency-Key (or request_id) was used before with a different request "
+    "(IDEMPOTENCY_KEY_REUSED; run_id names the run it made)",
     "503": "the services are unavailable or busy; retry with backoff",
 }
 

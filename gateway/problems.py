@@ -1,4 +1,5 @@
-"""Errors as RFC 9457 ``application/problem+json``: {type, title, status, detail, reason}.
+"""Errors as RFC 9457 ``application/problem+json``: {type, title, status, detail, reason},
+plus ``run_id`` for IDEMPOTENCY_KEY_REUSED (the run the key already made).
 
 ``reason`` is the stable ErrorReason name the gRPC API sent (RUN_VERSION_CONFLICT, ...) or
 one of the gateway's own (UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, REQUEST_TOO_LARGE,
@@ -32,19 +33,33 @@ _STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
 
+# A reason whose HTTP status is not its gRPC code's. IDEMPOTENCY_KEY_REUSED (gRPC
+# ALREADY_EXISTS) is 422 as Stripe and the IETF Idempotency-Key draft answer a key sent
+# again with another body: not a conflict to retry, a request to fix (docs/gateway.md
+# "Errors").
+_STATUS_OF_REASON: dict[str, int] = {"IDEMPOTENCY_KEY_REUSED": 422}
+
+# ErrorInfo metadata a problem carries as its own members (RFC 9457 extension members):
+# the first run of a reused key, so a client can fetch the run its key already made.
+_MEMBERS_OF_REASON: dict[str, tuple[str, ...]] = {"IDEMPOTENCY_KEY_REUSED": ("run_id",)}
+
 
 class Problem(Exception):
     """Raised anywhere in a handler; the app turns it into the problem response."""
 
-    def __init__(self, status: int, reason: str, detail: str) -> None:
+    def __init__(
+        self, status: int, reason: str, detail: str, members: dict[str, str] | None = None
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.reason = reason
         self.detail = detail
+        self.members = members or {}  # extension members, e.g. run_id
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
     body = {
+        **problem.members,
         "type": f"https://truerun.dev/problems/{problem.reason.lower().replace('_', '-')}",
         "title": HTTPStatus(problem.status).phrase,
         "status": problem.status,
@@ -58,6 +73,11 @@ def problem_response(problem: Problem, headers: dict[str, str] | None = None) ->
 
 def reason_of(error: grpc.RpcError) -> str:
     """The ErrorInfo reason the services attached ('' when none)."""
+    info = _error_info(error)
+    return str(info.reason) if info is not None else ""
+
+
+def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     trailing = getattr(error, "trailing_metadata", None)
     metadata: Any = (trailing() if trailing else None) or ()
     for key, value in metadata:
@@ -65,8 +85,8 @@ def reason_of(error: grpc.RpcError) -> str:
             for detail in status_pb2.Status.FromString(value).details:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
-                    return str(info.reason)
-    return ""
+                    return info
+    return None
 
 
 def code_of(error: grpc.RpcError) -> grpc.StatusCode:
@@ -77,8 +97,17 @@ def code_of(error: grpc.RpcError) -> grpc.StatusCode:
 
 def from_rpc_error(error: grpc.RpcError) -> Problem:
     code = code_of(error)
+    info = _error_info(error)
     status = _STATUS.get(code, 502)
-    reason = reason_of(error) or (code.name if status != 502 else "UPSTREAM_ERROR")
+    reason = (info.reason if info is not None else "") or (
+        code.name if status != 502 else "UPSTREAM_ERROR"
+    )
+    status = _STATUS_OF_REASON.get(reason, status)
+    members = {
+        name: str(info.metadata[name])
+        for name in _MEMBERS_OF_REASON.get(reason, ())
+        if info is not None and name in info.metadata
+    }
     details_of = getattr(error, "details", None)
     details = details_of() if callable(details_of) else None
-    return Problem(status, reason, str(details or code.name.lower()))
+    return Problem(status, reason, str(details or code.name.lower()), members)

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from automations.domain.calendar import Calendar
+from kernel import derived_keys
 
 
 class Overlap(StrEnum):
@@ -132,8 +133,9 @@ class Note:
 
 def fire_key(schedule_id: str, fire_ms: int) -> str:
     """The idempotency key of a calendar or backfill fire (seed B §10.1): the same fire
-    time of the same schedule can only ever create one run."""
-    return f"schedule:{schedule_id}:{fire_ms}"
+    time of the same schedule can only ever create one run. Built in the reserved key
+    space (kernel/derived_keys.py), so no caller can create that run first."""
+    return derived_keys.schedule_fire(schedule_id, fire_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from automations.service.fires import Carried, carry_out, open_runs
 from automations.store.sql import ScheduleChanged, ScheduleExists, ScheduleSql
 from coordinator.domain.redaction import redact_strings
 from coordinator.service.transitions import DoorTx, Transitions
+from kernel import derived_keys
 from kernel.errors import (
     IdempotencyKeyConflict,
     InvalidArgument,
@@ -262,7 +263,7 @@ class Schedules:
         """One fire now; a repeated ``request_id`` finds the run it created."""
         token = request_id or uuid7()
         fire = Fire(
-            f"schedule:{schedule_id}:manual:{token}", self._clock(), Source.MANUAL, actor[1]
+            derived_keys.schedule_manual(schedule_id, token), self._clock(), Source.MANUAL, actor[1]
         )
         return await self._fire(project_id, schedule_id, (fire,), None, actor)
 
@@ -279,7 +280,8 @@ class Schedules:
             raise refused
         if not verify(self._secret(schedule), signature, delivery_id, body, self._clock()):
             raise refused
-        fire = Fire(f"schedule:{schedule_id}:delivery:{delivery_id}", self._clock(), Source.WEBHOOK)
+        key = derived_keys.schedule_delivery(schedule_id, delivery_id)
+        fire = Fire(key, self._clock(), Source.WEBHOOK)
         payload = _payload(body)
         return await self._fire(
             project_id,

@@ -21,12 +21,18 @@ from coordinator.api import convert, validation
 from coordinator.api.auth import caller
 from coordinator.api.errors import refusal, stream, unary
 from coordinator.domain import commands as c
+from coordinator.domain.fingerprints import request_fingerprint, same_request
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, ScopePolicy
 from coordinator.service.queries import view
-from coordinator.service.transitions import Result, Transitions
+from coordinator.service.transitions import KeyLookup, Result, Transitions
 from coordinator.store.base import Loaded, RequestRecord
-from kernel.errors import DomainError, InvalidArgument, PermissionDenied
+from kernel.errors import (
+    DomainError,
+    IdempotencyKeyReused,
+    InvalidArgument,
+    PermissionDenied,
+)
 
 M = TypeVar("M", bound=Message)
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -65,6 +71,7 @@ class RunCreates:
         response_type: type[M],
         execute: Callable[[RequestRecord | None], Awaitable[M]],
         render: Callable[[Loaded], M],
+        reused: Callable[[M], DomainError] | None = None,
     ) -> M:
         raise NotImplementedError
 
@@ -103,8 +110,19 @@ class RunCreates:
         def render(committed: Loaded) -> run_service_pb2.CreateRunResponse:
             return run_service_pb2.CreateRunResponse(run=run_proto(committed), existing=False)
 
+        def reused(first: run_service_pb2.CreateRunResponse) -> DomainError:
+            # A request id names one create as an idempotency key does: sent again with
+            # another request, it is refused the same way, naming the first run
+            # (docs/state-model.md "6a. Idempotency keys and request ids").
+            return IdempotencyKeyReused(
+                f"request_id {request.request_id!r} was used for run {first.run.id} with a "
+                "different request; send that request again or use a new request_id",
+                run_id=first.run.id,
+                request_id=request.request_id,
+            )
+
         return await self._once(
-            "CreateRun", request, run_service_pb2.CreateRunResponse, execute, render
+            "CreateRun", request, run_service_pb2.CreateRunResponse, execute, render, reused
         )
 
     @unary
@@ -114,9 +132,11 @@ class RunCreates:
         if not 1 <= len(request.requests) <= MAX_CREATE_RUNS:
             raise InvalidArgument(f"requests: between 1 and {MAX_CREATE_RUNS} items")
         specs = [self._item(i, item) for i, item in enumerate(request.requests)]
+        keyed = await self._keys_of(specs)
         # Each through the door on its own; started together, they share the group writes.
         results = await asyncio.gather(
-            *(self._transitions.create(spec) for spec in specs), return_exceptions=True
+            *(self._transitions.create(spec, keyed=keyed.get(i)) for i, spec in enumerate(specs)),
+            return_exceptions=True,
         )
         for outcome in results:
             if isinstance(outcome, BaseException):
@@ -124,6 +144,46 @@ class RunCreates:
         return run_service_pb2.CreateRunsResponse(
             responses=[_created(r) for r in results if isinstance(r, Result)]
         )
+
+    async def _keys_of(self, specs: list[c.RunSpec]) -> dict[int, KeyLookup]:
+        """Every keyed item's key, read before anything is created, so an item whose key
+        names a run another request made refuses the whole call with nothing created
+        (IDEMPOTENCY_KEY_REUSED, as CreateRun answers it), as does a key two items use for
+        different runs (INVALID_ARGUMENT). What each read found goes on to the item's
+        create, which then reads no key again. Items without a key read nothing. (A create
+        of the key committing between these reads and the batch's creates is answered as
+        by CreateRun: that item's create raises, after the others were made.)"""
+        first: dict[tuple[str, str], int] = {}
+        for index, spec in enumerate(specs):
+            if spec.idempotency_key is None:
+                continue
+            earlier = first.setdefault((spec.project_id, spec.idempotency_key), index)
+            if earlier != index and request_fingerprint(specs[earlier]) != request_fingerprint(
+                spec
+            ):
+                raise InvalidArgument(
+                    f"requests[{index}]: idempotency_key {spec.idempotency_key!r} is also "
+                    f"requests[{earlier}]'s, for a different run"
+                )
+        if not first:
+            return {}
+        reader = self._transitions.reader
+        found = await asyncio.gather(
+            *(reader.find_by_idempotency_key(project_id, key) for project_id, key in first)
+        )
+        lookups: dict[int, KeyLookup] = {}
+        for index, existing in zip(first.values(), found, strict=True):
+            spec = specs[index]
+            if existing is not None and not same_request(existing.run, spec):
+                raise IdempotencyKeyReused(
+                    f"requests[{index}]: idempotency key {spec.idempotency_key!r} was used "
+                    f"for run {existing.run.id} with a different request",
+                    run_id=existing.run.id,
+                )
+            lookups[index] = KeyLookup(existing)
+        # A later item with an earlier one's key reads it again in its own create: the
+        # earlier one may be the create that makes it.
+        return lookups
 
     def _item(self, index: int, item: run_service_pb2.CreateRunRequest) -> c.RunSpec:
         """One CreateRuns item, validated and authorized as CreateRun's request; what a
@@ -179,7 +239,7 @@ class RunCreates:
             trigger_type=validation.name(request.trigger_type, "trigger_type", required=False)
             or "manual",
             trigger_id=validation.text(request.trigger_id, "trigger_id", 256),
-            idempotency_key=validation.text(request.idempotency_key, "idempotency_key", 256),
+            idempotency_key=validation.idempotency_key(request.idempotency_key),
             priority=validation.in_range(request.priority, "priority", -1000, 1000),
             max_attempts=validation.in_range(request.max_attempts or 1, "max_attempts", 1, 100),
             idempotent=request.idempotent,

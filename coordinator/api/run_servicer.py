@@ -27,7 +27,7 @@ from coordinator.service.queries import RunQueries, RunView
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Loaded, RequestRecord
 from coordinator.store.snapshots import run_from_snapshot
-from kernel.errors import InvalidArgument, PermissionDenied, RunNotFound
+from kernel.errors import DomainError, InvalidArgument, PermissionDenied, RunNotFound
 
 M = TypeVar("M", bound=Message)
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -64,9 +64,11 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
         response_type: type[M],
         execute: Callable[[RequestRecord | None], Awaitable[M]],
         render: Callable[[Loaded], M],
+        reused: Callable[[M], DomainError] | None = None,
     ) -> M:
         """AIP-155 (``request_ids.once``): ``render`` answers from the run and attempt the
-        request committed, read back from its record's snapshot."""
+        request committed, read back from its record's snapshot; ``reused`` the error for
+        the id sent again with another payload (default REQUEST_ID_REUSED)."""
         return await once(
             self._transitions.reader,
             method,
@@ -74,6 +76,7 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
             response_type,
             execute,
             lambda snapshot: render(run_from_snapshot(snapshot)),
+            reused,
         )
 
     # -- commands -----------------------------------------------------------------------------

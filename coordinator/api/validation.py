@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 
 from coordinator.domain.redaction import secret_values
+from kernel import derived_keys
 from kernel.errors import InvalidArgument
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$")
@@ -53,9 +54,20 @@ def printable(value: str, field: str, limit: int) -> str:
 
 
 def request_id(value: str) -> str:
+    """An AIP-155 request id as a caller sends it: never one in the space of the keys
+    truerun derives (RESERVED_KEY, kernel/derived_keys.py), which no caller may write."""
     if len(value) > 128 or not value.isprintable():
         raise InvalidArgument("request_id must be at most 128 printable characters")
-    return value
+    return derived_keys.refuse_reserved(value, "request_id")
+
+
+def idempotency_key(value: str) -> str | None:
+    """A caller's idempotency key (None when empty): at most 256 characters, never in the
+    reserved space of the keys truerun derives for its own runs (schedule fires, webhook
+    deliveries, long-task attempts: kernel/derived_keys.py), so no caller can create the
+    run such a key names before truerun does (issue #36)."""
+    key = text(value, "idempotency_key", 256)
+    return derived_keys.refuse_reserved(key, "idempotency_key") if key else None
 
 
 def etag(value: str) -> int | None:

@@ -71,6 +71,10 @@ class Run:
     #: How often the reconciler recovered this run (requeued an expired claim, retried a
     #: lost attempt) since it was created or an operator requeued it.
     recovery_count: int = 0
+    #: A keyed run's ``request_fingerprint`` of the create that made it: a later create with
+    #: the same key and another request is refused (IDEMPOTENCY_KEY_REUSED). None without a
+    #: key, and for runs kept before fingerprints were (coordinator/domain/fingerprints.py).
+    request_fingerprint: str | None = None
 
 
 @fast

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from dataclasses import dataclass
 
 from opentelemetry.trace import Span
 
 from coordinator.domain import commands as c
 from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, chain, decide
+from coordinator.domain.fingerprints import same_request
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
 from coordinator.service.door_calls import describe, through_door
@@ -38,6 +40,7 @@ from coordinator.store.snapshots import Snapshot, run_snapshot
 from kernel.errors import (
     ExecutionScopeBusy,
     IdempotencyKeyConflict,
+    IdempotencyKeyReused,
     RunNotFound,
     VersionConflict,
 )
@@ -45,7 +48,14 @@ from kernel.ids import new_token, now_ms, uuid7
 from kernel.records import replace
 from kernel.telemetry import current_traceparent
 
-__all__ = ["DEDUPLICATED", "DoorTx", "Result", "Transitions"]
+__all__ = ["DEDUPLICATED", "DoorTx", "KeyLookup", "Result", "Transitions"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    """What a read of a create's idempotency key found (None: no run holds it yet)."""
+
+    found: Loaded | None
 
 
 class Transitions(RowsBeside):
@@ -107,24 +117,36 @@ class Transitions(RowsBeside):
         spec: c.RunSpec,
         use_existing: bool = True,
         request: RequestRecord | None = None,
+        *,
+        keyed: KeyLookup | None = None,
     ) -> Result:
-        """Create a run; a known (project, idempotency key) follows the conflict policy."""
+        """Create a run; a known (project, idempotency key) follows the conflict policy, and
+        another request under it is IDEMPOTENCY_KEY_REUSED. ``keyed``: what the caller's own
+        ``find_by_idempotency_key`` of the key just found (CreateRuns checks every item's
+        key before it creates any), so it is not read twice."""
         with self._door("CreateRun", project=spec.project_id) as current:
             if not spec.trace_parent:
                 spec = replace(spec, trace_parent=current_traceparent())
-            result = await self._create(spec, use_existing, request)
+            result = await self._create(spec, use_existing, request, keyed)
             describe(current, result)
             return result
 
     async def _create(
-        self, spec: c.RunSpec, use_existing: bool, request: RequestRecord | None
+        self,
+        spec: c.RunSpec,
+        use_existing: bool,
+        request: RequestRecord | None,
+        keyed: KeyLookup | None = None,
     ) -> Result:
         if spec.idempotency_key:
-            existing = await self._store.find_by_idempotency_key(
-                spec.project_id, spec.idempotency_key
-            )
+            if keyed is not None:
+                existing = keyed.found
+            else:
+                existing = await self._store.find_by_idempotency_key(
+                    spec.project_id, spec.idempotency_key
+                )
             if existing is not None:
-                return self._existing(existing, use_existing)
+                return self._existing(existing, use_existing, spec)
         decision = decide(c.CreateRun(spec), None, None, self._context())
         try:
             if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
@@ -137,7 +159,7 @@ class Transitions(RowsBeside):
                 spec.project_id, spec.idempotency_key
             )
             assert existing is not None, "the key was taken by a committed run"
-            return self._existing(existing, use_existing)
+            return self._existing(existing, use_existing, spec)
         return self._committed(
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
         )
@@ -171,13 +193,28 @@ class Transitions(RowsBeside):
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
         )
 
-    def _existing(self, existing: Loaded, use_existing: bool) -> Result:
+    def _existing(
+        self, existing: Loaded, use_existing: bool, asked: c.RunSpec | None = None
+    ) -> Result:
+        """The answer to a create whose key already names ``existing``. With ``asked`` (a
+        caller's create, ``create``), a request other than the one that made the run is
+        refused (docs/state-model.md "6a. Idempotency keys and request ids"): the key is not
+        this request's, so its run is not this request's answer. ``create_in`` passes none:
+        its keys are truerun's own (kernel/derived_keys.py, which no caller may write), and a
+        fire or an attempt found under its key is the one it made, whatever changed since
+        (a schedule's template, a backfill over a fire time the calendar already ran)."""
+        run = existing.run
         if not use_existing:
             raise IdempotencyKeyConflict(
-                f"run {existing.run.id} already has this idempotency key",
-                existing_run_id=existing.run.id,
+                f"run {run.id} already has this idempotency key", existing_run_id=run.id
             )
-        return Result(Outcome.APPLIED.value, existing.run, existing.attempt, existing=True)
+        if asked is not None and not same_request(run, asked):
+            raise IdempotencyKeyReused(
+                f"idempotency key {asked.idempotency_key!r} was used for run {run.id} with a "
+                "different request; send that request again or use a new key",
+                run_id=run.id,
+            )
+        return Result(Outcome.APPLIED.value, run, existing.attempt, existing=True)
 
     async def execute(
         self,

@@ -114,6 +114,7 @@ def run_values(run: Run) -> dict[str, Any]:
         "error_code": run.error_code,
         "error_summary": run.error_summary,
         "recovery_count": run.recovery_count,
+        "request_fingerprint": run.request_fingerprint,
     }
 
 

@@ -34,6 +34,7 @@ from gateway.routes.spec import (
     ref,
     stream,
 )
+from kernel.derived_keys import RESERVED_PREFIXES
 
 __all__ = ["ROUTES", "Entry", "Operation"]
 
@@ -108,10 +109,18 @@ ROUTES: tuple[Entry, ...] = (
                 operation_id="create_run",
                 summary="create a run",
                 description="201 with the new run, or 200 with the run an Idempotency-Key "
-                "already names.",
+                "already names for the same request; the key sent again with a different "
+                "request is 422 IDEMPOTENCY_KEY_REUSED naming that run. A key (or request_id) "
+                f"starting with {' or '.join(RESERVED_PREFIXES)} is 400 RESERVED_KEY: truerun "
+                "derives those for its own runs.",
                 parameters=(
                     PROJECT,
-                    param("Idempotency-Key", "header", "makes creation idempotent per project"),
+                    param(
+                        "Idempotency-Key",
+                        "header",
+                        "makes creation idempotent per project (the same request answers the "
+                        "same run)",
+                    ),
                 ),
                 body="CreateRunBody",
                 body_required=True,
@@ -124,7 +133,7 @@ ROUTES: tuple[Entry, ...] = (
                             "application/problem+json": {"schema": {"$ref": ref("Problem")}}
                         },
                     },
-                    **problems("400", "401", "409", "413", "503"),
+                    **problems("400", "401", "409", "413", "422", "503"),
                 },
             ),
         ),

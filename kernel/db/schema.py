@@ -93,6 +93,9 @@ runs = Table(
     Column("error_summary", String(2048)),
     # reconciler recoveries since creation or the last operator requeue (dead_letter past N)
     Column("recovery_count", Integer, nullable=False, server_default=text("0")),
+    # A keyed run's fingerprint of the create that made it (sha256 hex; NULL without a key
+    # and on runs from before 0023): the same key with another request is refused.
+    Column("request_fingerprint", String(64)),
     CheckConstraint("version >= 0", name="version_nonnegative"),
     CheckConstraint("event_sequence >= 0", name="event_sequence_nonnegative"),
     # Every index here is one a statement's plan uses (docs/indexes.md): each costs an entry

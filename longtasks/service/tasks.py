@@ -10,6 +10,7 @@ from dataclasses import replace
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
 from coordinator.service.transitions import DoorTx
+from kernel import derived_keys
 from kernel.errors import InvalidArgument, LongTaskExists
 from longtasks.domain.actions import ActionRecord
 from longtasks.domain.completion import Criterion
@@ -144,7 +145,8 @@ class TaskCommands(DoorBase):
             agent_id=task.agent_id,
             trigger_type="long_task",
             trigger_id=task.id,
-            idempotency_key=f"long_task:{task.id}:attempt:{attempt_no}",
+            # Reserved (kernel/derived_keys.py): no caller can create this run first.
+            idempotency_key=derived_keys.long_task_attempt(task.id, attempt_no),
             max_attempts=1,
             spec={
                 "long_task": {

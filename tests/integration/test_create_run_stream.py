@@ -42,7 +42,8 @@ async def test_each_message_is_created_and_answered_in_order(migrated_database_u
         known = (await api.stub.CreateRun(create_request(idempotency_key="known"))).run
         stream = api.stub.CreateRunStream(None)
         answers = [await _ask(stream, task_id=f"t{i}") for i in range(5)]
-        answers.append(await _ask(stream, task_id="again", idempotency_key="known"))
+        # The known key with the request that made its run: that run (existing).
+        answers.append(await _ask(stream, idempotency_key="known"))
         answers.append(await _ask(stream, task_id="gated", requires_approval=True))
         await stream.done_writing()
         assert await stream.read() == grpc.aio.EOF  # type: ignore[attr-defined]
@@ -69,6 +70,10 @@ async def test_each_message_is_created_and_answered_in_order(migrated_database_u
             {"idempotency_key": "known", "conflict_policy": common_pb2.CONFLICT_POLICY_FAIL},
             grpc.StatusCode.ALREADY_EXISTS,
         ),
+        # The known key with another request (IDEMPOTENCY_KEY_REUSED, issue #36), and a key
+        # in the space truerun derives its own in (RESERVED_KEY).
+        ({"idempotency_key": "known", "task_id": "other"}, grpc.StatusCode.ALREADY_EXISTS),
+        ({"idempotency_key": "schedule:nightly:1"}, grpc.StatusCode.INVALID_ARGUMENT),
     ],
 )
 async def test_a_refused_message_is_answered_as_create_run_and_the_stream_goes_on(

@@ -46,7 +46,8 @@ async def test_create_runs_answers_in_request_order(migrated_database_url: str) 
         known = (await api.stub.CreateRun(create_request(idempotency_key="known"))).run
         recording[0].writes.clear()
         request = _many(500)
-        request.requests[7].idempotency_key = "known"
+        # The known key with the request that made its run (another request: refused).
+        request.requests[7].CopyFrom(create_request(idempotency_key="known"))
         request.requests[9].idempotency_key = "fresh"
         request.requests[11].requires_approval = True
         answer = await api.stub.CreateRuns(request)

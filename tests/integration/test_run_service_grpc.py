@@ -476,19 +476,25 @@ async def test_create_run_request_id_replays_the_first_answer(
     assert counts["request_log"] == 1
     assert counts["run_events"] == run.event_sequence == len(await all_events(grpc_api, run.id))
 
-    # The same request_id with another payload (or for another method) is refused.
-    reused: dict[str, Callable[[], Awaitable[Any]]] = {
-        "other payload": lambda: grpc_api.stub.CreateRun(
+    # The same request_id for another create is refused as a reused idempotency key is,
+    # naming the first run (issue #36); for another method it is REQUEST_ID_REUSED.
+    info = await expect_error(
+        grpc_api.stub.CreateRun(
             create_request(request_id=request_id, spec=spec, required_labels=["gpu"])
         ),
-        "other method": lambda: grpc_api.stub.CancelRun(
-            run_service_pb2.CancelRunRequest(id=run.id, request_id=request_id)
-        ),
-    }
-    for name, make_call in reused.items():
-        info = await expect_error(make_call(), INVALID_ARGUMENT, "REQUEST_ID_REUSED")
-        assert info.metadata["request_id"] == request_id, name
-        assert await snapshot(migrated_database_url) == after_first, name
+        grpc.StatusCode.ALREADY_EXISTS,
+        "IDEMPOTENCY_KEY_REUSED",
+    )
+    assert info.metadata["request_id"] == request_id
+    assert info.metadata["run_id"] == run.id
+    assert await snapshot(migrated_database_url) == after_first
+    info = await expect_error(
+        grpc_api.stub.CancelRun(run_service_pb2.CancelRunRequest(id=run.id, request_id=request_id)),
+        INVALID_ARGUMENT,
+        "REQUEST_ID_REUSED",
+    )
+    assert info.metadata["request_id"] == request_id
+    assert await snapshot(migrated_database_url) == after_first
 
 
 async def test_cancel_and_approve_request_ids_replay_the_first_answer(

@@ -12,6 +12,7 @@ from coordinator.domain.decide.helpers import (
     _require,
 )
 from coordinator.domain.decide.preconditions import can_approve, can_retry
+from coordinator.domain.fingerprints import request_fingerprint
 from coordinator.domain.model import Attempt, Run
 from coordinator.domain.states import RunStatus
 from kernel.records import replace
@@ -48,6 +49,9 @@ def _create(spec: c.RunSpec, ctx: Context, retry_of: Run | None) -> Decision:
         created_by=spec.created_by.id,
         created_at_ms=ctx.now_ms,
         updated_at_ms=ctx.now_ms,
+        # Only a keyed run is ever compared with a later create (fingerprints.py), so a
+        # create without a key (the hot path's) pays nothing for it.
+        request_fingerprint=request_fingerprint(spec) if spec.idempotency_key else None,
     )
     actor = spec.created_by
     events = [

@@ -10,8 +10,13 @@ truerun.v1.ErrorReason (prefix stripped); see common.proto.
 Mutating methods take an optional request_id (AIP-155): a retried request
 with the same request_id and the same payload returns the original result;
 the same request_id with a different payload fails with INVALID_ARGUMENT and
-reason REQUEST_ID_REUSED. Responses are serialized deterministically, so a
-replay is byte-identical to the first answer.
+reason REQUEST_ID_REUSED (for CreateRun, as a reused idempotency_key:
+ALREADY_EXISTS and IDEMPOTENCY_KEY_REUSED, ErrorInfo metadata run_id naming
+the first run). Responses are serialized deterministically, so a replay is
+byte-identical to the first answer. A request_id or idempotency_key starting
+with "schedule:" or "long_task:" fails with INVALID_ARGUMENT and RESERVED_KEY:
+truerun derives those keys for the runs it creates itself (schedule fires,
+webhook deliveries, long-task attempts).
 """
 
 from collections import abc as _abc
@@ -178,7 +183,11 @@ class CreateRunRequest(_message.Message):
     trigger_id: _builtins.str
     """The trigger's id; empty when none."""
     idempotency_key: _builtins.str
-    """Makes creation idempotent per project; empty = none."""
+    """Makes creation idempotent per project: the same key with the same
+    request returns the run it made, with another request fails
+    (IDEMPOTENCY_KEY_REUSED); empty = none. Never starting with "schedule:"
+    or "long_task:" (RESERVED_KEY).
+    """
     conflict_policy: _common_pb2.ConflictPolicy.ValueType
     """What to do when idempotency_key already names a run; unspecified =
     use existing.
@@ -249,7 +258,9 @@ class CreateRunResponse(_message.Message):
     RUN_FIELD_NUMBER: _builtins.int
     EXISTING_FIELD_NUMBER: _builtins.int
     existing: _builtins.bool
-    """True when idempotency_key matched and the existing run was returned."""
+    """True when idempotency_key matched (the same request) and the existing run
+    was returned.
+    """
     @_builtins.property
     def run(self) -> _common_pb2.Run:
         """The created run, or the existing one."""

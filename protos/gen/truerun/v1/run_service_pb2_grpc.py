@@ -146,7 +146,9 @@ class RunServiceServicer:
         """Creates a run, queued (or pending approval when requires_approval is
         set). With an idempotency_key that already names a run in the project,
         returns that run (existing = true) or fails with ALREADY_EXISTS /
-        IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+        IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy; a request other
+        than the one that created that run (another owner, task, spec, ...) fails
+        with ALREADY_EXISTS / IDEMPOTENCY_KEY_REUSED, metadata run_id naming it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -159,7 +161,10 @@ class RunServiceServicer:
         validated and authorized first: one bad item fails the whole call with
         INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
         and nothing is created. An item's idempotency_key that already names a
-        run in its project returns that run (existing = true); items take only
+        run in its project returns that run (existing = true), or, when another
+        request made that run, fails the whole call with ALREADY_EXISTS /
+        IDEMPOTENCY_KEY_REUSED before anything is created (two items with one key
+        for different runs: INVALID_ARGUMENT); items take only
         the queue scope policy and the use-existing conflict policy, and carry
         no request_id: a retried call with keyed items creates nothing twice.
         A store failure part way may leave some items created; retrying the call

@@ -10,8 +10,13 @@ truerun.v1.ErrorReason (prefix stripped); see common.proto.
 Mutating methods take an optional request_id (AIP-155): a retried request
 with the same request_id and the same payload returns the original result;
 the same request_id with a different payload fails with INVALID_ARGUMENT and
-reason REQUEST_ID_REUSED. Responses are serialized deterministically, so a
-replay is byte-identical to the first answer.
+reason REQUEST_ID_REUSED (for CreateRun, as a reused idempotency_key:
+ALREADY_EXISTS and IDEMPOTENCY_KEY_REUSED, ErrorInfo metadata run_id naming
+the first run). Responses are serialized deterministically, so a replay is
+byte-identical to the first answer. A request_id or idempotency_key starting
+with "schedule:" or "long_task:" fails with INVALID_ARGUMENT and RESERVED_KEY:
+truerun derives those keys for the runs it creates itself (schedule fires,
+webhook deliveries, long-task attempts).
 """
 
 from collections import abc as _abc
@@ -49,7 +54,9 @@ class RunServiceStub:
     """Creates a run, queued (or pending approval when requires_approval is
     set). With an idempotency_key that already names a run in the project,
     returns that run (existing = true) or fails with ALREADY_EXISTS /
-    IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+    IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy; a request other
+    than the one that created that run (another owner, task, spec, ...) fails
+    with ALREADY_EXISTS / IDEMPOTENCY_KEY_REUSED, metadata run_id naming it.
     """
     CreateRuns: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.CreateRunsRequest, _run_service_pb2.CreateRunsResponse]
     """Creates up to 500 runs in one call, for producers that have many: each
@@ -58,7 +65,10 @@ class RunServiceStub:
     validated and authorized first: one bad item fails the whole call with
     INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
     and nothing is created. An item's idempotency_key that already names a
-    run in its project returns that run (existing = true); items take only
+    run in its project returns that run (existing = true), or, when another
+    request made that run, fails the whole call with ALREADY_EXISTS /
+    IDEMPOTENCY_KEY_REUSED before anything is created (two items with one key
+    for different runs: INVALID_ARGUMENT); items take only
     the queue scope policy and the use-existing conflict policy, and carry
     no request_id: a retried call with keyed items creates nothing twice.
     A store failure part way may leave some items created; retrying the call
@@ -175,7 +185,9 @@ class RunServiceAsyncStub(RunServiceStub):
     """Creates a run, queued (or pending approval when requires_approval is
     set). With an idempotency_key that already names a run in the project,
     returns that run (existing = true) or fails with ALREADY_EXISTS /
-    IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+    IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy; a request other
+    than the one that created that run (another owner, task, spec, ...) fails
+    with ALREADY_EXISTS / IDEMPOTENCY_KEY_REUSED, metadata run_id naming it.
     """
     CreateRuns: _aio.UnaryUnaryMultiCallable[_run_service_pb2.CreateRunsRequest, _run_service_pb2.CreateRunsResponse]  # type: ignore[assignment]
     """Creates up to 500 runs in one call, for producers that have many: each
@@ -184,7 +196,10 @@ class RunServiceAsyncStub(RunServiceStub):
     validated and authorized first: one bad item fails the whole call with
     INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
     and nothing is created. An item's idempotency_key that already names a
-    run in its project returns that run (existing = true); items take only
+    run in its project returns that run (existing = true), or, when another
+    request made that run, fails the whole call with ALREADY_EXISTS /
+    IDEMPOTENCY_KEY_REUSED before anything is created (two items with one key
+    for different runs: INVALID_ARGUMENT); items take only
     the queue scope policy and the use-existing conflict policy, and carry
     no request_id: a retried call with keyed items creates nothing twice.
     A store failure part way may leave some items created; retrying the call
@@ -304,7 +319,9 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         """Creates a run, queued (or pending approval when requires_approval is
         set). With an idempotency_key that already names a run in the project,
         returns that run (existing = true) or fails with ALREADY_EXISTS /
-        IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy.
+        IDEMPOTENCY_KEY_CONFLICT, according to conflict_policy; a request other
+        than the one that created that run (another owner, task, spec, ...) fails
+        with ALREADY_EXISTS / IDEMPOTENCY_KEY_REUSED, metadata run_id naming it.
         """
 
     @_abc_1.abstractmethod
@@ -319,7 +336,10 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         validated and authorized first: one bad item fails the whole call with
         INVALID_ARGUMENT naming its index (requests[i]), or PERMISSION_DENIED,
         and nothing is created. An item's idempotency_key that already names a
-        run in its project returns that run (existing = true); items take only
+        run in its project returns that run (existing = true), or, when another
+        request made that run, fails the whole call with ALREADY_EXISTS /
+        IDEMPOTENCY_KEY_REUSED before anything is created (two items with one key
+        for different runs: INVALID_ARGUMENT); items take only
         the queue scope policy and the use-existing conflict policy, and carry
         no request_id: a retried call with keyed items creates nothing twice.
         A store failure part way may leave some items created; retrying the call
