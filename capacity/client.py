@@ -21,7 +21,7 @@ import grpc
 from truerun.v1 import capacity_service_pb2 as pb
 from truerun.v1 import capacity_service_pb2_grpc
 
-from coordinator.dispatch.capacity_port import ClaimAnswer, ClaimedStart
+from coordinator.dispatch.capacity_port import ALL_PROJECTS, ClaimAnswer, ClaimedStart
 from kernel.ids import uuid7
 from kernel.observation import Observation
 from kernel.tls import TlsFiles, aio_channel
@@ -100,6 +100,7 @@ class CapacityClient:
         max_claims: int,
         lease_ttl_ms: int,
         fence_hashes: Sequence[str] = (),
+        projects: Sequence[str] | None = None,
     ) -> ClaimAnswer:
         request = pb.ClaimRequest(
             request_id=uuid7(),  # one id for every try: a repeat replays, never claims again
@@ -109,6 +110,7 @@ class CapacityClient:
             max_attempts=max_claims,
             lease_ttl_ms=lease_ttl_ms,
             callback_token_hashes=list(fence_hashes),
+            served_project_ids=[ALL_PROJECTS] if projects is None else list(projects),
         )
         response = await self._retrying(lambda: self._stub.Claim(request, timeout=self._timeout_s))
         return ClaimAnswer(

@@ -24,11 +24,19 @@ class LocalClaims:
         max_claims: int,
         lease_ttl_ms: int,
         fence_hashes: Sequence[str] = (),
+        projects: Sequence[str] | None = None,
     ) -> ClaimAnswer:
         # The same actor the gRPC CapacityService records, so both modes write the same history.
         actor = Actor(ActorType.SCHEDULER, f"capacity:{instance}")
         outcome = await self._claims.claim(
-            owner, instance, device_id, max_claims, lease_ttl_ms, actor, fence_hashes=fence_hashes
+            owner,
+            instance,
+            device_id,
+            max_claims,
+            lease_ttl_ms,
+            actor,
+            fence_hashes=fence_hashes,
+            projects=projects,
         )
         return ClaimAnswer(
             tuple(

@@ -54,7 +54,8 @@ class Settings:
     )
     runtime_tokens: str = setting(
         "",
-        "owner:token pairs separated by ';' that runtimes authenticate with; "
+        "owner:token[:projA,projB] entries separated by ';' that runtimes authenticate with: "
+        "the owner and the projects (none or * = all) each serves (docs/tenancy.md); "
         "empty in `truerun dev` = one token for any owner, written to DATA_DIR/runtime.token",
         secret=True,
     )
@@ -167,15 +168,17 @@ class Settings:
     api_tokens: str = setting(
         "",
         "API bearer tokens of every gRPC service and the gateway: [name=]token:projA,projB"
-        "[:operator] entries separated by ';' (project * = all; :operator allows resolve, "
-        "fail, pause, resume, requeue); empty in `truerun dev` = one all-projects operator "
-        "token written to DATA_DIR/api.token",
+        "[:operator|:service][:owners=o1,o2][:groups=g1] entries separated by ';' (project "
+        "* = all; :operator allows the operator commands and every owner, :service is "
+        "truerun's own identity; a named person acts for themself unless owners= says more; "
+        "docs/tenancy.md); empty in `truerun dev` = one all-projects operator token written "
+        "to DATA_DIR/api.token",
         secret=True,
     )
     service_token: str = setting(
         "",
-        "the API token `truerun coordinator` calls the capacity service with (one of the "
-        "capacity service's TRUERUN_API_TOKENS)",
+        "the API token `truerun coordinator` calls the capacity service with: one of the "
+        "capacity service's TRUERUN_API_TOKENS, with the :service role (docs/tenancy.md)",
         secret=True,
     )
     webhook_key: str = setting(

@@ -159,6 +159,7 @@ def _replace_table(text: str, header_line: str, table: str) -> str:
 
 def generated(root: Path = ROOT) -> list[tuple[Path, Callable[[str], str]]]:
     """Each generated file and how to bring its text up to date."""
+    from coordinator.api.authorization import rule_table
     from gateway.openapi import render
     from kernel.config_doc import HEADER, markdown_table
     from longtasks.domain.doc import TABLES, marker
@@ -176,6 +177,10 @@ def generated(root: Path = ROOT) -> list[tuple[Path, Callable[[str], str]]]:
     return [
         (root / "docs/operations.md", operations),
         (root / "docs/long-tasks.md", long_tasks),
+        (
+            root / "docs/tenancy.md",
+            lambda text: _replace_table(text, rule_table().splitlines()[0], rule_table()),
+        ),
         (root / "gateway/openapi.json", lambda _: render()),
     ]
 

@@ -177,18 +177,23 @@ async def start_serving(
         chain.insert(0, rpc_metrics.interceptor())
     server = grpc.aio.server(options=[*KEEPALIVE_OPTIONS, *BIND_OPTIONS], interceptors=chain)
     served = []
+    # What runtimes this process serves may take: creates outside it are refused.
+    bindings = runtimes.tokens if runtimes is not None else None
     if run_service:
         descriptor = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
-        add_deterministic(server, descriptor, RunServicer(app.transitions, app.queries, app.hub))
+        servicer = RunServicer(app.transitions, app.queries, app.hub, bindings)
+        add_deterministic(server, descriptor, servicer)
         served.append(descriptor.full_name)
     if capacity is not None:
         capacity_service = capacity_service_pb2.DESCRIPTOR.services_by_name["CapacityService"]
-        servicer = CapacityServicer(app.store, capacity.claims, capacity.reports, capacity.agents)
-        add_deterministic(server, capacity_service, servicer)
+        capacity_servicer = CapacityServicer(
+            app.store, capacity.claims, capacity.reports, capacity.agents
+        )
+        add_deterministic(server, capacity_service, capacity_servicer)
         served.append(capacity_service.full_name)
     if schedules is not None:
         for name, handler in (
-            ("ScheduleService", ScheduleServicer(schedules)),
+            ("ScheduleService", ScheduleServicer(schedules, bindings)),
             ("WebhookService", WebhookServicer(schedules)),
         ):
             descriptor = schedule_service_pb2.DESCRIPTOR.services_by_name[name]
@@ -204,6 +209,7 @@ async def start_serving(
                     reads,
                     long_task_max_unfinished,
                     notice_desk(app, notice_webhook_key, notice_webhook_allow),
+                    bindings,
                 ),
             ),
             (

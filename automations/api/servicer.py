@@ -1,5 +1,6 @@
 """ScheduleService and WebhookService over gRPC. ScheduleService is behind the bearer-token
-interceptor like every service (coordinator/api/auth.py); the caller must see the project.
+interceptor like every service (coordinator/api/auth.py); the caller must see the project,
+and to change or fire a schedule act for its template's owner (docs/tenancy.md).
 WebhookService is authenticated by the delivery's HMAC signature, checked before anything
 else is read or said (automations/service/schedules.py ``deliver``)."""
 
@@ -15,9 +16,11 @@ from automations.api import convert as sc
 from automations.service.schedules import Fired, Schedules
 from coordinator.api import validation
 from coordinator.api.auth import caller
+from coordinator.api.authorization import allow, served
 from coordinator.api.convert import timestamp
 from coordinator.api.credentials import Principal
 from coordinator.api.errors import unary
+from coordinator.dispatch.tokens import RuntimeTokens
 from kernel.errors import InvalidArgument, PermissionDenied, ScheduleNotFound
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
@@ -45,8 +48,19 @@ def _fired(fired: Fired) -> pb.FireResponse:
 
 
 class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
-    def __init__(self, schedules: Schedules) -> None:
+    def __init__(self, schedules: Schedules, bindings: RuntimeTokens | None = None) -> None:
+        """``bindings``: the runtime tokens of this process; a schedule for an owner no
+        runtime serves in the project is refused (OWNER_NOT_SERVED)."""
         self._schedules = schedules
+        self._bindings = bindings
+
+    async def _acting(self, project_id: str, schedule_id: str, rpc: str) -> tuple[str, str]:
+        """The schedule, if the caller may change or fire it: of a project it sees (else
+        missing) and acting for its template's owner (docs/tenancy.md)."""
+        project, schedule = _seen(project_id, schedule_id)
+        found = await self._schedules.get(project, schedule)
+        allow(rpc, project, found.template.owner_id)
+        return project, schedule
 
     @unary
     async def CreateSchedule(
@@ -57,6 +71,8 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
             raise PermissionDenied(
                 f"this token may not create schedules in project {schedule.project_id}"
             )
+        allow("ScheduleService.CreateSchedule", schedule.project_id, schedule.template.owner_id)
+        served(self._bindings, schedule.template.owner_id, schedule.project_id)
         created, secret = await self._schedules.create(schedule, _actor(caller()))
         return pb.CreateScheduleResponse(
             schedule=sc.schedule_to_proto(created), webhook_secret=secret
@@ -93,8 +109,11 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
 
     @unary
     async def UpdateSchedule(self, request: pb.UpdateScheduleRequest, context: Ctx) -> pb.Schedule:
-        _seen(request.schedule.project_id, request.schedule.schedule_id)
+        rpc = "ScheduleService.UpdateSchedule"
+        await self._acting(request.schedule.project_id, request.schedule.schedule_id, rpc)
         changed = sc.schedule_from_proto(request.schedule)
+        allow(rpc, changed.project_id, changed.template.owner_id)  # nor hand it to another
+        served(self._bindings, changed.template.owner_id, changed.project_id)
         expected = validation.etag(request.schedule.etag)
         if expected is None:
             raise InvalidArgument("schedule.etag is required: read the schedule, then update it")
@@ -105,20 +124,26 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
     async def DeleteSchedule(
         self, request: pb.DeleteScheduleRequest, context: Ctx
     ) -> pb.DeleteScheduleResponse:
-        project, schedule = _seen(request.project_id, request.schedule_id)
+        project, schedule = await self._acting(
+            request.project_id, request.schedule_id, "ScheduleService.DeleteSchedule"
+        )
         await self._schedules.delete(project, schedule, validation.etag(request.etag))
         return pb.DeleteScheduleResponse()
 
     @unary
     async def PauseSchedule(self, request: pb.PauseScheduleRequest, context: Ctx) -> pb.Schedule:
-        project, schedule = _seen(request.project_id, request.schedule_id)
+        project, schedule = await self._acting(
+            request.project_id, request.schedule_id, "ScheduleService.PauseSchedule"
+        )
         note = validation.text(request.note, "note", 400) or ""
         paused = await self._schedules.pause(project, schedule, note, _actor(caller()))
         return sc.schedule_to_proto(paused)
 
     @unary
     async def ResumeSchedule(self, request: pb.ResumeScheduleRequest, context: Ctx) -> pb.Schedule:
-        project, schedule = _seen(request.project_id, request.schedule_id)
+        project, schedule = await self._acting(
+            request.project_id, request.schedule_id, "ScheduleService.ResumeSchedule"
+        )
         return sc.schedule_to_proto(
             await self._schedules.resume(project, schedule, _actor(caller()))
         )
@@ -127,7 +152,9 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
     async def BackfillSchedule(
         self, request: pb.BackfillScheduleRequest, context: Ctx
     ) -> pb.FireResponse:
-        project, schedule = _seen(request.project_id, request.schedule_id)
+        project, schedule = await self._acting(
+            request.project_id, request.schedule_id, "ScheduleService.BackfillSchedule"
+        )
         if not (request.HasField("start_time") and request.HasField("end_time")):
             raise InvalidArgument("start_time and end_time are required")
         if request.start_time.seconds < 0:
@@ -145,7 +172,9 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
 
     @unary
     async def FireSchedule(self, request: pb.FireScheduleRequest, context: Ctx) -> pb.FireResponse:
-        project, schedule = _seen(request.project_id, request.schedule_id)
+        project, schedule = await self._acting(
+            request.project_id, request.schedule_id, "ScheduleService.FireSchedule"
+        )
         request_id = validation.request_id(request.request_id) if request.request_id else ""
         fired = await self._schedules.fire_now(project, schedule, request_id, _actor(caller()))
         return _fired(fired)
@@ -187,7 +216,9 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
     async def RotateWebhookSecret(
         self, request: pb.RotateWebhookSecretRequest, context: Ctx
     ) -> pb.CreateScheduleResponse:
-        project, schedule_id = _seen(request.project_id, request.schedule_id)
+        project, schedule_id = await self._acting(
+            request.project_id, request.schedule_id, "ScheduleService.RotateWebhookSecret"
+        )
         rotated, secret = await self._schedules.rotate_webhook_secret(
             project, schedule_id, _actor(caller())
         )

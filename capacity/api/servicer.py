@@ -15,10 +15,11 @@ from capacity.service.agents import AgentService, AgentView
 from capacity.service.claims import Blocked, ClaimOutcome, ClaimService, outcome_from_snapshot
 from capacity.service.reports import ObservationService
 from coordinator.api import convert, validation
-from coordinator.api.auth import caller
+from coordinator.api.authorization import allow
 from coordinator.api.convert import observation_from_proto, timestamp
 from coordinator.api.errors import unary
 from coordinator.api.request_ids import once
+from coordinator.dispatch.capacity_port import ALL_PROJECTS
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from coordinator.store.base import RequestRecord, RunReader
@@ -128,6 +129,16 @@ def _runtime(view: RuntimeView) -> pb.RuntimeInstance:
 
 
 class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
+    async def _sees_owner(self, owner: str) -> bool:
+        """Whether the caller may read ``owner``'s runtimes: it acts for the owner, and sees
+        every project or one the owner has runs in (the rule of ListRuntimes)."""
+        principal = allow("CapacityService.GetOccupancy")
+        if not principal.acts_for(owner):
+            return False
+        return principal.all_projects or await self._observations.has_runs_in(
+            owner, principal.projects
+        )
+
     def __init__(
         self,
         store: RunReader,
@@ -144,6 +155,9 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
     async def ReportObservation(
         self, request: pb.ReportObservationRequest, context: Ctx
     ) -> pb.ReportObservationResponse:
+        # Observations come from runtimes (their stream) or truerun's own service identity,
+        # never from an API token: a report is what lets a claim hand out work.
+        allow("CapacityService.ReportObservation")
         observation = observation_from_proto(request.observation)
         stored = await self._observations.report(observation)
         return pb.ReportObservationResponse(
@@ -152,6 +166,7 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
 
     @unary
     async def Claim(self, request: pb.ClaimRequest, context: Ctx) -> pb.ClaimResponse:
+        allow("CapacityService.Claim")  # a claim answers lease tokens and specs
         owner = validation.name(request.owner_id, "owner_id") or ""
         instance = validation.name(request.runtime_instance_id, "runtime_instance_id") or ""
         device = validation.name(request.device_id, "device_id") or ""
@@ -160,11 +175,18 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
             request.lease_ttl_ms or DEFAULT_LEASE_TTL_MS, "lease_ttl_ms", 1_000, 3_600_000
         )
         hashes = [_token_hash(h) for h in request.callback_token_hashes]
+        served = [
+            p if p == ALL_PROJECTS else validation.name(p, "served_project_ids[]") or ""
+            for p in request.served_project_ids
+        ]
+        if not served:
+            raise InvalidArgument('served_project_ids is required ("*" = every project)')
+        projects = None if ALL_PROJECTS in served else served
         actor = Actor(ActorType.SCHEDULER, f"capacity:{instance}")
 
         async def execute(record: RequestRecord | None) -> pb.ClaimResponse:
             outcome = await self._claims.claim(
-                owner, instance, device, wanted, ttl, actor, record, hashes
+                owner, instance, device, wanted, ttl, actor, record, hashes, projects
             )
             return claim_response(outcome)
 
@@ -179,10 +201,11 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
 
     @unary
     async def GetOccupancy(self, request: pb.GetOccupancyRequest, context: Ctx) -> pb.Occupancy:
-        view = await self._observations.occupancy(
-            validation.name(request.owner_id, "owner_id") or "",
-            validation.name(request.runtime_instance_id, "runtime_instance_id") or "",
-        )
+        owner = validation.name(request.owner_id, "owner_id") or ""
+        instance = validation.name(request.runtime_instance_id, "runtime_instance_id") or ""
+        if not await self._sees_owner(owner):  # as for an instance never seen
+            owner = ""
+        view = await self._observations.occupancy(owner, instance)
         occ = view.occupancy
         message = pb.Occupancy(
             limit=occ.limit,
@@ -202,14 +225,16 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
     async def ListRuntimes(
         self, request: pb.ListRuntimesRequest, context: Ctx
     ) -> pb.ListRuntimesResponse:
-        # A runtime serves its owner in every project: a token of every project sees all
-        # of them, a project token those of the owners with runs in its projects.
-        principal = caller()
+        # A token of every project sees the runtimes of every owner it acts for, a project
+        # token those of the owners it acts for with runs in its projects (docs/tenancy.md).
+        principal = allow("CapacityService.ListRuntimes")
         owner = validation.name(request.owner_id, "owner_id", required=False) or ""
         projects = None if principal.all_projects else principal.projects
         views = await self._observations.runtimes(projects, owner)
         return pb.ListRuntimesResponse(
-            runtimes=[_runtime(view) for view in views],
+            runtimes=[
+                _runtime(view) for view in views if principal.acts_for(view.observation.owner_id)
+            ],
             observation_ttl_ms=self._observations.ttl_ms,
             seen_retention_ms=SEEN_RETENTION_MS,
         )
@@ -218,13 +243,15 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
     async def ListAgents(
         self, request: pb.ListAgentsRequest, context: Ctx
     ) -> pb.ListAgentsResponse:
-        caller()  # agent settings are cluster-wide, as GetAgent shows them to any token
+        allow("CapacityService.ListAgents")  # settings are cluster-wide, shown to any token
         return pb.ListAgentsResponse(
             agents=[_agent(view) for view in await self._agents.list_all()]
         )
 
     @unary
     async def ConfigureAgent(self, request: pb.ConfigureAgentRequest, context: Ctx) -> pb.Agent:
+        # An agent's settings apply to its runs in every project: an operator of all of them.
+        allow("CapacityService.ConfigureAgent")
         a = request.agent
         if a.workspace_kind not in _WORKSPACE_KINDS:
             raise InvalidArgument(f"unknown workspace_kind {a.workspace_kind}")
@@ -249,4 +276,5 @@ class CapacityServicer(capacity_service_pb2_grpc.CapacityServiceServicer):
 
     @unary
     async def GetAgent(self, request: pb.GetAgentRequest, context: Ctx) -> pb.Agent:
+        allow("CapacityService.GetAgent")
         return _agent(await self._agents.get(validation.name(request.agent_id, "agent_id") or ""))

@@ -120,13 +120,16 @@ class ClaimService:
         actor: Actor,
         request: RequestRecord | None = None,
         fence_hashes: Sequence[str] = (),
+        projects: Sequence[str] | None = None,
     ) -> ClaimOutcome:
         """Claim up to ``max_claims`` queued runs for this runtime; ``request`` keeps the
         answer for AIP-155 replays in the same transaction. With ``fence_hashes`` (at least
         ``max_claims`` callback token hashes, distinct) every claimed attempt is also fenced
         in the same commit, the i-th with the i-th hash: the caller sends its Starts after
         the commit, and a Start that never left is proven so by a journaling runtime
-        (docs/runtime-protocol.md)."""
+        (docs/runtime-protocol.md). ``projects``: the projects the runtime's token serves
+        (None: every project); no run of another project is claimed, whatever binding its
+        creation saw (docs/tenancy.md)."""
         if fence_hashes and (
             len(fence_hashes) < max_claims or len(set(fence_hashes)) != len(fence_hashes)
         ):
@@ -135,7 +138,15 @@ class ClaimService:
         began = time.time_ns()
         with span("capacity claim", attributes) as current:
             outcome = await self._claim(
-                owner, instance, device_id, max_claims, lease_ttl_ms, actor, request, fence_hashes
+                owner,
+                instance,
+                device_id,
+                max_claims,
+                lease_ttl_ms,
+                actor,
+                request,
+                fence_hashes,
+                projects,
             )
         if self._on_timed is not None:
             result = "claimed" if outcome.claimed else outcome.blocked.value or "none"
@@ -166,6 +177,7 @@ class ClaimService:
         actor: Actor,
         request: RequestRecord | None,
         fence_hashes: Sequence[str],
+        projects: Sequence[str] | None,
     ) -> ClaimOutcome:
         observation = await self._observations.get(owner, instance, self._clock())
         if observation is None:
@@ -184,7 +196,14 @@ class ClaimService:
         for _ in range(_CONTENTION_RETRIES):
             try:
                 return await self._claim_locked(
-                    observation, device_id, max_claims, lease_ttl_ms, actor, request, fence_hashes
+                    observation,
+                    device_id,
+                    max_claims,
+                    lease_ttl_ms,
+                    actor,
+                    request,
+                    fence_hashes,
+                    projects,
                 )
             except VersionConflict:
                 continue  # a candidate changed under us (cancelled, say); plan again
@@ -199,6 +218,7 @@ class ClaimService:
         actor: Actor,
         request: RequestRecord | None,
         fence_hashes: Sequence[str],
+        projects: Sequence[str] | None,
     ) -> ClaimOutcome:
         owner, instance = obs.owner_id, obs.runtime_instance_id
         results: list[Result] = []
@@ -215,7 +235,9 @@ class ClaimService:
                 return full
             slots = min(max_claims, occ.free_slots)
             lanes = await self._sql.lanes_with_work(tx, owner)
-            heads = await self._sql.lane_heads(tx, owner, instance, lanes, slots, obs.labels)
+            heads = await self._sql.lane_heads(
+                tx, owner, instance, lanes, slots, obs.labels, projects
+            )
             plan, configs = await self._plan(tx, owner, slots, heads)
             chains: list[list[c.RunCommand]] = []
             for i, candidate in enumerate(plan.picked):

@@ -56,6 +56,11 @@ class ObservationService:
             age_ms=now - observation.received_at_ms,
         )
 
+    async def has_runs_in(self, owner: str, projects: Collection[str]) -> bool:
+        """Whether ``owner`` has a run in one of ``projects`` (whose runtimes a token of
+        those projects may read)."""
+        return bool(await self._sql.owners_with_runs_in([owner], sorted(projects)))
+
     async def runtimes(
         self, projects: Collection[str] | None, owner: str = ""
     ) -> list[RuntimeView]:

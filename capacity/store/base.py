@@ -44,10 +44,12 @@ class CapacitySql(Protocol):
         lanes: Sequence[str | None],
         per_lane: int,
         labels: Sequence[str],
+        projects: Sequence[str] | None = None,
     ) -> list[Candidate]:
         """Each lane's first ``per_lane`` queued runs in claim order that may run on
-        ``instance``: not pinned elsewhere, every required label among ``labels``, scope not
-        busy (a hint, re-checked under the scope locks)."""
+        ``instance``: of one of ``projects`` (None: every project), not pinned elsewhere,
+        every required label among ``labels``, scope not busy (a hint, re-checked under the
+        scope locks)."""
 
     async def agent_configs(
         self, tx: ClaimTx | None, agent_ids: Sequence[str]

@@ -36,12 +36,14 @@ _HEAD_COLUMNS = "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.exec
 _LIVE_LIST = "('" + "','".join(LIVE_STATUSES) + "')"
 
 
-def _eligible(labels: str) -> str:
-    """Queued runs this instance may take: not pinned elsewhere, every required label
-    reported, and (a hint; re-checked under the scope locks) no live attempt in the scope.
-    Filtering here, not after the LIMIT, keeps one blocked run from hiding those behind it."""
+def _eligible(labels: str, projects: str) -> str:
+    """Queued runs this instance may take: of a project its runtime token serves (NULL:
+    every project; docs/tenancy.md), not pinned elsewhere, every required label reported,
+    and (a hint; re-checked under the scope locks) no live attempt in the scope. Filtering
+    here, not after the LIMIT, keeps one blocked run from hiding those behind it."""
     return (
         "r.owner_id = $1 AND r.status = 'queued' "
+        f"AND ({projects}::text[] IS NULL OR r.project_id = ANY({projects}::text[])) "
         "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = $2) "
         f"AND r.required_labels::jsonb <@ {labels}::jsonb "
         "AND (r.execution_scope IS NULL OR NOT EXISTS (SELECT 1 FROM attempts s "
@@ -54,9 +56,10 @@ _HEADS = f"""
 SELECT h.* FROM unnest($4::text[]) AS lane(agent_id)
 CROSS JOIN LATERAL (
     SELECT {_HEAD_COLUMNS} FROM runs r
-    WHERE {_eligible("$5")} AND r.agent_id = lane.agent_id {_ORDER}) h"""
+    WHERE {_eligible("$5", "$6")} AND r.agent_id = lane.agent_id {_ORDER}) h"""
 _HEADS_NO_AGENT = (
-    f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_eligible('$4')} AND r.agent_id IS NULL {_ORDER}"
+    f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_eligible('$4', '$5')} AND r.agent_id IS NULL "
+    f"{_ORDER}"
 )
 
 # Joins against unnest(): "= ANY(list)" over a long list compares every row with every
@@ -154,14 +157,16 @@ class PostgresCapacitySql:
         lanes: Sequence[str | None],
         per_lane: int,
         labels: Sequence[str],
+        projects: Sequence[str] | None = None,
     ) -> list[Candidate]:
         named = [lane for lane in lanes if lane is not None]
         reported = json.dumps(sorted(set(labels)))
+        served = None if projects is None else list(projects)
         rows = []
         if named:
-            rows = await tx.fetch(_HEADS, owner, instance, per_lane, named, reported)
+            rows = await tx.fetch(_HEADS, owner, instance, per_lane, named, reported, served)
         if None in lanes:
-            rows += await tx.fetch(_HEADS_NO_AGENT, owner, instance, per_lane, reported)
+            rows += await tx.fetch(_HEADS_NO_AGENT, owner, instance, per_lane, reported, served)
         return [candidate_of(row) for row in rows]
 
     async def agent_configs(

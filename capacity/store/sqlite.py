@@ -15,6 +15,7 @@ _LIVE = "('" + "','".join(LIVE_STATUSES) + "')"
 _HEAD_COLUMNS = "r.id, r.agent_id, r.priority, r.run_now, r.queued_at_ms, r.execution_scope"
 _ELIGIBLE = (
     "r.owner_id = ? AND r.status = 'queued' "
+    "AND (? IS NULL OR r.project_id IN (SELECT value FROM json_each(?))) "
     "AND (r.pinned_runtime_instance_id IS NULL OR r.pinned_runtime_instance_id = ?) "
     "AND NOT EXISTS (SELECT 1 FROM json_each(r.required_labels) need "
     "WHERE need.value NOT IN (SELECT value FROM json_each(?))) "
@@ -56,12 +57,14 @@ class SqliteCapacitySql:
         lanes: Sequence[str | None],
         per_lane: int,
         labels: Sequence[str],
+        projects: Sequence[str] | None = None,
     ) -> list[Candidate]:
         heads: list[Candidate] = []
         reported = json.dumps(sorted(set(labels)))
+        served = None if projects is None else json.dumps(list(projects))
         for lane in lanes:
             match = "r.agent_id IS NULL" if lane is None else "r.agent_id = ?"
-            args: list[Any] = [owner, instance, reported]
+            args: list[Any] = [owner, served, served, instance, reported]
             args += ([] if lane is None else [lane]) + [per_lane]
             sql = f"SELECT {_HEAD_COLUMNS} FROM runs r WHERE {_ELIGIBLE} AND {match} {_ORDER}"
             heads += [candidate_of(row) for row in await tx.fetch(sql, *args)]

@@ -1,12 +1,20 @@
-"""API bearer tokens: who a caller is (a non-secret name, the projects it sees, whether it
-may use the operator commands), and a bound on failed authentications. Only hashes of the
+"""API bearer tokens: who a caller is (a non-secret name, the projects it sees, its role
+there, the owners it may act for), and a bound on failed authentications. Only hashes of the
 tokens are kept; comparisons are constant-time. Shared by every gRPC service and the gateway.
+What each role may do is one table, coordinator/api/authorization.py (docs/tenancy.md).
 
 ``TRUERUN_API_TOKENS``: entries separated by ``;`` (or one per line in the file
 ``TRUERUN_API_TOKENS_FILE`` names; ``#`` starts a comment), each
-``[NAME=]TOKEN:PROJECT[,PROJECT...][:operator]``. ``*`` is every project. ``NAME`` is the
-actor recorded on what the token does (default ``token-<12 hex of its hash>``);
-``:operator`` allows the audited operator commands (resolve, fail, pause, resume, requeue).
+``[NAME=]TOKEN:PROJECT[,PROJECT...][:SEGMENT...]``. ``*`` is every project. ``NAME`` is the
+actor recorded on what the token does (default ``token-<12 hex of its hash>``). Segments:
+
+- ``operator``: the audited operator commands, and acting for every owner of its projects;
+- ``service``: truerun's own service identity (capacity observations and claims); every
+  project, no person's commands;
+- ``owners=O1,O2`` (``*`` = every owner): the owners it may act for. Default: a named
+  person acts for themself only (their NAME), an app's unnamed token and an operator for
+  every owner of their projects;
+- ``groups=G1,G2``: the approver groups a person belongs to (docs/state-model.md).
 """
 
 from __future__ import annotations
@@ -21,7 +29,13 @@ from dataclasses import dataclass
 from coordinator.domain.redaction import register_secret
 
 ALL_PROJECTS = "*"
+ALL_OWNERS = "*"
 OPERATOR = "operator"
+SERVICE = "service"
+_SPEC = (
+    "API tokens are [name=]token:project[,project...][:operator|:service][:owners=o1,o2]"
+    "[:groups=g1,g2] entries separated by ';' (project * = all projects, owner * = all owners)"
+)
 
 
 def _digest(token: str) -> str:
@@ -37,9 +51,22 @@ class Principal:
     projects: frozenset[str]
     operator: bool = False
     named: bool = False  # a person's name was configured (else the name is the token's hash)
+    #: The owners this token may act for (ALL_OWNERS: every owner of its projects).
+    owners: frozenset[str] = frozenset({ALL_OWNERS})
+    #: truerun's own service identity: capacity observations and claims, nothing else.
+    service: bool = False
+    #: The approver groups of a person (docs/state-model.md "Approvals").
+    groups: frozenset[str] = frozenset()
 
     def sees(self, project_id: str) -> bool:
+        # A service token reads no person's objects: it reports and claims, nothing else.
+        if self.service:
+            return False
         return ALL_PROJECTS in self.projects or project_id in self.projects
+
+    def acts_for(self, owner_id: str) -> bool:
+        """Whether this token may act for ``owner_id`` (in a project it sees)."""
+        return self.operator or ALL_OWNERS in self.owners or owner_id in self.owners
 
     @property
     def all_projects(self) -> bool:
@@ -52,6 +79,52 @@ class _Entry:
     principal: Principal
 
 
+def _names(text: str) -> frozenset[str]:
+    return frozenset(filter(None, (n.strip() for n in text.split(","))))
+
+
+def _entry(item: str) -> _Entry:
+    """One ``[name=]token:projects[:segment...]`` entry (the module's docstring)."""
+    head, _, rest = item.partition(":")
+    name, _, token = head.rpartition("=")
+    name, token = name.strip(), token.strip()
+    scope_text, *segments = rest.split(":")
+    scope = _names(scope_text)
+    if not token or not scope:
+        raise ValueError(_SPEC)
+    roles: set[str] = set()
+    owners: frozenset[str] | None = None
+    groups: frozenset[str] = frozenset()
+    for segment in (s.strip() for s in segments):
+        key, eq, value = segment.partition("=")
+        if not eq and segment in (OPERATOR, SERVICE):
+            roles.add(segment)
+        elif eq and key == "owners" and _names(value):
+            owners = _names(value)
+        elif eq and key == "groups" and _names(value):
+            groups = _names(value)
+        else:
+            raise ValueError(_SPEC)
+    if len(roles) > 1 or (SERVICE in roles and scope != {ALL_PROJECTS}):
+        raise ValueError("a service token is one role and sees every project (*)")
+    operator, service = OPERATOR in roles, SERVICE in roles
+    if owners is None:  # a person acts for themself; an app or an operator for every owner
+        person = name and not operator and not service
+        owners = frozenset({name}) if person else frozenset({ALL_OWNERS})
+    digest = _digest(token)
+    principal = Principal(
+        name=name or f"token-{digest[:12]}",
+        projects=scope,
+        operator=operator,
+        named=bool(name),
+        owners=owners,
+        service=service,
+        groups=groups,
+    )
+    register_secret(token)  # redacted by value wherever it would be logged
+    return _Entry(digest, principal)
+
+
 class ApiTokens:
     def __init__(self, entries: list[_Entry]) -> None:
         self._entries = list(entries)
@@ -62,25 +135,7 @@ class ApiTokens:
         lines = (line for line in spec.splitlines() if not line.lstrip().startswith("#"))
         parts = (part.strip() for line in lines for part in line.split(";"))
         for item in filter(None, parts):
-            head, _, rest = item.partition(":")
-            name, _, token = head.rpartition("=")
-            names, _, role = rest.partition(":")
-            scope = frozenset(filter(None, (n.strip() for n in names.split(","))))
-            token = token.strip()
-            if not token or not scope or role.strip() not in ("", OPERATOR):
-                raise ValueError(
-                    "API tokens are [name=]token:project[,project...][:operator] entries "
-                    "separated by ';' (project * = all projects)"
-                )
-            digest = _digest(token)
-            principal = Principal(
-                name=name.strip() or f"token-{digest[:12]}",
-                projects=scope,
-                operator=role.strip() == OPERATOR,
-                named=bool(name.strip()),
-            )
-            entries.append(_Entry(digest, principal))
-            register_secret(token)  # redacted by value wherever it would be logged
+            entries.append(_entry(item))
         return cls(entries)
 
     def __len__(self) -> int:

@@ -20,7 +20,7 @@ from coordinator.dispatch.capacity_port import ObservationReporter
 from coordinator.dispatch.dispatcher import Dispatcher
 from coordinator.dispatch.ingest import OUTCOMES, TERMINAL_TYPES, EventIngest
 from coordinator.dispatch.sessions import Session, Sessions
-from coordinator.dispatch.tokens import RuntimeTokens
+from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens
 from coordinator.domain import commands as c
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
@@ -142,7 +142,8 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
         )
         if not devices:
             raise InvalidArgument("a runtime names at least one route")
-        if not self._tokens.allows(hello.runtime_token, owner):
+        binding = self._tokens.binding_of(hello.runtime_token)
+        if binding is None or binding.owner not in (owner, ANY_OWNER):
             raise Unauthenticated(f"this runtime token may not act for owner {owner}")
         lineage = validation.name(hello.lineage, "lineage", required=False) or ""
         version = validation.printable(hello.agent_version, "agent_version", 128)
@@ -153,6 +154,7 @@ class RuntimeServicer(runtime_service_pb2_grpc.RuntimeServiceServicer):
             lineage,
             agent_version=version,
             accepts_batches=hello.accepts_batches,
+            projects=binding.claimable_projects,
         )
 
     async def _bind(self, session: Session) -> None:

@@ -31,6 +31,9 @@ class ClaimedStart:
     callback_token_hash: str = ""
 
 
+#: A runtime token's binding to every project (docs/tenancy.md).
+ALL_PROJECTS = "*"
+
 #: ``ClaimAnswer.blocked`` of a round the queue ran dry in (capacity.service.claims.Blocked
 #: NOTHING_ELIGIBLE): the dispatcher gathers before the next round only then.
 QUEUE_DRAINED = "nothing_eligible"
@@ -53,9 +56,11 @@ class Claims(Protocol):
         max_claims: int,
         lease_ttl_ms: int,
         fence_hashes: Sequence[str] = (),
+        projects: Sequence[str] | None = None,
     ) -> ClaimAnswer:
         """Claim up to ``max_claims``; with ``fence_hashes`` (capacity.service.claims) each
-        claimed attempt is fenced in the same commit, the i-th with the i-th hash."""
+        claimed attempt is fenced in the same commit, the i-th with the i-th hash.
+        ``projects``: those the runtime's token serves (None: every project)."""
         ...
 
 

@@ -146,6 +146,7 @@ class Dispatcher:
             CLAIMS_PER_ROUND,
             self.lease_ttl_ms,
             list(tokens),
+            session.projects,
         )
         # one Start message for the round (to a runtime that reads batches)
         round_ = StartRound(session, [item.attempt_id for item in outcome.claimed])

@@ -33,6 +33,9 @@ class Session:
     agent_version: str = ""
     #: Hello's accepts_batches: the runtime reads a round's Starts in one Starts message.
     accepts_batches: bool = False
+    #: The projects the runtime's token serves (None: every project; docs/tenancy.md):
+    #: every claim for this stream takes runs of these only.
+    projects: list[str] | None = None
     #: What the stream sends, in order; an error ends the stream with its status.
     outbox: asyncio.Queue[pb.ConnectResponse | DomainError] = field(default_factory=asyncio.Queue)
     #: Start results awaited by the dispatcher, by attempt id.

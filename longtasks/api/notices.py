@@ -1,8 +1,8 @@
 """LongTaskService's notice RPCs (docs/long-tasks.md "Notices"), mixed into the servicer
 (people.py): an owner's notices, their deliveries' state, and a webhook subscription. The
-caller must see the project; a person's token reads only its own notices (another owner's
-are refused, ``NOTICES_OF_ANOTHER_OWNER``), an app's token names the owner it acts for
-(like TextCommand), an operator's may name anyone."""
+caller must see the project and act for the owner (docs/tenancy.md): a person's token
+reads its own notices (another owner's are refused, ``NOTICES_OF_ANOTHER_OWNER``), an app's
+token names the owner it acts for (like TextCommand), an operator's may name anyone."""
 
 from __future__ import annotations
 
@@ -100,11 +100,13 @@ def notices_owner(project_id: str, owner_id: str) -> tuple[str, str]:
     if not who.sees(project):
         raise PermissionDenied(f"this token does not see project {project}")
     if who.named:
-        if owner and owner != who.name and not who.operator:
-            raise NoticesOfAnotherOwner(
-                f"{who.name} may read only their own notices, not {owner}'s", owner_id=owner
-            )
         owner = owner or who.name
+    if owner and not who.acts_for(owner):  # the owners of the token (docs/tenancy.md)
+        raise NoticesOfAnotherOwner(
+            f"{who.name} may not read {owner}'s notices (another owner's need an operator "
+            "token of the project)",
+            owner_id=owner,
+        )
     if not owner:
         raise InvalidArgument("owner_id is required: whose notices (an app's token names one)")
     return project, owner

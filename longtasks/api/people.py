@@ -15,7 +15,9 @@ from truerun.v1 import long_task_service_pb2_grpc
 
 from coordinator.api import validation
 from coordinator.api.auth import caller
+from coordinator.api.authorization import allow, served
 from coordinator.api.errors import unary
+from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
 from kernel.errors import (
@@ -91,9 +93,13 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
         reads: TaskReads,
         max_unfinished: int = 0,
         notices: NoticeDesk | None = None,
+        bindings: RuntimeTokens | None = None,
     ) -> None:
         """``max_unfinished``: TRUERUN_LONG_TASK_OWNER_MAX_UNFINISHED (0 = no cap);
-        ``notices``: the owners' notices and webhooks (api/notices.py)."""
+        ``notices``: the owners' notices and webhooks (api/notices.py); ``bindings``: the
+        runtime tokens of this process (a task for an owner no runtime serves in the
+        project is refused, OWNER_NOT_SERVED)."""
+        self._bindings = bindings
         self._notices = notices
         self._door = door
         self._reads = reads
@@ -115,6 +121,14 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
             raise missing
         return task
 
+    async def _acting(self, project_id: str, task_id: str, method: str) -> Task:
+        """The task, if the caller may act on it by ``method``'s rule: another project's
+        task is a missing one, another owner's needs a token acting for that owner
+        (OWNER_NOT_PERMITTED; docs/tenancy.md)."""
+        task = await self._seen(project_id, task_id)
+        allow(f"LongTaskService.{method}", task.project_id, task.owner_id)
+        return task
+
     async def _answer(self, task_id: str) -> pb.LongTask:
         return task_to_proto(await self._reads.view(task_id))
 
@@ -125,6 +139,8 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
             raise PermissionDenied(
                 f"this token may not create long tasks in project {new.project_id}"
             )
+        allow("LongTaskService.CreateLongTask", new.project_id, new.owner_id)
+        served(self._bindings, new.owner_id, new.project_id)
         # counted before the create's transaction: two creates racing may both pass at the
         # cap's edge (one task over); the cap bounds a runaway client, not a quota ledger.
         # An explicit override passes it (automatic promotion never does: promotion.py)
@@ -163,26 +179,26 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
 
     @unary
     async def StartLongTask(self, request: pb.StartLongTaskRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "StartLongTask")
         await self._door.enqueue(task.id, _etag(request.etag), _actor())
         return await self._answer(task.id)
 
     @unary
     async def PauseLongTask(self, request: pb.PauseLongTaskRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "PauseLongTask")
         note = drafts.text(request.note, "note", 1024)
         await self._door.pause(task.id, _etag(request.etag), _actor(), note)
         return await self._answer(task.id)
 
     @unary
     async def ResumeLongTask(self, request: pb.ResumeLongTaskRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "ResumeLongTask")
         await self._door.resume(task.id, _etag(request.etag), _actor())
         return await self._answer(task.id)
 
     @unary
     async def CancelLongTask(self, request: pb.CancelLongTaskRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "CancelLongTask")
         note = drafts.text(request.note, "note", 1024)
         await self._door.cancel(task.id, _etag(request.etag), _actor(), note)
         return await self._answer(task.id)
@@ -191,14 +207,14 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
     async def ScheduleContinuation(
         self, request: pb.ScheduleContinuationRequest, context: Ctx
     ) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "ScheduleContinuation")
         asked = continuation_from_proto(request.continuation, task.id, now_ms())
         await self._door.schedule_continuation(task.id, _etag(request.etag), _actor(), asked)
         return await self._answer(task.id)
 
     @unary
     async def ClearRecovery(self, request: pb.ClearRecoveryRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "ClearRecovery")
         note = drafts.text(request.note, "note", 1024)
         resolution = _resolution(request.resolution)
         await self._door.clear_recovery(task.id, _etag(request.etag), _actor(), note, resolution)
@@ -206,7 +222,7 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
 
     @unary
     async def RevisePlan(self, request: pb.RevisePlanRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "RevisePlan")
         author = _AUTHORS.get(request.author)
         if author is None:
             raise InvalidArgument('author must be "user" (the default) or "model"')
@@ -229,7 +245,7 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
     async def ContinueLongTask(
         self, request: pb.ContinueLongTaskRequest, context: Ctx
     ) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "ContinueLongTask")
         await self._door.continue_task(
             task.id,
             _etag(request.etag),
@@ -242,7 +258,7 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
 
     @unary
     async def AnswerDecision(self, request: pb.AnswerDecisionRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "AnswerDecision")
         decision_id = validation.name(request.decision_id, "decision_id") or ""
         await self._door.answer(
             task.id,
@@ -256,7 +272,7 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
 
     @unary
     async def EditCriterion(self, request: pb.EditCriterionRequest, context: Ctx) -> pb.LongTask:
-        task = await self._seen(request.project_id, request.long_task_id)
+        task = await self._acting(request.project_id, request.long_task_id, "EditCriterion")
         if request.waive == bool(request.text):
             raise InvalidArgument("give exactly one of waive and text")
         wording = drafts.text(request.text, "text")
@@ -320,6 +336,8 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
         if not caller().sees(project):  # the same answer as a task of another project
             raise LongTaskNotFound(f"long task {ref} does not exist in project {project}")
         task = await self._actions.resolve(project, self._owner(request.owner_id), ref)
+        # a handle or id names a task; authority comes from the token (docs/tenancy.md)
+        allow("LongTaskService.Act", task.project_id, task.owner_id)
         acted = await self._actions.act(
             ActRequest(
                 task,
@@ -348,6 +366,7 @@ class LongTaskServicer(NoticeRpcs, long_task_service_pb2_grpc.LongTaskServiceSer
         owner = self._owner(request.owner_id)
         if not owner:
             raise InvalidArgument("owner_id is required: the person who wrote the message")
+        allow("LongTaskService.TextCommand", project, owner)
         text = drafts.text(request.text, "text", 4096, required=True)
         replied = await self._chat.handle(project, owner, text, request.action_id, _actor())
         answer = pb.TextCommandResponse(

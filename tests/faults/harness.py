@@ -212,23 +212,26 @@ class Api:
     timeout_s: float = CALL_TIMEOUT_S
     capacity_address: str = ""  # where CapacityService is served, when not at ``address``
     token: str = ""  # the API token every call carries (the cluster's operator token)
+    #: truerun's own service identity: the only caller of ReportObservation and Claim
+    #: (a test playing a dispatcher, like a ghost that claims and never starts).
+    service_token: str = ""
     channel: grpc.Channel = field(init=False)
     runs: run_service_pb2_grpc.RunServiceStub = field(init=False)
     capacity: capacity_service_pb2_grpc.CapacityServiceStub = field(init=False)
+    service: capacity_service_pb2_grpc.CapacityServiceStub = field(init=False)
 
     def __post_init__(self) -> None:
         self._raw, self.channel = sync_channel(self.address, self.token)
-        self._capacity_raw: grpc.Channel | None = None
-        capacity_channel = self.channel
-        if self.capacity_address:
-            self._capacity_raw, capacity_channel = sync_channel(self.capacity_address, self.token)
+        target = self.capacity_address or self.address
+        self._capacity_raw, capacity_channel = sync_channel(target, self.token)
+        self._service_raw, service_channel = sync_channel(target, self.service_token)
         self.runs = run_service_pb2_grpc.RunServiceStub(self.channel)
         self.capacity = capacity_service_pb2_grpc.CapacityServiceStub(capacity_channel)
+        self.service = capacity_service_pb2_grpc.CapacityServiceStub(service_channel)
 
     def close(self) -> None:
-        self._raw.close()
-        if self._capacity_raw is not None:
-            self._capacity_raw.close()
+        for raw in (self._raw, self._capacity_raw, self._service_raw):
+            raw.close()
 
     def submit(
         self,
@@ -330,6 +333,7 @@ class Cluster:
         self._runtime_token = uuid.uuid4().hex
         #: every service's API token: all projects, operator, named like OPERATOR's actor
         self.api_token = uuid.uuid4().hex
+        self.service_token = uuid.uuid4().hex  # truerun's own identity (the capacity service)
         self.tmp_dir = tmp_dir
         self.database = database
         self.use_redis = redis
@@ -377,8 +381,10 @@ class Cluster:
         env.setdefault("TRUERUN_GRACE_SECONDS", "1")
         env.setdefault("TRUERUN_CANCEL_GRACE_MS", "1000")
         env["TRUERUN_METRICS_ADDR"] = "127.0.0.1:0"
-        env["TRUERUN_API_TOKENS"] = f"{OPERATOR.id}={self.api_token}:*:operator"
-        env["TRUERUN_SERVICE_TOKEN"] = self.api_token
+        env["TRUERUN_API_TOKENS"] = (
+            f"{OPERATOR.id}={self.api_token}:*:operator;coordinator={self.service_token}:*:service"
+        )
+        env["TRUERUN_SERVICE_TOKEN"] = self.service_token
         if self.database == "postgres":
             self.pg_url = asyncio.run(create_pg_database())
             self.pg_proxy = self._proxy((PG_HOST, PG_PORT), "pg")
@@ -398,7 +404,10 @@ class Cluster:
         host, port = self._server_address.rsplit(":", 1)
         self.grpc_proxy = self._proxy((host, int(port)), "grpc")
         self._api = Api(
-            self._server_address, capacity_address=self._capacity_address, token=self.api_token
+            self._server_address,
+            capacity_address=self._capacity_address,
+            token=self.api_token,
+            service_token=self.service_token,
         )
         self._apis.append(self._api)
         if self.use_reconciler:
@@ -668,7 +677,13 @@ class Cluster:
     def api_via_proxy(self, timeout_s: float = CALL_TIMEOUT_S) -> Api:
         """A client whose calls go through ``grpc_proxy`` (closed with the cluster)."""
         assert self.grpc_proxy is not None
-        api = Api(self.grpc_proxy.address, timeout_s, self._capacity_address, self.api_token)
+        api = Api(
+            self.grpc_proxy.address,
+            timeout_s,
+            self._capacity_address,
+            self.api_token,
+            self.service_token,
+        )
         self._apis.append(api)
         return api
 

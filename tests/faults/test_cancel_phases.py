@@ -56,7 +56,7 @@ def _queued(cluster: Cluster, command: str, tmp_path: Path) -> tuple[str, bool]:
 
 def _claimed(cluster: Cluster, command: str, tmp_path: Path) -> tuple[str, bool]:
     ghost = "ghost"
-    cluster.api.capacity.ReportObservation(
+    cluster.api.service.ReportObservation(
         cs.ReportObservationRequest(
             observation=cs.Observation(
                 owner_id=OWNER,
@@ -69,13 +69,14 @@ def _claimed(cluster: Cluster, command: str, tmp_path: Path) -> tuple[str, bool]
         timeout=10,
     )
     run_id = cluster.submit("cancel-claimed", command)
-    claim = cluster.api.capacity.Claim(
+    claim = cluster.api.service.Claim(
         cs.ClaimRequest(
             owner_id=OWNER,
             runtime_instance_id=ghost,
             device_id=ghost,
             max_attempts=1,
             lease_ttl_ms=60_000,
+            served_project_ids=["*"],
         ),
         timeout=10,
     )

@@ -24,7 +24,7 @@ def test_lease_expired_before_fence_requeues_same_row(
     run_id = cluster.submit(
         "claimed-then-abandoned", cluster.side_effect("echo once"), max_attempts=3
     )
-    capacity = cluster.api.capacity
+    capacity = cluster.api.service  # as a dispatcher would: the service identity
     capacity.ReportObservation(
         cpb.ReportObservationRequest(
             observation=cpb.Observation(
@@ -44,6 +44,7 @@ def test_lease_expired_before_fence_requeues_same_row(
             device_id=GHOST,
             max_attempts=1,
             lease_ttl_ms=2000,
+            served_project_ids=["*"],
         ),
         timeout=10,
     )

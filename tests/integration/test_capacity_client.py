@@ -31,7 +31,7 @@ from services.bootstrap import Capacity, Coordinator, capacity, coordinator, ope
 from services.bootstrap import runtimes as local_runtimes
 from services.server import Serving, start_serving
 from tests.integration.test_claim_race import REDIS_URL
-from tests.support.auth import TEST_TOKEN, aio_channel, server_tokens
+from tests.support.auth import SERVICE_TOKEN, TEST_TOKEN, aio_channel, server_tokens
 from tests.support.capacity import observation, rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -109,7 +109,7 @@ async def test_claims_over_grpc_equal_claims_in_process(world: World, pg_url: st
     local = await _scenario(
         world.app, LocalClaims(world.caps.claims), world.caps.reports, local_owner
     )
-    client = CapacityClient(world.address, 60_000, interceptors=bearer_interceptors(TEST_TOKEN))
+    client = CapacityClient(world.address, 60_000, interceptors=bearer_interceptors(SERVICE_TOKEN))
     try:
         remote = await _scenario(world.app, client, client, remote_owner)
     finally:
@@ -148,7 +148,7 @@ async def test_client_spreads_over_replicas_and_skips_a_dead_one(world: World) -
     owner = f"rr-{uuid.uuid4().hex[:8]}"
     address = f"ipv4:127.0.0.1:{_dead_port()},{world.address}"
     client = CapacityClient(
-        address, 60_000, timeout_s=5.0, interceptors=bearer_interceptors(TEST_TOKEN)
+        address, 60_000, timeout_s=5.0, interceptors=bearer_interceptors(SERVICE_TOKEN)
     )
     try:
         await _queue(world.app, owner, 4)
@@ -207,7 +207,7 @@ async def test_a_runtime_reported_through_one_replica_is_listed_by_another(
     second capacity replica, with its own store and Redis connection, lists the runtime:
     the connected set lives in Redis, not in a process."""
     owner = f"ls-{uuid.uuid4().hex[:8]}"
-    client = CapacityClient(world.address, 60_000, interceptors=bearer_interceptors(TEST_TOKEN))
+    client = CapacityClient(world.address, 60_000, interceptors=bearer_interceptors(SERVICE_TOKEN))
     try:
         said = replace(observation(owner, "rt-1", 3), agent_version="agent/7", lineage="pod")
         await client.report(said)

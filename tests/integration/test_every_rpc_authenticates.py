@@ -20,8 +20,10 @@ import pytest
 from google.protobuf.message import Message
 from truerun.v1 import capacity_service_pb2 as cap
 from truerun.v1 import (
+    capacity_service_pb2_grpc,
     common_pb2,
     run_service_pb2_grpc,
+    runtime_service_pb2,
     schedule_service_pb2_grpc,
 )
 from truerun.v1 import long_task_service_pb2 as lt
@@ -29,9 +31,11 @@ from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import schedule_service_pb2 as sch
 
 from capacity.observations.memory import MemoryObservationStore
+from coordinator.api.authorization import BY_RPC, Need
 from coordinator.api.credentials import ApiTokens, FailureLimit
+from coordinator.dispatch.tokens import RuntimeTokens
 from kernel.db.migrate import upgrade
-from services.bootstrap import capacity, coordinator, long_tasks, open_store, schedules
+from services.bootstrap import capacity, coordinator, long_tasks, open_store, runtimes, schedules
 from services.server import start_serving
 from tests.integration.test_run_service_grpc import error_info, status_info
 from tests.support.auth import aio_channel
@@ -39,7 +43,15 @@ from tests.support.longtask_requests import long_task_requests
 from tests.support.rpc_requests import REQUESTS, RUN_ID, run_requests
 
 OPERATOR_TOKEN, READER_TOKEN, OTHER_TOKEN = "op-token", "reader-token", "other-token"
-TOKENS = f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p;{OTHER_TOKEN}:proj-q"
+SERVICE_TOKEN, PROJECT_OPERATOR_TOKEN = "service-token", "p-operator-token"
+TOKENS = (
+    f"ops@example={OPERATOR_TOKEN}:*:operator;kim={READER_TOKEN}:proj-p:owners=o;"
+    f"{OTHER_TOKEN}:proj-q;coordinator={SERVICE_TOKEN}:*:service;"
+    f"pat={PROJECT_OPERATOR_TOKEN}:proj-p:operator"
+)
+#: Runtime tokens: owner o's runtime serves every project, owner x's proj-p, owner b's proj-q
+#: only (docs/tenancy.md): work for b in proj-p could never be delivered.
+RUNTIME_TOKENS = "o:rt-o;x:rt-x:proj-p;b:rt-b:proj-q;owner-p:rt-p;owner-q:rt-q"
 SERVICES = {
     "truerun.v1.RunService": rs,
     "truerun.v1.CapacityService": cap,
@@ -62,6 +74,7 @@ async def _serving(url: str, failures: FailureLimit) -> AsyncIterator[str]:
         app,
         "127.0.0.1:0",
         caps,
+        runtimes(app, caps, RuntimeTokens.parse(RUNTIME_TOKENS)),
         tokens=tokens,
         failures=failures,
         schedules=schedules(app, "webhook-key"),
@@ -361,3 +374,200 @@ async def test_an_api_token_is_no_attempt_credential(address: str) -> None:
                 await _call(ops, service, method, streaming)
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
             assert error_info(refused.value).reason == "UNAUTHENTICATED", method
+
+
+# -- tenancy (issue #36, docs/tenancy.md) ---------------------------------------------------
+
+
+def test_every_rpc_has_exactly_one_rule() -> None:
+    """The rule table (coordinator/api/authorization.py) covers every RPC of every service,
+    and nothing else: an RPC added without its rule fails here."""
+    every = set()
+    for module in (rs, cap, sch, lt, runtime_service_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            every |= {f"{service.name}.{m.name}" for m in service.methods}
+    assert every == set(BY_RPC)
+
+
+def cap_stub(channel: grpc.aio.Channel) -> Any:
+    return capacity_service_pb2_grpc.CapacityServiceStub(channel)
+
+
+async def _denied(call: Awaitable[Any]) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call
+    return f"{refused.value.code().name} {error_info(refused.value).reason}"
+
+
+async def test_capacity_writes_come_only_from_the_service_identity(address: str) -> None:
+    """The finding: a plain proj-b token reported an observation for proj-a's owner and
+    claimed its run, lease token and spec included, and set its agent's fairness. Now
+    observations and claims need truerun's service identity, agent settings an operator of
+    every project, and a claim takes only runs of the projects it says its runtime serves."""
+    ghost = cap.Observation(
+        owner_id="o",
+        runtime_instance_id="ghost",
+        routes=[cap.Route(device_id="ghost-dev", kind="stream")],
+        limit=1,
+    )
+    claim = cap.ClaimRequest(
+        owner_id="o", runtime_instance_id="ghost", device_id="ghost-dev", max_attempts=5
+    )
+    agent = cap.ConfigureAgentRequest(
+        agent=cap.Agent(agent_id="g", concurrency=1, fairness_weight=50)
+    )
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        request = rs.CreateRunRequest(project_id="proj-p", owner_id="o", task_id="t")
+        theirs = (await rs_stub(ops).CreateRun(request)).run
+    for token in (READER_TOKEN, OTHER_TOKEN, OPERATOR_TOKEN, PROJECT_OPERATOR_TOKEN):
+        async with aio_channel(address, token) as channel:
+            stub = cap_stub(channel)
+            report = stub.ReportObservation(cap.ReportObservationRequest(observation=ghost))
+            assert await _denied(report) == "PERMISSION_DENIED PERMISSION_DENIED", token
+            claimed = stub.Claim(cap.ClaimRequest(served_project_ids=["*"], **_fields(claim)))
+            assert await _denied(claimed) == "PERMISSION_DENIED PERMISSION_DENIED", token
+    for token in (READER_TOKEN, OTHER_TOKEN, PROJECT_OPERATOR_TOKEN, SERVICE_TOKEN):
+        async with aio_channel(address, token) as channel:
+            configured = cap_stub(channel).ConfigureAgent(agent)
+            assert await _denied(configured) == "PERMISSION_DENIED PERMISSION_DENIED", token
+    async with aio_channel(address, SERVICE_TOKEN) as service:
+        stub = cap_stub(service)  # a service token reads no person's run
+        assert await _denied(rs_stub(service).GetRun(rs.GetRunRequest(id=theirs.id))) == (
+            "NOT_FOUND RUN_NOT_FOUND"
+        )
+        await stub.ReportObservation(cap.ReportObservationRequest(observation=ghost))
+        elsewhere = await stub.Claim(
+            cap.ClaimRequest(request_id=RUN_ID, served_project_ids=["proj-q"], **_fields(claim))
+        )
+        assert list(elsewhere.claimed) == []  # a runtime of proj-q never gets proj-p's run
+        async with aio_channel(address, OPERATOR_TOKEN) as ops:
+            untouched = await rs_stub(ops).GetRun(rs.GetRunRequest(id=theirs.id))
+            assert untouched.version == theirs.version
+            assert untouched.status == common_pb2.RUN_STATUS_QUEUED
+            assert (await cap_stub(ops).ConfigureAgent(agent)).fairness_weight == 50
+        served = await stub.Claim(cap.ClaimRequest(served_project_ids=["proj-p"], **_fields(claim)))
+    assert [c.run_id for c in served.claimed] == [theirs.id]
+
+
+def _fields(message: Message) -> dict[str, Any]:
+    return {field.name: value for field, value in message.ListFields()}
+
+
+def _schedule(owner: str, schedule_id: str, project: str = "proj-p") -> sch.Schedule:
+    schedule = sch.Schedule(
+        project_id=project,
+        schedule_id=schedule_id,
+        template=sch.RunTemplate(owner_id=owner, task_id="t"),
+    )
+    schedule.spec.cron = "0 3 * * *"
+    return schedule
+
+
+def _schedule_requests(found: sch.Schedule) -> dict[str, Message]:
+    """A request for every ScheduleService RPC that changes or fires ``found``."""
+    named = {"project_id": found.project_id, "schedule_id": found.schedule_id}
+    backfill = sch.BackfillScheduleRequest(
+        project_id=found.project_id, schedule_id=found.schedule_id
+    )
+    backfill.start_time.FromMilliseconds(0)
+    backfill.end_time.FromMilliseconds(86_400_000)
+    mine = sch.Schedule()
+    mine.CopyFrom(found)
+    mine.template.owner_id = "o"  # handing another owner's schedule to oneself: refused too
+    return {
+        "CreateSchedule": sch.CreateScheduleRequest(
+            schedule=_schedule(found.template.owner_id, "another")
+        ),
+        "UpdateSchedule": sch.UpdateScheduleRequest(schedule=mine),
+        "DeleteSchedule": sch.DeleteScheduleRequest(**named, etag=found.etag),
+        "PauseSchedule": sch.PauseScheduleRequest(**named),
+        "ResumeSchedule": sch.ResumeScheduleRequest(**named),
+        "BackfillSchedule": backfill,
+        "FireSchedule": sch.FireScheduleRequest(**named),
+        "RotateWebhookSecret": sch.RotateWebhookSecretRequest(**named),
+    }
+
+
+async def test_another_owners_objects_need_an_operator_of_their_project(address: str) -> None:
+    """The finding: a person's token paused another owner's long task by handle and by id.
+    Now every RPC whose rule is "owner" refuses a token of the same project that does not act
+    for the object's owner (OWNER_NOT_PERMITTED; notices: NOTICES_OF_ANOTHER_OWNER), changes
+    nothing, while reads within the project stay open and an operator of the project acts."""
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        run = (
+            await rs_stub(ops).CreateRun(
+                rs.CreateRunRequest(project_id="proj-p", owner_id="x", task_id="t")
+            )
+        ).run
+        tasks = long_task_requests("proj-p", "lt-x", owner="x")
+        task = await _call(
+            ops, "truerun.v1.LongTaskService", "CreateLongTask", False, tasks["CreateLongTask"]
+        )
+        schedule = (
+            await schedule_stub(ops).CreateSchedule(
+                sch.CreateScheduleRequest(schedule=_schedule("x", "sx"))
+            )
+        ).schedule
+    rows = {
+        "truerun.v1.RunService": run_requests(run.id, "proj-p", owner="x"),
+        "truerun.v1.LongTaskService": tasks,
+        "truerun.v1.ScheduleService": _schedule_requests(schedule),
+    }
+    checked = []
+    async with aio_channel(address, READER_TOKEN) as kim:
+        for service, method, streaming in _methods():
+            rule = BY_RPC[f"{service.rsplit('.', 1)[1]}.{method}"]
+            if service not in rows or rule.need is not Need.OWNER:
+                continue
+            reason = await _refusal(kim, service, method, streaming, rows[service][method])
+            assert reason in ("OWNER_NOT_PERMITTED", "NOTICES_OF_ANOTHER_OWNER"), (method, reason)
+            checked.append(method)
+        # reads within the project stay as documented
+        assert (await rs_stub(kim).GetRun(rs.GetRunRequest(id=run.id))).owner_id == "x"
+        seen = await schedule_stub(kim).GetSchedule(
+            sch.GetScheduleRequest(project_id="proj-p", schedule_id="sx")
+        )
+    assert len(checked) == 3 + 3 + 16 + 8  # creates, cancel/retry/approve, long tasks, schedules
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        after = await _call(
+            ops, "truerun.v1.LongTaskService", "GetLongTask", False, tasks["GetLongTask"]
+        )
+        assert (await rs_stub(ops).GetRun(rs.GetRunRequest(id=run.id))).version == run.version
+    assert after.etag == task.etag and after.state == lt.LONG_TASK_STATE_PLANNED
+    assert seen.etag == schedule.etag
+    async with aio_channel(address, PROJECT_OPERATOR_TOKEN) as pat:  # an operator of proj-p
+        cancelled = await rs_stub(pat).CancelRun(rs.CancelRunRequest(id=run.id))
+    assert cancelled.run.status == common_pb2.RUN_STATUS_CANCELLED
+
+
+async def test_work_outside_every_runtime_binding_is_refused(address: str) -> None:
+    """Owner b's only runtime serves proj-q: runs, schedules and long tasks for b in proj-p
+    could never be delivered, so every RPC that would send b work there is refused with
+    OWNER_NOT_SERVED and creates nothing; the same in proj-q is accepted."""
+    outside = {
+        **{
+            ("truerun.v1.RunService", m): r
+            for m, r in run_requests(RUN_ID, "proj-p", owner="b").items()
+            if m in ("CreateRun", "CreateRuns", "CreateRunStream")
+        },
+        ("truerun.v1.ScheduleService", "CreateSchedule"): sch.CreateScheduleRequest(
+            schedule=_schedule("b", "sb")
+        ),
+        ("truerun.v1.LongTaskService", "CreateLongTask"): long_task_requests(
+            "proj-p", "lt-b", owner="b"
+        )["CreateLongTask"],
+    }
+    async with aio_channel(address, OPERATOR_TOKEN) as ops:
+        for (service, method), request in outside.items():
+            streaming = method == "CreateRunStream"
+            reason = await _refusal(ops, service, method, streaming, request)
+            assert reason == "OWNER_NOT_SERVED", (method, reason)
+        listed = await rs_stub(ops).ListRuns(rs.ListRunsRequest(project_id="proj-p"))
+        assert [r.owner_id for r in listed.runs if r.owner_id == "b"] == []
+        served = await rs_stub(ops).CreateRun(
+            rs.CreateRunRequest(project_id="proj-q", owner_id="b", task_id="t")
+        )
+        await schedule_stub(ops).CreateSchedule(
+            sch.CreateScheduleRequest(schedule=_schedule("b", "sb", "proj-q"))
+        )
+    assert served.run.owner_id == "b" and served.run.project_id == "proj-q"

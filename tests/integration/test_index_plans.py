@@ -82,12 +82,12 @@ PLANS: dict[str, tuple[str, list[Any], str | tuple[str, ...]]] = {
     "claim lanes": (capacity_sql._LANES, ["o0"], "ix_runs_claim_order"),
     "claim heads": (
         capacity_sql._HEADS,
-        ["o0", "inst-o0", 1, LANES, "[]"],
+        ["o0", "inst-o0", 1, LANES, "[]", ["p0", "p1"]],
         "ix_runs_claim_order",
     ),
     "claim heads, no agent": (
         capacity_sql._HEADS_NO_AGENT,
-        ["o0", "inst-o0", 1, "[]"],
+        ["o0", "inst-o0", 1, "[]", None],
         "ix_runs_claim_order",
     ),
     "queue position": (

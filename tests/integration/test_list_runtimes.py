@@ -19,7 +19,9 @@ from coordinator.domain.states import ActorType
 from services.bootstrap import capacity_sql, coordinator, open_store
 from tests.integration.test_every_rpc_authenticates import (
     OPERATOR_TOKEN,
+    OTHER_TOKEN,
     READER_TOKEN,
+    SERVICE_TOKEN,
     _serving,
 )
 from tests.integration.test_run_service_grpc import error_info
@@ -54,11 +56,12 @@ async def test_runtimes_are_scoped_to_the_owners_of_the_tokens_projects(
                 ("owner-q", "inst-q", 3),
                 ("owner-none", "inst-n", 1),
             ):
-                await capacity.ReportObservation(
-                    cap.ReportObservationRequest(
-                        observation=_observation(owner, instance, limit, "agent/9.9")
+                async with aio_channel(address, SERVICE_TOKEN) as service:  # as a runtime's
+                    await capacity_service_pb2_grpc.CapacityServiceStub(service).ReportObservation(
+                        cap.ReportObservationRequest(
+                            observation=_observation(owner, instance, limit, "agent/9.9")
+                        )
                     )
-                )
             await capacity.ConfigureAgent(
                 cap.ConfigureAgentRequest(agent=cap.Agent(agent_id="idle-agent", concurrency=1))
             )
@@ -66,9 +69,12 @@ async def test_runtimes_are_scoped_to_the_owners_of_the_tokens_projects(
             only_q = await capacity.ListRuntimes(cap.ListRuntimesRequest(owner_id="owner-q"))
             with pytest.raises(grpc.aio.AioRpcError) as bad:
                 await capacity.ListRuntimes(cap.ListRuntimesRequest(owner_id="no spaces"))
-        async with aio_channel(address, READER_TOKEN) as reader:
-            capacity = capacity_service_pb2_grpc.CapacityServiceStub(reader)
-            seen_by_p = await capacity.ListRuntimes(cap.ListRuntimesRequest())
+        async with aio_channel(address, OTHER_TOKEN) as app_of_q:  # an app: every owner of q
+            capacity = capacity_service_pb2_grpc.CapacityServiceStub(app_of_q)
+            seen_by_q = await capacity.ListRuntimes(cap.ListRuntimesRequest())
+        async with aio_channel(address, READER_TOKEN) as kim:  # kim acts for owner o only
+            capacity = capacity_service_pb2_grpc.CapacityServiceStub(kim)
+            seen_by_kim = await capacity.ListRuntimes(cap.ListRuntimesRequest())
             agents = await capacity.ListAgents(cap.ListAgentsRequest())
 
     rows = [(r.owner_id, r.runtime_instance_id, r.limit, r.occupied) for r in everything.runtimes]
@@ -87,7 +93,8 @@ async def test_runtimes_are_scoped_to_the_owners_of_the_tokens_projects(
     assert first.HasField("last_heartbeat_time") and first.heartbeat_age.seconds < 10
     assert everything.observation_ttl_ms == 15_000
     assert [r.owner_id for r in only_q.runtimes] == ["owner-q"]
-    assert [r.owner_id for r in seen_by_p.runtimes] == ["owner-p"]
+    assert [r.owner_id for r in seen_by_q.runtimes] == ["owner-q"]
+    assert [r.owner_id for r in seen_by_kim.runtimes] == []  # owner-p's runtime: not hers
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_info(bad.value).reason == "INVALID_ARGUMENT"
     assert [(a.agent_id, a.concurrency, a.live_attempts) for a in agents.agents] == [

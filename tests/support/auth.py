@@ -12,7 +12,9 @@ from coordinator.api.credentials import ApiTokens
 
 #: An all-projects operator token named "tester" (the actor of what tests do through it).
 TEST_TOKEN = "test-operator-token"
-TEST_TOKENS_SPEC = f"tester={TEST_TOKEN}:*:operator"
+#: truerun's own service identity: what `truerun coordinator` calls the capacity service with.
+SERVICE_TOKEN = "test-service-token"
+TEST_TOKENS_SPEC = f"tester={TEST_TOKEN}:*:operator;coordinator={SERVICE_TOKEN}:*:service"
 
 
 def server_tokens(extra: str = "") -> ApiTokens:

@@ -9,13 +9,13 @@ from google.protobuf.message import Message
 from truerun.v1 import long_task_service_pb2 as lt
 
 
-def long_task_requests(project: str, task: str) -> dict[str, Message]:
+def long_task_requests(project: str, task: str, owner: str = "o") -> dict[str, Message]:
     """A well-formed request for every LongTaskService RPC, aimed at ``task``."""
     named: dict[str, Any] = {"project_id": project, "long_task_id": task}
     draft = lt.LongTaskDraft(
         project_id=project,
         long_task_id=task,
-        owner_id="o",
+        owner_id=owner,
         goal="g",
         steps=[lt.StepDraft(step_id="s", title="t", side_effect=lt.SIDE_EFFECT_CLASS_PURE)],
     )
@@ -39,16 +39,16 @@ def long_task_requests(project: str, task: str) -> dict[str, Message]:
         "ExportLongTask": lt.ExportLongTaskRequest(**named),
         # by the owner's handle: the draft's task is the owner's first, "#1"
         "Act": lt.ActRequest(
-            project_id=project, owner_id="o", task="#1", action="pause", action_id="a", etag="1"
+            project_id=project, owner_id=owner, task="#1", action="pause", action_id="a", etag="1"
         ),
         "TextCommand": lt.TextCommandRequest(
-            project_id=project, owner_id="o", text="/longtask pause #1", action_id="a"
+            project_id=project, owner_id=owner, text="/longtask pause #1", action_id="a"
         ),
-        "ListNotices": lt.ListNoticesRequest(project_id=project, owner_id="o"),
+        "ListNotices": lt.ListNoticesRequest(project_id=project, owner_id=owner),
         "RegisterNoticeWebhook": lt.RegisterNoticeWebhookRequest(
-            project_id=project, owner_id="o", url="http://127.0.0.1:9/hook"
+            project_id=project, owner_id=owner, url="http://127.0.0.1:9/hook"
         ),
-        "ListNoticeDeliveries": lt.ListNoticeDeliveriesRequest(project_id=project, owner_id="o"),
+        "ListNoticeDeliveries": lt.ListNoticeDeliveriesRequest(project_id=project, owner_id=owner),
     }
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 
-from tests.support.auth import TEST_TOKEN, TEST_TOKENS_SPEC, aio_channel
+from tests.support.auth import SERVICE_TOKEN, TEST_TOKENS_SPEC, aio_channel
 from tests.support.processes import TRUERUN, AgentProcess, Managed, Processes, _base_env
 
 LISTENING = re.compile(r"^grpc listening on (\S+:\d+)$", re.MULTILINE)
@@ -81,7 +81,7 @@ class Deployment:
             "TRUERUN_REDIS_URL": self.redis_url,
             "TRUERUN_RUNTIME_TOKENS": f"{self.owner}:{TOKEN}",
             "TRUERUN_API_TOKENS": TEST_TOKENS_SPEC,
-            "TRUERUN_SERVICE_TOKEN": TEST_TOKEN,
+            "TRUERUN_SERVICE_TOKEN": SERVICE_TOKEN,
             "TRUERUN_CAPACITY_ADDR": ipv4_target(self.capacity_ports),
             "TRUERUN_METRICS_ADDR": "127.0.0.1:0",
             "TRUERUN_GRACE_SECONDS": "10",

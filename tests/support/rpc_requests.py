@@ -15,16 +15,17 @@ from tests.support.longtask_requests import attempt_requests, long_task_requests
 RUN_ID = "01a23000-0000-7000-8000-000000000001"  # a well-formed id of no run
 
 
-def run_requests(run_id: str, project: str) -> dict[str, Message]:
-    """A well-formed request for every RunService RPC, aimed at ``run_id`` or ``project``."""
+def run_requests(run_id: str, project: str, owner: str = "o") -> dict[str, Message]:
+    """A well-formed request for every RunService RPC, aimed at ``run_id`` or ``project``
+    (creates for ``owner``)."""
     return {
-        "CreateRun": rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t"),
+        "CreateRun": rs.CreateRunRequest(project_id=project, owner_id=owner, task_id="t"),
         "CreateRuns": rs.CreateRunsRequest(
-            requests=[rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t")]
+            requests=[rs.CreateRunRequest(project_id=project, owner_id=owner, task_id="t")]
         ),
         # a stream's one message
         "CreateRunStream": rs.CreateRunStreamRequest(
-            request=rs.CreateRunRequest(project_id=project, owner_id="o", task_id="t")
+            request=rs.CreateRunRequest(project_id=project, owner_id=owner, task_id="t")
         ),
         "GetRun": rs.GetRunRequest(id=run_id),
         "ListRuns": rs.ListRunsRequest(project_id=project),

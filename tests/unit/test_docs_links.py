@@ -118,7 +118,12 @@ def test_a_cited_path_that_is_gone_is_caught(tmp_path: Path) -> None:
 
 
 def test_a_stale_generated_part_is_caught_and_rewritten(tmp_path: Path) -> None:
-    for name in ("docs/operations.md", "docs/long-tasks.md", "gateway/openapi.json"):
+    for name in (
+        "docs/operations.md",
+        "docs/long-tasks.md",
+        "docs/tenancy.md",
+        "gateway/openapi.json",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text((ROOT / name).read_text(encoding="utf-8"))
     operations = tmp_path / "docs/operations.md"

@@ -330,6 +330,7 @@ class ClaimRequest(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
     LEASE_TTL_MS_FIELD_NUMBER: _builtins.int
     CALLBACK_TOKEN_HASHES_FIELD_NUMBER: _builtins.int
+    SERVED_PROJECT_IDS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency of this request (AIP-155); a retry returns the same claims."""
     owner_id: _builtins.str
@@ -350,6 +351,14 @@ class ClaimRequest(_message.Message):
         claim only (the caller fences each attempt with its own StartFence).
         """
 
+    @_builtins.property
+    def served_project_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The projects the runtime's token serves ("*" = every project), as the
+        coordinator read them from the token it authenticated the runtime with: only
+        queued runs of these projects are claimed (docs/tenancy.md). Trusted because
+        only truerun's service identity may call Claim.
+        """
+
     def __init__(
         self,
         *,
@@ -360,10 +369,11 @@ class ClaimRequest(_message.Message):
         max_attempts: _builtins.int = ...,
         lease_ttl_ms: _builtins.int = ...,
         callback_token_hashes: _abc.Iterable[_builtins.str] | None = ...,
+        served_project_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_token_hashes", b"callback_token_hashes", "device_id", b"device_id", "lease_ttl_ms", b"lease_ttl_ms", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "request_id", b"request_id", "runtime_instance_id", b"runtime_instance_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_token_hashes", b"callback_token_hashes", "device_id", b"device_id", "lease_ttl_ms", b"lease_ttl_ms", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "request_id", b"request_id", "runtime_instance_id", b"runtime_instance_id", "served_project_ids", b"served_project_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
