@@ -165,7 +165,7 @@ async def _run_rpc_as_missing(address: str, me: Tenant, other: Tenant, method: s
     async with aio_channel(address, me.token) as channel:
         stub = run_service_pb2_grpc.RunServiceStub(channel)
         call = getattr(stub, method)
-        make = {
+        make: Callable[[str], Any] = {
             "GetRun": lambda i: rs.GetRunRequest(id=i),
             "CancelRun": lambda i: rs.CancelRunRequest(id=i),
             "RetryRun": lambda i: rs.RetryRunRequest(id=i),
