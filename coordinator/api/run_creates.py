@@ -19,7 +19,9 @@ from truerun.v1 import common_pb2, run_service_pb2
 
 from coordinator.api import convert, validation
 from coordinator.api.auth import caller
+from coordinator.api.authorization import allow, served
 from coordinator.api.errors import refusal, stream, unary
+from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
 from coordinator.domain.fingerprints import request_fingerprint, same_request
 from coordinator.domain.model import Actor
@@ -63,6 +65,8 @@ class RunCreates:
     """Mixed into RunServicer, which provides the transition service and ``_once``."""
 
     _transitions: Transitions
+    #: The runtime tokens' bindings, when this process serves runtimes (None: no check).
+    _bindings: RuntimeTokens | None = None
 
     async def _once(
         self,
@@ -209,6 +213,8 @@ class RunCreates:
         assert project_id and owner_id and task_id
         if not caller().sees(project_id):
             raise PermissionDenied(f"this token may not create runs in project {project_id}")
+        allow("RunService.CreateRun", project_id, owner_id)
+        served(self._bindings, owner_id, project_id)
         try:
             scope_policy = convert.enum_from_proto(
                 ScopePolicy, "SCOPE_POLICY", request.scope_policy

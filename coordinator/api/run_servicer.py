@@ -13,10 +13,12 @@ from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
 from coordinator.api import convert, run_filters, validation
 from coordinator.api.auth import caller
+from coordinator.api.authorization import allow
 from coordinator.api.errors import stream, unary
 from coordinator.api.operator_commands import OperatorCommands
 from coordinator.api.request_ids import once
 from coordinator.api.run_creates import RunCreates, caller_actor, run_proto
+from coordinator.dispatch.tokens import RuntimeTokens
 from coordinator.domain import commands as c
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.states import DisplayState, RunStatus
@@ -51,7 +53,16 @@ def _cancel_response(result: Result | Loaded, outcome: str) -> run_service_pb2.C
 
 
 class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceServicer):
-    def __init__(self, transitions: Transitions, queries: RunQueries, hub: EventHub) -> None:
+    def __init__(
+        self,
+        transitions: Transitions,
+        queries: RunQueries,
+        hub: EventHub,
+        bindings: RuntimeTokens | None = None,
+    ) -> None:
+        """``bindings``: the runtime tokens of this process's RuntimeService; a create for
+        an owner no runtime serves in the project is refused (OWNER_NOT_SERVED)."""
+        self._bindings = bindings
         self._transitions = transitions
         self._queries = queries
         self._hub = hub
@@ -85,7 +96,7 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
     async def CancelRun(
         self, request: run_service_pb2.CancelRunRequest, context: Ctx
     ) -> run_service_pb2.CancelRunResponse:
-        run_id = await self._visible(request.id)
+        run_id = await self._acting(request.id, "RunService.CancelRun")
         command = c.RequestCancel(
             run_id,
             caller_actor(),
@@ -109,7 +120,7 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
     async def RetryRun(
         self, request: run_service_pb2.RetryRunRequest, context: Ctx
     ) -> common_pb2.Run:
-        run_id = await self._visible(request.id)
+        run_id = await self._acting(request.id, "RunService.RetryRun")
         command = c.ManualRetry(run_id, caller_actor())
 
         async def execute(record: RequestRecord | None) -> common_pb2.Run:
@@ -121,7 +132,7 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
     async def ApproveRun(
         self, request: run_service_pb2.ApproveRunRequest, context: Ctx
     ) -> common_pb2.Run:
-        run_id = await self._visible(request.id)
+        run_id = await self._acting(request.id, "RunService.ApproveRun")
         command = c.Approve(
             run_id,
             caller_actor(),
@@ -139,6 +150,14 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
         """The run's id, if the caller's token sees its project; another project's run is
         answered exactly like a missing one (RUN_NOT_FOUND)."""
         return (await self._visible_view(raw_id, field)).run.id
+
+    async def _acting(self, raw_id: str, rpc: str) -> str:
+        """The run's id, if the caller may act on it by ``rpc``'s rule: another project's
+        run is a missing one; another owner's needs a token that acts for that owner
+        (OWNER_NOT_PERMITTED; docs/tenancy.md)."""
+        found = await self._visible_view(raw_id)
+        allow(rpc, found.run.project_id, found.run.owner_id)
+        return found.run.id
 
     async def _visible_view(self, raw_id: str, field: str = "id") -> RunView:
         run_id = validation.run_id(raw_id, field)

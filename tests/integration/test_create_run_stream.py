@@ -79,7 +79,9 @@ async def test_each_message_is_created_and_answered_in_order(migrated_database_u
 async def test_a_refused_message_is_answered_as_create_run_and_the_stream_goes_on(
     migrated_database_url: str, fields: dict[str, Any], code: grpc.StatusCode
 ) -> None:
-    async with grpc_run_service(migrated_database_url, tokens=f"kim={READER}:proj-a") as api:
+    async with grpc_run_service(
+        migrated_database_url, tokens=f"kim={READER}:proj-a:owners=*"
+    ) as api:
         await api.stub.CreateRun(create_request(idempotency_key="known"))
         async with aio_channel(api.address, READER) as channel:
             stub = rs_grpc.RunServiceStub(channel)
@@ -132,7 +134,9 @@ async def test_a_stream_without_a_token_is_refused(migrated_database_url: str) -
 async def test_the_actor_is_the_token_never_the_request(migrated_database_url: str) -> None:
     """A message naming someone else as its actor creates as the stream's token."""
     admin = common_pb2.Actor(type=common_pb2.ACTOR_TYPE_OPERATOR, id="admin")
-    async with grpc_run_service(migrated_database_url, tokens=f"kim={READER}:proj-a") as api:
+    async with grpc_run_service(
+        migrated_database_url, tokens=f"kim={READER}:proj-a:owners=*"
+    ) as api:
         async with aio_channel(api.address, READER) as channel:
             stream = rs_grpc.RunServiceStub(channel).CreateRunStream(None)
             answer = await _ask(stream, actor=admin)

@@ -108,7 +108,9 @@ async def test_one_bad_item_refuses_the_whole_call(
 async def test_create_runs_in_a_project_the_token_does_not_see_writes_nothing(
     migrated_database_url: str,
 ) -> None:
-    async with grpc_run_service(migrated_database_url, tokens=f"kim={READER}:proj-a") as api:
+    async with grpc_run_service(
+        migrated_database_url, tokens=f"kim={READER}:proj-a:owners=*"
+    ) as api:
         before = await snapshot(migrated_database_url)
         request = _many(3)
         request.requests[2].project_id = "proj-b"
