@@ -17,6 +17,7 @@ from coordinator.domain.redaction import secret_values
 from kernel.errors import InvalidArgument
 from longtasks.domain.checks import checker_kind_refusal
 from longtasks.domain.model import StepDraft
+from longtasks.domain.plans import key_required, keyless
 from longtasks.domain.states import SideEffect
 from longtasks.service.inputs import NewCriterion, NewEvidence, NewTask, ReceiptIn
 from longtasks.store.rows import dumps
@@ -95,6 +96,11 @@ def step_draft(draft: pb.StepDraft) -> StepDraft:
             f"{where}: side_effect is required (pure, idempotent, queryable or non_idempotent)"
         )
     key = text(draft.idempotency_key, f"{where}: idempotency_key", 256) or None
+    if keyless(side_effect, key):
+        # refused here, naming the step, before anything is read: an idempotent step is
+        # retried by its class alone, so only a stable key keeps the retry harmless
+        # (docs/long-tasks.md "3. Steps"); the door checks it again (plans.plan_refusal)
+        raise InvalidArgument(key_required(draft.step_id), step_id=draft.step_id)
     return StepDraft(
         step_id=draft.step_id,
         title=text(draft.title, f"{where}: title", required=True),

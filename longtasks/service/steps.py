@@ -20,8 +20,10 @@ from typing import Any
 
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType
+from kernel.errors import InvalidArgument
 from longtasks.domain.findings import duplicate_of
 from longtasks.domain.model import Effect, Evidence, PlanStep, Receipt, Step
+from longtasks.domain.plans import intent_key_refusal
 from longtasks.domain.recovery import recover_step
 from longtasks.domain.rules import Refusal, Refused, StepCommand
 from longtasks.domain.states import Basis, ProbeResult, SideEffect, StepState, TaskState
@@ -114,9 +116,14 @@ class StepActions(DoorBase):
         self, task_id: str, attempt_id: str, step_id: str, expected_version: int, intent: Intent
     ) -> Changed:
         """Before an effect: its target and content summary (and idempotency key), written
-        and acknowledged before the runtime may start the effect. ``made``: its id."""
+        and acknowledged before the runtime may start the effect. ``made``: its id. An
+        idempotent step's intent carries the step's declared key and no other (an empty key
+        is refused, never recorded: ``plans.intent_key_refusal``)."""
 
         async def body(work: Work, step: PlanStep) -> None:
+            refused = intent_key_refusal(step, intent.idempotency_key)
+            if refused is not None:  # nothing written: the effect must not start
+                raise InvalidArgument(refused, task_id=task_id, step_id=step_id)
             effect = Effect(
                 id=self._new_id(),
                 task_id=task_id,

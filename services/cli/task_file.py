@@ -9,7 +9,7 @@ as state, and nothing here touches the network or the store.
     steps:
       - id: build                 # stable across plan versions
         title: Build the report
-        class: pure               # pure | idempotent | queryable | non_idempotent
+        class: pure     # pure | idempotent (+ idempotency_key) | queryable | non_idempotent
         run: "make report"        # what the reference agent runs
         writes: out/report.md     # a file-shaped step: its evidence is the file's sha256
       - id: upload
@@ -141,6 +141,13 @@ def _step(item: Any, where: str) -> pb.StepDraft:
     if side_effect not in CLASSES:
         raise RequestFileError(
             f"{where}.class: {item['class']!r} is not one of {', '.join(CLASSES)}"
+        )
+    if side_effect == "idempotent" and not _text(item, "idempotency_key", where):
+        # what the server refuses too, said here with the file's own position: only a key
+        # that stays the same on every attempt makes the retry of an idempotent step harmless
+        raise RequestFileError(
+            f"{where}.idempotency_key: required for an idempotent step (a key that stays the"
+            " same on every attempt), or declare it queryable or non_idempotent"
         )
     step = pb.StepDraft(
         step_id=_text(item, "id", where),

@@ -214,7 +214,10 @@ async def test_completed_steps_keep_their_evidence_across_plan_revisions(h: Harn
     await h.door.begin_step("lt-1", attempt, "s1", 1)
     proof = NewEvidence("file", "artifact://r.md", "the report, 2 KiB")
     done = await h.door.complete_step("lt-1", attempt, "s1", 2, [proof])
-    steps = (new_task().steps[0], StepDraft("s9", "send to the team", SideEffect.IDEMPOTENT))
+    steps = (
+        new_task().steps[0],
+        StepDraft("s9", "send to the team", SideEffect.IDEMPOTENT, "s9-1"),
+    )
     v2 = await h.door.revise_plan("lt-1", done.task.state_version, ANA, "new ending", steps=steps)
     s1 = (await h.sql.steps(None, "lt-1", 2))[0]
     assert (s1.step_id, s1.state, s1.plan_version) == ("s1", S.COMPLETED, 2)

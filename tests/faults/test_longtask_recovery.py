@@ -9,7 +9,8 @@ What each scenario proves, from the fixture's own count and the task as GetLongT
   non-idempotent step is never replayed: the task waits for a person with the intent record
   as the question's material; the fixture counts 0 and 1 effects;
 - an idempotent step is retried with its key (the fixture answers the first effect: one
-  effect, one duplicate); a queryable step is probed before any retry (one effect);
+  effect, one duplicate); without a key it is refused at creation, so it never reaches a
+  kill (issue #36's repro); a queryable step is probed before any retry (one effect);
 - after the receipt the step is done: never run again;
 - waiting for an approval: the approval expires with its attempt; the next attempt asks
   again (repeat count 2) and the effect happens once, after the grant;
@@ -25,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
+import grpc
 import pytest
 
 from tests.faults.conftest import CLUSTERS, seed_from_env
@@ -139,6 +141,26 @@ def test_an_idempotent_step_is_retried_with_its_key(lt: World) -> None:
     )
     assert state(done) == "completed", done.state_reason
     assert lt.effects("k-idem") == 1 and lt.duplicates("k-idem") >= 1
+
+
+def test_an_idempotent_step_without_a_key_is_refused_before_it_can_run_twice(
+    lt: World,
+) -> None:
+    """Issue #36's repro: the same step with no key was accepted; SIGKILLed after its POST
+    was recorded and before the answer, it was retried with the key "" and the effect
+    happened twice. Now `truerun dev` refuses the plan at creation, naming the step: no
+    task, no attempt, no effect (docs/long-tasks.md "3. Steps")."""
+    put = lt.effect_step("put", "idempotent", "k-nokey")
+    del put["idempotencyKey"]
+    put["action"]["run"] = put["action"]["run"].replace(" --key k-nokey", "")  # the env's key
+    with pytest.raises(grpc.RpcError) as refused:
+        lt.create("idempotent-no-key", [put], [lt.step_done("put-done", "put")])
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "step put is idempotent but has no idempotency_key" in str(refused.value.details())
+    with pytest.raises(grpc.RpcError) as missing:
+        lt.tasks.get("idempotent-no-key")
+    assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+    assert lt.effects("k-nokey") == 0 and lt.effects("") == 0
 
 
 def test_a_queryable_step_is_probed_before_any_retry(lt: World) -> None:

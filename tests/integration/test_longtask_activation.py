@@ -95,7 +95,9 @@ async def activation_events(stack: LongTaskStack, run_id: str) -> list[tuple[str
 
 
 def call(step_id: str, tier: str) -> ToolCall:
-    return ToolCall(step_id, f"tool {step_id}", tier, f"target:{step_id}", f"do {step_id}")
+    """A call with its key (an idempotent one needs one: a promotion refuses it without)."""
+    key = "" if tier == "pure" else f"key:{step_id}"
+    return ToolCall(step_id, f"tool {step_id}", tier, f"target:{step_id}", f"do {step_id}", key)
 
 
 async def test_activation_scenarios_reach_only_the_preflights_they_need(
@@ -171,7 +173,9 @@ async def test_activation_scenarios_reach_only_the_preflights_they_need(
     async with plan.activation(stack, Request("Look into the flaky deploy")) as a:
         assert await a.before_tool(call("probe", "queryable")) == ALLOWED
         stages = [
-            lt.StepDraft(step_id=s, title=s, side_effect=lt.SIDE_EFFECT_CLASS_IDEMPOTENT)
+            lt.StepDraft(
+                step_id=s, title=s, side_effect=lt.SIDE_EFFECT_CLASS_IDEMPOTENT, idempotency_key=s
+            )
             for s in ("draft-fix", "wait-review", "merge")
         ]
         assert await a.plan_proposed(stages, waits=True)
@@ -275,7 +279,10 @@ async def test_failed_absorption_ends_the_run_and_the_cap_refuses_only_automatic
         with pytest.raises(PromotionFailed) as failed:
             # the remaining step reuses the executed call's id: the plan cannot be written
             dup = lt.StepDraft(
-                step_id="dup", title="d", side_effect=lt.SIDE_EFFECT_CLASS_IDEMPOTENT
+                step_id="dup",
+                title="d",
+                side_effect=lt.SIDE_EFFECT_CLASS_IDEMPOTENT,
+                idempotency_key="dup",
             )
             await a.plan_proposed([dup], waits=True)
     assert "could not become a long task" in failed.value.message

@@ -20,7 +20,7 @@ from longtasks.domain.model import StepDraft
 from longtasks.domain.states import DecisionKind, SideEffect, StepState, TaskState
 from longtasks.service.inputs import NewCriterion, NewTask
 from tests.support.longtask_runtime import RuntimeSide, attempt_env, runtime_side, until
-from tests.support.longtasks import ANA, SCHEDULER
+from tests.support.longtasks import ANA, SCHEDULER, execute
 from tests.support.scripted_runtime import ScriptedRuntime
 
 OWNER = "ana"
@@ -179,7 +179,11 @@ async def test_an_uncertain_queryable_step_probed_not_done_runs_again(attempts: 
 async def test_a_step_declaring_nothing_runnable_is_blocked_and_a_person_asked(
     attempts: Attempts,
 ) -> None:
-    await _create(attempts.stack, "lt-nothing", _step("vague", SideEffect.IDEMPOTENT, {}))
+    await _create(
+        attempts.stack,
+        "lt-nothing",
+        _step("vague", SideEffect.IDEMPOTENT, {}, idempotency_key="vague-1"),
+    )
     _, start = await attempts.start("lt-nothing")
     assert await attempts.drive(start) == 0
     view = await attempts.stack.reads.view("lt-nothing")
@@ -188,3 +192,28 @@ async def test_a_step_declaring_nothing_runnable_is_blocked_and_a_person_asked(
     assert view.task.state is TaskState.WAITING_FOR_USER
     (question,) = [d for d in view.decisions if d.answer is None]
     assert "declares no action" in question.question
+
+
+async def test_an_idempotent_step_stored_without_a_key_is_put_to_a_person(
+    attempts: Attempts,
+) -> None:
+    """A task written before plans were checked for keys (docs/long-tasks.md "3. Steps"):
+    the driver never runs its keyless idempotent step with an empty key (the repro of issue
+    #36: a retry made the effect twice); it blocks it and asks a person, no intent, no run."""
+    ran = attempts.cwd / "posted"
+    post = {"run": f'echo "key=$TRUERUN_IDEMPOTENCY_KEY" >> {ran}'}
+    step = _step("post", SideEffect.IDEMPOTENT, post, idempotency_key="post-1")
+    await _create(attempts.stack, "lt-keyless", step)
+    await execute(
+        attempts.stack.stack.app.store,
+        "UPDATE long_task_steps SET idempotency_key = NULL WHERE task_id = 'lt-keyless'",
+    )
+    _, start = await attempts.start("lt-keyless")
+    assert await attempts.drive(start) == 0  # a person was asked: this attempt ends
+    assert not ran.exists()
+    view = await attempts.stack.reads.view("lt-keyless")
+    assert view.effects_of("post") == []
+    assert view.steps[0].state is StepState.BLOCKED
+    assert view.task.state is TaskState.WAITING_FOR_USER
+    (question,) = [d for d in view.decisions if d.answer is None]
+    assert "step post is idempotent but has no idempotency key" in question.question

@@ -177,3 +177,31 @@ async def test_a_person_answers_an_approval_and_reads_the_evidence(
     after = json.loads(await _cli(stack, "task", "show", TASK, "--project", "proj", "-o", "json"))
     assert [s["stepId"] for s in after["steps"]] == ["archive"]
     assert after["planVersion"] == 2 and after["planVersions"][-1]["reason"] == "archive too"
+
+
+async def test_a_keyless_idempotent_step_is_one_line_and_nothing_is_created(
+    stack: LongTaskStack, tmp_path: Path
+) -> None:
+    """The CLI refuses the plan of issue #36's repro before sending it (docs/long-tasks.md
+    "3. Steps"): one line naming the step's place in the file, never a traceback."""
+    request = tmp_path / "task.yaml"
+    request.write_text(
+        "id: lt-keyless\nproject: proj\ngoal: Notify the team\nowner: alice\nsteps:\n"
+        "  - {id: notify, title: POST it, class: idempotent, run: 'post --key x'}\n"
+    )
+    env = {**os.environ, "TRUERUN_SERVER": stack.address, "TRUERUN_API_TOKEN": TEST_TOKEN}
+    process = await asyncio.create_subprocess_exec(
+        *(TRUERUN, "task", "create", "--file", str(request)),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2 and out == b""
+    assert err.decode().splitlines() == [
+        "error: steps[0].idempotency_key: required for an idempotent step (a key that stays"
+        " the same on every attempt), or declare it queryable or non_idempotent"
+        " [INVALID_ARGUMENT]"
+    ]
+    listed = await stack.tasks.ListLongTasks(lt.ListLongTasksRequest(project_id="proj"))
+    assert list(listed.long_tasks) == []

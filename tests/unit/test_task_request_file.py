@@ -76,6 +76,17 @@ def test_json_reads_the_same_as_yaml() -> None:
         ("goal: g\nowner: o\nbudget: {lifetime: soon}", "budget.lifetime"),
         ("goal: g\nowner: o\nbudget: {max_attempts: -1}", "budget.max_attempts"),
         ("goal: g\nowner: o\nproject: other", "--project 'proj'"),
+        # an idempotent step is retried by its class: only a stable key makes that harmless
+        (
+            "goal: g\nowner: o\nsteps: [{id: a, title: A, class: pure}, {id: b, title: B,"
+            " class: idempotent}]",
+            "steps[1].idempotency_key: required for an idempotent step",
+        ),
+        (
+            "goal: g\nowner: o\nsteps: [{id: b, title: B, class: idempotent,"
+            " idempotency_key: ' '}]",
+            "steps[0].idempotency_key: required",
+        ),
     ],
 )
 def test_a_bad_request_is_refused_saying_where(text: str, says: str) -> None:

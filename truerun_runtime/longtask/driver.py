@@ -16,8 +16,9 @@ declare the steps done, run the runtime's checkers and record their verdicts. Fo
   - ``pure``: the command runs; it completes with the command's evidence (exit code, output
     hash) and the written file's; a failing command blocks it (nothing outside was touched);
   - any other class: an approval first when declared (denied: the step is blocked and a
-    person asked), then the intent, then the command (with TRUERUN_IDEMPOTENCY_KEY), then
-    the receipt it printed (``"receipt": "json"``; with ``"none"`` the command's exit 0 is
+    person asked), then the intent, then the command (with TRUERUN_IDEMPOTENCY_KEY, the
+    step's key: an idempotent step always has one; one stored without is put to a person),
+    then the receipt it printed (``"receipt": "json"``; with ``"none"`` the command's exit 0 is
     recorded as the receipt, saying so), then completion citing the effect. A failure after
     the intent (an exit other than 0, no receipt, no written file) marks it uncertain:
     recovery decides; the driver never repeats an effect.
@@ -137,6 +138,12 @@ class StepDriver:
             # running already (its try may hold an intent): never run it a second time here;
             # the run ends, and recovery decides from the record
             raise Stop(NOT_RUNNABLE, f"step {step.step_id} is {pb.StepState.Name(step.state)}")
+        if step.side_effect == pb.SIDE_EFFECT_CLASS_IDEMPOTENT and not step.idempotency_key.strip():
+            # truerun refuses such a plan (and such an intent); a step stored before it did
+            # is put to a person rather than run with an empty key, which would make its
+            # retry a second effect (docs/long-tasks.md "3. Steps")
+            await self._stuck(step, f"step {step.step_id} is idempotent but has no idempotency key")
+            return
         side = pb.SideEffectClass.Name(step.side_effect).removeprefix("SIDE_EFFECT_CLASS_")
         log.info("step %s (%s): %s", step.step_id, side.lower(), step.title)
         async with self.attempt.step(step.step_id) as ctx:

@@ -115,7 +115,9 @@ class StepContext:
 
     async def intent(self, target: str, summary: str, idempotency_key: str | None = None) -> str:
         """Records what the effect will do, BEFORE it starts; returns the effect's record id.
-        ``idempotency_key``: the key the effect is made with (default: the step's own)."""
+        ``idempotency_key``: the key the effect is made with (default: the step's own). An
+        idempotent step's effect is made with the step's own key, on every attempt: truerun
+        refuses another key (INVALID_ARGUMENT), so give none or that one."""
         ack = await self._act(
             self.attempt.stub().RecordIntent,
             pb.RecordIntentRequest(
