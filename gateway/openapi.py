@@ -139,8 +139,10 @@ def document() -> Schema:
     runs = run_service_pb2.DESCRIPTOR.message_types_by_name
     capacity = capacity_service_pb2.DESCRIPTOR.message_types_by_name
     schemas: dict[str, Schema] = {
-        name: message_schema(common[name]) for name in ("Actor", "Run", "Attempt", "RunEvent")
+        name: message_schema(common[name])
+        for name in ("Actor", "Run", "Attempt", "RunEvent", "RunApproval", "ApprovalGrant")
     }
+    schemas["ApprovalPolicy"] = message_schema(common["ApprovalPolicy"])
     for name in (
         "ListRunsResponse",
         "CountRunsResponse",
@@ -161,7 +163,9 @@ def document() -> Schema:
         request=True,
         omit=frozenset({"project_id", "actor"}),
         required=("owner_id", "task_id"),
+        nested={"ApprovalPolicy": "ApprovalPolicyBody"},
     )
+    schemas["ApprovalPolicyBody"] = message_schema(common["ApprovalPolicy"], request=True)
     schemas["CancelBody"] = {
         "type": "object",
         "additionalProperties": False,

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2
 
+from coordinator.api.approvals import approval_to_proto
 from coordinator.api.validation import name
 from coordinator.domain.decide import allowed_commands
 from coordinator.domain.model import Actor, Attempt, RunEvent
@@ -158,6 +159,8 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
     )
     if v.attempt is not None:
         message.current_attempt.CopyFrom(attempt_to_proto(v.attempt))
+    if run.approval is not None:
+        message.approval.CopyFrom(approval_to_proto(run.approval))
     return message
 
 

@@ -17,7 +17,7 @@ import grpc
 from google.protobuf.message import Message
 from truerun.v1 import common_pb2, run_service_pb2
 
-from coordinator.api import convert, validation
+from coordinator.api import approvals, convert, validation
 from coordinator.api.auth import caller
 from coordinator.api.authorization import allow, served
 from coordinator.api.errors import refusal, stream, unary
@@ -233,6 +233,7 @@ class RunCreates:
         spec = convert.struct_to_dict(request.spec)
         validation.self_fence_after_ms(spec)
         validation.command_spec(spec)
+        requires_approval, approval_policy = approvals.requested(request)
         return c.RunSpec(
             project_id=project_id,
             owner_id=owner_id,
@@ -250,7 +251,8 @@ class RunCreates:
             max_attempts=validation.in_range(request.max_attempts or 1, "max_attempts", 1, 100),
             idempotent=request.idempotent,
             run_now=request.run_now,
-            requires_approval=request.requires_approval,
+            requires_approval=requires_approval,
+            approval_policy=approval_policy,
             pinned_runtime_instance_id=validation.name(
                 request.pinned_runtime_instance_id, "pinned_runtime_instance_id", required=False
             ),

@@ -137,6 +137,8 @@ class RunServicer(RunCreates, OperatorCommands, run_service_pb2_grpc.RunServiceS
             run_id,
             caller_actor(),
             expected_version=validation.etag(request.etag),
+            # the approver's groups come from the token, never from the request
+            approver_groups=caller().groups,
         )
 
         async def execute(record: RequestRecord | None) -> common_pb2.Run:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from coordinator.domain.approvals import DEFAULT_POLICY, ApprovalPolicy
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ScopePolicy
 from kernel.records import fast
@@ -41,6 +42,8 @@ class RunSpec:
     idempotent: bool = False
     run_now: bool = False
     requires_approval: bool = False
+    #: Who must approve it (with ``requires_approval``; docs/state-model.md "Approvals").
+    approval_policy: ApprovalPolicy = DEFAULT_POLICY
     pinned_runtime_instance_id: str | None = None
     required_labels: tuple[str, ...] = ()
     spec: dict[str, Any] = field(default_factory=dict)
@@ -67,7 +70,10 @@ class RunCommand:
 @fast
 @dataclass(frozen=True, slots=True)
 class Approve(RunCommand):
-    pass
+    """One approver's approval; ``actor`` is the approver. ``approver_groups``: the groups
+    the approver's credential names (never a request field)."""
+
+    approver_groups: frozenset[str] = frozenset()
 
 
 @fast

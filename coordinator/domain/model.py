@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.domain.approvals import Approval
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.states import (
     ActorType,
@@ -75,6 +76,10 @@ class Run:
     #: the same key and another request is refused (IDEMPOTENCY_KEY_REUSED). None without a
     #: key, and for runs kept before fingerprints were (coordinator/domain/fingerprints.py).
     request_fingerprint: str | None = None
+    #: What the run's approval requires and who gave it (docs/state-model.md "Approvals");
+    #: None for a run created without ``requires_approval``. Kept after the run is queued,
+    #: so it says who approved, and a retry of it asks for the same approval again.
+    approval: Approval | None = None
 
 
 @fast

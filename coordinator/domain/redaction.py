@@ -230,6 +230,10 @@ PAYLOAD_KEYS = frozenset(
         "title",
         "handle",
         "command",
+        # an approver's grant (docs/state-model.md "Approvals")
+        "approvals",
+        "required_approvals",
+        "approver_groups",
     }
 )
 #: Keys whose strings may be longer than MAX_PAYLOAD_STRING (a bounded output chunk).

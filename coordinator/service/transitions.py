@@ -30,6 +30,7 @@ from coordinator.service.group_commit import WRITERS, GroupCommit
 from coordinator.store.base import (
     CasMiss,
     DedupeKeyTaken,
+    GrantTaken,
     IdempotencyKeyTaken,
     Loaded,
     RequestRecord,
@@ -38,6 +39,7 @@ from coordinator.store.base import (
 )
 from coordinator.store.snapshots import Snapshot, run_snapshot
 from kernel.errors import (
+    AlreadyApproved,
     ExecutionScopeBusy,
     IdempotencyKeyConflict,
     IdempotencyKeyReused,
@@ -224,9 +226,71 @@ class Transitions(RowsBeside):
         """Apply one command. With an expected version a lost race is RUN_VERSION_CONFLICT;
         without one, the command is decided again on the fresh state (bounded)."""
         with self._door_of(command) as current:
-            result = await self._execute(command, request)
+            if isinstance(command, c.Approve):
+                result = await self._approve(command, request)
+            else:
+                result = await self._execute(command, request)
             describe(current, result)
             return result
+
+    async def _approve(self, command: c.Approve, request: RequestRecord | None) -> Result:
+        """One approver's grant, with its ``run_approvals`` row and the AIP-155 record in the
+        decision's transaction (``_grant_in``). A lost race is decided again on the state the
+        winner left (with an expected version it is RUN_VERSION_CONFLICT), so two approvers
+        racing for the last grant both count and the run is queued once."""
+        for _ in range(self._max_retries):
+            try:
+                async with self.transaction([]) as tx:
+                    result = await self._grant_in(tx, command)
+                    if request is not None and result.outcome != DEDUPLICATED:
+                        snapshot = run_snapshot(result.run, result.attempt)
+                        await tx._tx.put_request(request, snapshot)
+            except CasMiss:
+                if self._on_conflict is not None:
+                    self._on_conflict(type(command).__name__)
+                if command.expected_version is not None:
+                    raise VersionConflict(
+                        f"run {command.run_id} changed since version {command.expected_version}",
+                        run_id=command.run_id,
+                    ) from None
+                continue
+            except DedupeKeyTaken:
+                continue
+            return self._committed(result) if result.outcome != DEDUPLICATED else result
+        raise VersionConflict(
+            f"run {command.run_id} kept changing; gave up after {self._max_retries} tries",
+            run_id=command.run_id,
+        )
+
+    async def _grant_in(self, tx: DoorTx, command: c.Approve) -> Result:
+        """Decide the approval on the run as ``tx`` reads it and write it there with the
+        grant's row; CasMiss when the run moved since it was read (the row's primary key
+        refuses a second grant by the same approver even so: ALREADY_APPROVED)."""
+        loaded = await tx.load(command.run_id, None, command.dedupe_key)
+        if loaded is None:
+            raise RunNotFound(f"run {command.run_id} does not exist", run_id=command.run_id)
+        if loaded.dedupe_hit:
+            return Result(DEDUPLICATED, loaded.run, loaded.attempt)
+        decision = decide(command, loaded.run, loaded.attempt, self._context())
+        applied = await tx._tx.apply(decision, command.dedupe_key)
+        approval = decision.run.approval
+        grant = approval.grant_of(command.actor.id) if approval is not None else None
+        assert grant is not None, "an applied approval holds the approver's grant"
+        try:
+            await tx._tx.put_grant(decision.run.id, grant)
+        except GrantTaken:
+            raise AlreadyApproved(
+                f"{grant.approver} already approved run {decision.run.id}",
+                run_id=decision.run.id,
+                approver=grant.approver,
+            ) from None
+        return Result(
+            decision.outcome.value,
+            applied.run,
+            applied.attempt,
+            applied.events,
+            from_status=loaded.run.status.value,
+        )
 
     async def _execute(
         self, command: c.RunCommand | c.RuntimeCommand, request: RequestRecord | None
@@ -288,7 +352,16 @@ class Transitions(RowsBeside):
         conflict raises and the caller's whole transaction rolls back. Call ``published``
         with the results once the transaction has committed."""
         with self._door_of(command) as current:
-            result = await self._execute_in(tx, command)
+            if isinstance(command, c.Approve):
+                try:
+                    result = await self._grant_in(tx, command)
+                except CasMiss:
+                    raise VersionConflict(
+                        f"run {command.run_id} changed inside a locked batch",
+                        run_id=command.run_id,
+                    ) from None
+            else:
+                result = await self._execute_in(tx, command)
             describe(current, result)
             return result
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from coordinator.domain.approvals import Grant
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
@@ -29,6 +30,10 @@ class RequestIdTaken(Exception):
 
 class IdempotencyKeyTaken(Exception):
     """Another run of the project already holds this idempotency key."""
+
+
+class GrantTaken(Exception):
+    """This approver's grant of the run is already recorded (run_approvals' primary key)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,12 @@ class RunTx(RunTxReader, Protocol):
     async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
         """Keep the AIP-155 record with ``snapshot`` (a JSON object of what this transaction
         committed) in this transaction (RequestIdTaken if a twin won)."""
+        ...
+
+    async def put_grant(self, run_id: str, grant: Grant) -> None:
+        """Record an approver's grant of the run (``run_approvals``) in this transaction,
+        beside the decision that adds it to the run's approval; GrantTaken if the approver's
+        grant is there already."""
         ...
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, Generic, TypeVar
 
+from coordinator.domain import approvals
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.model import Actor, Attempt, Run, RunEvent
 from coordinator.domain.states import (
@@ -47,6 +48,7 @@ RUN_MUTABLE: tuple[str, ...] = (
     "current_attempt_id",
     "attempt_count",
     "recovery_count",
+    "approval",  # a grant adds to it (docs/state-model.md "Approvals")
 )
 #: Written by heartbeats (renew_leases), never by a decision: transitions leave it alone.
 ATTEMPT_HEARTBEAT_ONLY = ("heartbeat_at_ms",)
@@ -115,12 +117,13 @@ def run_values(run: Run) -> dict[str, Any]:
         "error_summary": run.error_summary,
         "recovery_count": run.recovery_count,
         "request_fingerprint": run.request_fingerprint,
+        "approval": approvals.encode(run.approval),
     }
 
 
 def run_mutable_values(run: Run) -> list[Any]:
-    """The RUN_MUTABLE columns' values, in that order: what an update writes (no JSON to
-    encode: spec and labels never change after the insert)."""
+    """The RUN_MUTABLE columns' values, in that order: what an update writes (spec and
+    labels never change after the insert; the approval's JSON only with an approval)."""
     return [
         run.status.value,
         run.version,
@@ -135,6 +138,7 @@ def run_mutable_values(run: Run) -> list[Any]:
         run.current_attempt_id,
         run.attempt_count,
         run.recovery_count,
+        approvals.encode(run.approval),
     ]
 
 
@@ -188,6 +192,7 @@ _RUNS = _RowDecoder(
         "run_now": bool,
         "required_labels": lambda text: tuple(json.loads(text)),
         "spec": json.loads,
+        "approval": approvals.decode,
     },
 )
 _ATTEMPTS = _RowDecoder(

@@ -32,14 +32,14 @@ def run_snapshot(run: Run, attempt: Attempt | None) -> Snapshot:
 def run_from_snapshot(snapshot: Snapshot) -> Loaded:
     attempt = snapshot["attempt"]
     # A snapshot kept before a run column existed lacks it: the column's value for the runs
-    # of that time (request_fingerprint, migration 0023: none).
+    # of that time (request_fingerprint, migration 0023, and approval, 0024: none).
     run = {**_RUN_COLUMNS_ADDED, **snapshot["run"]}
     return Loaded(run_from_row(run), attempt_from_row(attempt) if attempt is not None else None)
 
 
 #: Run columns added after request records began keeping snapshots, with the value a run
 #: of before has (a record is kept as long as request ids are: one may predate a column).
-_RUN_COLUMNS_ADDED: dict[str, Any] = {"request_fingerprint": None}
+_RUN_COLUMNS_ADDED: dict[str, Any] = {"request_fingerprint": None, "approval": None}
 
 
 def encode(snapshot: Snapshot) -> bytes:

@@ -96,6 +96,9 @@ runs = Table(
     # A keyed run's fingerprint of the create that made it (sha256 hex; NULL without a key
     # and on runs from before 0023): the same key with another request is refused.
     Column("request_fingerprint", String(64)),
+    # What the run's approval requires and the grants so far, as JSON (NULL: none required;
+    # coordinator/domain/approvals.py). Each grant is also a run_approvals row.
+    Column("approval", Text),
     CheckConstraint("version >= 0", name="version_nonnegative"),
     CheckConstraint("event_sequence >= 0", name="event_sequence_nonnegative"),
     # Every index here is one a statement's plan uses (docs/indexes.md): each costs an entry
@@ -252,6 +255,19 @@ attempt_output = Table(
     Column("text", Text, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
     CheckConstraint("byte_offset >= 0", name="byte_offset_nonnegative"),
+)
+
+# One row per approver's grant of a run (docs/state-model.md "Approvals"), written in the
+# transaction that adds it to the run's approval: the primary key makes a grant count once,
+# however two approvals of one person race.
+run_approvals = Table(
+    "run_approvals",
+    metadata,
+    Column("run_id", ID, ForeignKey("runs.id"), primary_key=True),
+    Column("approver", String(128), primary_key=True),
+    # the approver's groups the policy counted, as JSON (a list of names)
+    Column("approver_groups", Text, nullable=False, server_default=text("'[]'")),
+    Column("granted_at_ms", BigInteger, nullable=False),
 )
 
 # Capacity: per-agent concurrency R, workspace and fairness weight (ConfigureAgent).

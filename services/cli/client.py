@@ -81,6 +81,8 @@ def show_run(
     ]
     if run.retry_of_run_id:
         lines.append(f"retry of   {run.retry_of_run_id}")
+    if run.HasField("approval"):
+        lines.extend(approval_lines(run.approval))
     if run.HasField("current_attempt"):
         a = run.current_attempt
         lines.append(
@@ -96,6 +98,30 @@ def show_run(
     lines.append("events")
     lines.extend(event_line(e) for e in events)
     return "\n".join(lines)
+
+
+def _local(stamp: Any) -> str:
+    return datetime.fromtimestamp(stamp.ToMilliseconds() / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def approval_lines(approval: common_pb2.RunApproval) -> list[str]:
+    """`truerun show`'s approval: what it requires, until when, and who approved when."""
+    policy = approval.policy
+    count = policy.required_approvals or 1
+    needs = f"{count} approver{'s' if count != 1 else ''}"
+    if policy.approver_groups:
+        needs += f" of {', '.join(policy.approver_groups)}"
+    if policy.refuse_self_approval:
+        needs += ", not its creator"
+    if approval.HasField("expire_time"):
+        needs += f", closes {_local(approval.expire_time)}"
+    left = f"{approval.remaining} more needed" if approval.remaining else "approved"
+    lines = [f"approval   {needs}   ({left})"]
+    for i, grant in enumerate(approval.grants):
+        groups = f" ({', '.join(grant.groups)})" if grant.groups else ""
+        head = "granted by" if i == 0 else "          "
+        lines.append(f"{head} {grant.approver}{groups} at {_local(grant.grant_time)}")
+    return lines
 
 
 def event_line(event: common_pb2.RunEvent) -> str:

@@ -118,6 +118,29 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--requires-approval", action="store_true", help="wait for `truerun approve`"
     )
+    # each of these implies --requires-approval (docs/state-model.md "Approvals")
+    submit.add_argument(
+        "--approvals",
+        type=at_least(1),
+        default=0,
+        help="distinct approvers needed (default 1)",
+    )
+    submit.add_argument(
+        "--approver-group",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="an approver must be in one of these groups (their token's groups=); repeatable",
+    )
+    submit.add_argument(
+        "--refuse-self-approval", action="store_true", help="its creator may not approve it"
+    )
+    submit.add_argument(
+        "--approval-expires",
+        default="",
+        metavar="DURATION",
+        help="no approval after this long (90s, 15m, 1h30m, 2d)",
+    )
     submit.add_argument(
         "--command", dest="run_command", default="", help="the command a runtime should run"
     )

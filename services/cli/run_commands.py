@@ -15,10 +15,26 @@ from truerun.v1 import common_pb2, run_service_pb2
 from services.cli.client import Client, run_line, show_run
 from services.cli.output import emit
 from services.cli.run_times import attempt_lines, run_time_lines
+from services.cli.schedule import parse_duration
 
 
 def _me() -> common_pb2.Actor:
     return common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id=os.environ.get("USER", "me"))
+
+
+def _approval(args: argparse.Namespace) -> common_pb2.ApprovalPolicy | None:
+    """The policy the approval flags ask for; None when none was given."""
+    given = (args.approvals, args.approver_group, args.refuse_self_approval, args.approval_expires)
+    if not any(given):
+        return None
+    policy = common_pb2.ApprovalPolicy(
+        required_approvals=args.approvals,
+        approver_groups=args.approver_group,
+        refuse_self_approval=args.refuse_self_approval,
+    )
+    if args.approval_expires:
+        policy.expire_after.CopyFrom(parse_duration("--approval-expires", args.approval_expires))
+    return policy
 
 
 def submit(client: Client, args: argparse.Namespace) -> int:
@@ -37,6 +53,7 @@ def submit(client: Client, args: argparse.Namespace) -> int:
             requires_approval=args.requires_approval,
             spec=spec,
             actor=common_pb2.Actor(type=common_pb2.ACTOR_TYPE_USER, id=args.owner),
+            approval=_approval(args),
         ),
         timeout=client.timeout,
     )

@@ -25,7 +25,7 @@ from coordinator.store.rows import ATTEMPT_COLUMNS, RUN_COLUMNS
 from kernel.db.migrate import current_revision, downgrade, sqlalchemy_url, upgrade
 from kernel.db.schema import metadata
 
-HEAD = "0023_run_request_fingerprint"
+HEAD = "0024_run_approvals"
 PROJECT_TABLES = set(metadata.tables)
 
 T = TypeVar("T")

@@ -677,7 +677,7 @@ async def test_create_run_replay_from_another_process_is_byte_identical(
 
 
 class GatedStore:
-    """The real store, except that ``apply`` waits at a gate while armed.
+    """The real store, except that ``apply`` (and a transaction) waits at a gate while armed.
 
     It forces "a retry arrives while the first request is still writing" without sleeps:
     each write that reaches the gate is announced on ``entered``; all pass on ``release``.
@@ -717,7 +717,18 @@ class GatedStore:
         return await self._inner.apply_creates(creates)
 
     def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
-        return self._inner.transaction(lock_keys)
+        return self._gated_transaction(lock_keys)
+
+    @contextlib.asynccontextmanager
+    async def _gated_transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[RunTx]:
+        """A transaction's writes wait at the gate before it begins (an approval writes its
+        grant in one): SQLite's single writer would hold a second one out of the gate."""
+        if self.hold > 0:
+            self.hold -= 1
+            self.entered.put_nowait(None)
+            await self.release.wait()
+        async with self._inner.transaction(lock_keys) as tx:
+            yield tx
 
     async def find_by_idempotency_key(self, project_id: str, key: str) -> Loaded | None:
         return await self._inner.find_by_idempotency_key(project_id, key)

@@ -53,15 +53,22 @@ class GatewayStack:
 
 @asynccontextmanager
 async def gateway_stack(
-    database_url: str, *, heartbeat_s: float = 1.0, max_body_bytes: int = 256 * 1024
+    database_url: str,
+    *,
+    heartbeat_s: float = 1.0,
+    max_body_bytes: int = 256 * 1024,
+    tokens: str = "",
 ) -> AsyncIterator[GatewayStack]:
+    """``tokens``: more API token entries (ApiTokens.parse) besides TOKENS, for the
+    services and the gateway alike."""
+    spec = ";".join(filter(None, [TOKENS, tokens]))
     await migrate(database_url)
     async with open_capacity(database_url) as (app, caps):
         serving = await start_serving(
             app,
             f"{HOST}:0",
             caps,
-            tokens=ApiTokens.parse(TOKENS),
+            tokens=ApiTokens.parse(spec),
             schedules=schedules(app, WEBHOOK_KEY),
             long_tasks=long_tasks(app),
         )
@@ -70,7 +77,7 @@ async def gateway_stack(
         http = HttpServer(
             GatewayConfig(
                 grpc_target=grpc_address,
-                tokens=ApiTokens.parse(TOKENS),
+                tokens=ApiTokens.parse(spec),
                 heartbeat_s=heartbeat_s,
                 max_body_bytes=max_body_bytes,
             ),

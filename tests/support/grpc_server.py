@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from truerun.v1 import run_service_pb2_grpc
 
 from coordinator.store.base import RunStore
+from kernel.ids import now_ms
 from services.bootstrap import coordinator, open_store
 from services.server import create_server
 from tests.support.auth import aio_channel, server_tokens
@@ -39,6 +40,7 @@ async def grpc_run_service(
     migrate: bool = True,
     wrap_store: Callable[[RunStore], RunStore] | None = None,
     tokens: str = "",
+    clock: Callable[[], int] = now_ms,
 ) -> AsyncIterator[GrpcApi]:
     """Serve RunService for ``database_url`` until the block exits.
 
@@ -46,6 +48,7 @@ async def grpc_run_service(
     ``wrap_store`` may put a delegating wrapper (e.g. one that holds writes at a gate to
     force an interleaving) between the service and the real store; ``GrpcApi.store`` is then
     the wrapper. ``tokens``: more API tokens (ApiTokens.parse) besides the test operator's.
+    ``clock``: UTC ms for every decision (a test's fake clock: tests/support/clock.py).
     """
     if migrate:
         await migrate_to_head(database_url)
@@ -53,7 +56,7 @@ async def grpc_run_service(
     store = wrap_store(real_store) if wrap_store is not None else real_store
     try:
         server, port = await create_server(
-            coordinator(store), f"{HOST}:0", tokens=server_tokens(tokens)
+            coordinator(store, clock=clock), f"{HOST}:0", tokens=server_tokens(tokens)
         )
         try:
             address = f"{HOST}:{port}"

@@ -12,6 +12,7 @@ import pytest
 from automations.domain.model import fire_key
 from coordinator.api import validation
 from coordinator.domain import commands as c
+from coordinator.domain.approvals import ApprovalPolicy
 from coordinator.domain.fingerprints import NOT_ASKED, request_fingerprint
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, ScopePolicy
@@ -79,6 +80,7 @@ CHANGED: dict[str, Any] = {
     "idempotent": True,
     "run_now": True,
     "requires_approval": True,
+    "approval_policy": ApprovalPolicy(2, ("ops",), True, 60_000),
     "pinned_runtime_instance_id": "i-1",
     "required_labels": ("gpu",),
     "spec": {"command": "make"},

@@ -3,7 +3,7 @@
 A decision names the rows to write and the events to append; the store writes all of it in
 one transaction with compare-and-set on the run version and the attempt status + sequence.
 
-``decide`` routes each command to its handler: ``create`` (creation, approval), ``claim``
+``decide`` routes each command to its handler: ``create`` (creation), ``approval``, ``claim``
 (claim, release, start fence), ``cancel``, ``recovery`` (lost, retry, inspect, orphan),
 ``operator`` (the audited escape hatches), and runtime evidence through one gate to
 ``runtime`` and ``refusal``. ``preconditions`` says which commands a run's state allows (the
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.domain import commands as c
+from coordinator.domain.decide.approval import _approve
 from coordinator.domain.decide.cancel import _request_cancel
 from coordinator.domain.decide.claim import (
     _claim,
@@ -24,7 +25,7 @@ from coordinator.domain.decide.claim import (
     _start_accepted,
     _start_fence,
 )
-from coordinator.domain.decide.create import _approve, _create, _manual_retry
+from coordinator.domain.decide.create import _create, _manual_retry
 from coordinator.domain.decide.decision import (
     AttemptWrite,
     Context,

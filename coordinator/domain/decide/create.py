@@ -1,17 +1,13 @@
-"""Run creation and approval: a new run (created, or retried by hand from an ended one),
-and the approval that queues a run's first attempt."""
+"""Run creation: a new run, created or retried by hand from an ended one (a retry of a run
+that required approval requires the same approval again). Approving it is ``approval``."""
 
 from __future__ import annotations
 
+from coordinator.domain import approvals
 from coordinator.domain import commands as c
 from coordinator.domain.decide.decision import AttemptWrite, Context, Decision, Outcome, RunWrite
-from coordinator.domain.decide.helpers import (
-    _enqueue_new_attempt,
-    _event,
-    _new_attempt,
-    _require,
-)
-from coordinator.domain.decide.preconditions import can_approve, can_retry
+from coordinator.domain.decide.helpers import _event, _new_attempt, _require
+from coordinator.domain.decide.preconditions import can_retry
 from coordinator.domain.fingerprints import request_fingerprint
 from coordinator.domain.model import Attempt, Run
 from coordinator.domain.states import RunStatus
@@ -52,6 +48,9 @@ def _create(spec: c.RunSpec, ctx: Context, retry_of: Run | None) -> Decision:
         # Only a keyed run is ever compared with a later create (fingerprints.py), so a
         # create without a key (the hot path's) pays nothing for it.
         request_fingerprint=request_fingerprint(spec) if spec.idempotency_key else None,
+        approval=approvals.opened(spec.approval_policy, ctx.now_ms)
+        if spec.requires_approval
+        else None,
     )
     actor = spec.created_by
     events = [
@@ -107,14 +106,11 @@ def _manual_retry(cmd: c.ManualRetry, run: Run, attempt: Attempt | None, ctx: Co
         priority=run.priority,
         max_attempts=run.max_attempts,
         idempotent=run.idempotent,
+        # A retry asks again: the approval the run required, not the grants it got.
+        requires_approval=run.approval is not None,
+        approval_policy=run.approval.policy if run.approval else approvals.DEFAULT_POLICY,
         pinned_runtime_instance_id=run.pinned_runtime_instance_id,
         required_labels=run.required_labels,
         spec=run.spec,
     )
     return _create(spec, ctx, retry_of=run)
-
-
-def _approve(cmd: c.Approve, run: Run, attempt: Attempt | None, ctx: Context) -> Decision:
-    _require(can_approve(run, attempt), "approve", run, attempt)
-    events = [_event("run.approved", cmd.actor, from_status=run.status.value)]
-    return _enqueue_new_attempt(run, None, ctx, cmd.actor, events)

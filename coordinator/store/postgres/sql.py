@@ -246,6 +246,10 @@ PUT_REQUEST = (
     "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
     " VALUES ($1, $2, $3, $4, $5)"
 )
+PUT_GRANT = (
+    "INSERT INTO run_approvals (run_id, approver, approver_groups, granted_at_ms)"
+    " VALUES ($1, $2, $3, $4)"
+)
 QUEUE_POSITION = queue_position_sql("$1", "$2", "$3", "$4", "$5", "$6")
 OPEN_IN_SCOPE = (
     "SELECT id FROM runs WHERE execution_scope = $1 AND status <> ALL($2::text[])"

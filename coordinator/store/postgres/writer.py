@@ -13,12 +13,14 @@ from typing import Any
 
 import asyncpg
 
+from coordinator.domain.approvals import Grant
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import Attempt
 from coordinator.store.base import (
     Applied,
     CasMiss,
     DedupeKeyTaken,
+    GrantTaken,
     IdempotencyKeyTaken,
     Loaded,
     RequestIdTaken,
@@ -35,6 +37,7 @@ from coordinator.store.postgres.sql import (
     LOAD_RUNS,
     OPEN_IN_SCOPE,
     OUTPUT_DELETE,
+    PUT_GRANT,
     PUT_REQUEST,
     SCANS,
     STATEMENTS,
@@ -44,6 +47,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_from_row,
     attempt_values,
+    dumps,
     run_from_row,
     run_mutable_values,
     run_values,
@@ -198,6 +202,11 @@ class PostgresTx:
                 now_ms(),
             )
 
+    async def put_grant(self, run_id: str, grant: Grant) -> None:
+        groups = dumps(list(grant.groups))
+        with _translated_errors():
+            await self.conn.execute(PUT_GRANT, run_id, grant.approver, groups, grant.granted_at_ms)
+
     async def lock(self, lock_keys: Sequence[str]) -> None:
         """More transaction-scoped locks; callers keep one global order (owner, instance,
         agents sorted, scopes sorted), so two transactions can never wait on each other."""
@@ -239,6 +248,8 @@ def _translated_errors() -> Iterator[None]:
             raise IdempotencyKeyTaken(constraint) from exc
         if constraint == "pk_request_log":
             raise RequestIdTaken(constraint) from exc
+        if constraint == "pk_run_approvals":
+            raise GrantTaken(constraint) from exc
         raise
 
 

@@ -113,6 +113,10 @@ PUT_REQUEST = (
     "INSERT INTO request_log (request_id, method, payload_hash, response,"
     " created_at_ms) VALUES (?, ?, ?, ?, ?)"
 )
+PUT_GRANT = (
+    "INSERT INTO run_approvals (run_id, approver, approver_groups, granted_at_ms)"
+    " VALUES (?, ?, ?, ?)"
+)
 EXPIRED_LEASES = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE status IN "
     "('claimed', 'starting', 'running') AND lease_expires_at_ms < ? AND "

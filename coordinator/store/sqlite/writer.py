@@ -9,12 +9,14 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from coordinator.domain.approvals import Grant
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import Attempt
 from coordinator.store.base import (
     Applied,
     CasMiss,
     DedupeKeyTaken,
+    GrantTaken,
     IdempotencyKeyTaken,
     Loaded,
     RequestIdTaken,
@@ -27,6 +29,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_from_row,
     attempt_values,
+    dumps,
     run_from_row,
     run_mutable_values,
     run_values,
@@ -49,6 +52,7 @@ from coordinator.store.sqlite.sql import (
     OPEN_IN_SCOPE,
     OUTPUT_DELETE,
     OUTPUT_INSERT,
+    PUT_GRANT,
     PUT_REQUEST,
     RUN_INSERT,
     RUN_UPDATE,
@@ -236,6 +240,17 @@ class SqliteTx:
                 )
             except sqlite3.IntegrityError as exc:
                 raise RequestIdTaken(str(exc)) from exc
+
+        await self._store._write(insert)
+
+    async def put_grant(self, run_id: str, grant: Grant) -> None:
+        row = (run_id, grant.approver, dumps(list(grant.groups)), grant.granted_at_ms)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(PUT_GRANT, row)
+            except sqlite3.IntegrityError as exc:
+                raise GrantTaken(str(exc)) from exc
 
         await self._store._write(insert)
 

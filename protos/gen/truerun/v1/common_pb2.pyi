@@ -15,6 +15,7 @@ unset timestamp means "has not happened" (the domain's None).
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -816,6 +817,7 @@ class Run(_message.Message):
     DISPLAY_REASON_FIELD_NUMBER: _builtins.int
     DISPLAY_SINCE_TIME_FIELD_NUMBER: _builtins.int
     ALLOWED_COMMANDS_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Server-assigned run id (UUIDv7)."""
     project_id: _builtins.str
@@ -933,6 +935,13 @@ class Run(_message.Message):
         attempt the runtime reported running).
         """
 
+    @_builtins.property
+    def approval(self) -> Global___RunApproval:
+        """What the run's approval requires and who gave it; unset when the run was
+        created without requires_approval. Kept once the run is queued, and a
+        retry of the run requires the same approval again.
+        """
+
     def __init__(
         self,
         *,
@@ -977,14 +986,144 @@ class Run(_message.Message):
         display_reason: _builtins.str = ...,
         display_since_time: _timestamp_pb2.Timestamp | None = ...,
         allowed_commands: _abc.Iterable[_builtins.str] | None = ...,
+        approval: Global___RunApproval | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "display_since_time", b"display_since_time", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "current_attempt", b"current_attempt", "display_since_time", b"display_since_time", "finish_time", b"finish_time", "queue_time", b"queue_time", "spec", b"spec", "start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "allowed_commands", b"allowed_commands", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_since_time", b"display_since_time", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "allowed_commands", b"allowed_commands", "approval", b"approval", "attempt_count", b"attempt_count", "cancel_reason", b"cancel_reason", "cancel_request_time", b"cancel_request_time", "create_time", b"create_time", "created_by", b"created_by", "current_attempt", b"current_attempt", "current_attempt_id", b"current_attempt_id", "display_reason", b"display_reason", "display_since_time", b"display_since_time", "display_state", b"display_state", "error_code", b"error_code", "error_summary", b"error_summary", "etag", b"etag", "event_sequence", b"event_sequence", "execution_scope", b"execution_scope", "finish_time", b"finish_time", "id", b"id", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "queue_position", b"queue_position", "queue_time", b"queue_time", "required_labels", b"required_labels", "retry_of_run_id", b"retry_of_run_id", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "start_time", b"start_time", "status", b"status", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Run: _TypeAlias = Run  # noqa: Y015
+
+@_typing.final
+class ApprovalPolicy(_message.Message):
+    """Who must approve a run before it is queued (docs/state-model.md
+    "Approvals"). An approver is the actor of the token that calls ApproveRun,
+    and its groups are the token's groups, never a request field.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_APPROVALS_FIELD_NUMBER: _builtins.int
+    APPROVER_GROUPS_FIELD_NUMBER: _builtins.int
+    REFUSE_SELF_APPROVAL_FIELD_NUMBER: _builtins.int
+    EXPIRE_AFTER_FIELD_NUMBER: _builtins.int
+    required_approvals: _builtins.int
+    """How many distinct approvers must approve; 0 = 1, at most 20."""
+    refuse_self_approval: _builtins.bool
+    """The run's creator may not approve it (PERMISSION_DENIED /
+    SELF_APPROVAL_REFUSED).
+    """
+    @_builtins.property
+    def approver_groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """An approver must belong to at least one of these groups (at most 20);
+        empty = anyone whose token may act on the run. Otherwise ApproveRun fails
+        with PERMISSION_DENIED / APPROVER_NOT_ELIGIBLE.
+        """
+
+    @_builtins.property
+    def expire_after(self) -> _duration_pb2.Duration:
+        """The approval closes this long after the run is created (whole
+        milliseconds, at most 366 days): later approvals fail with
+        FAILED_PRECONDITION / APPROVAL_EXPIRED and the run can only be cancelled.
+        Unset or zero = never.
+        """
+
+    def __init__(
+        self,
+        *,
+        required_approvals: _builtins.int = ...,
+        approver_groups: _abc.Iterable[_builtins.str] | None = ...,
+        refuse_self_approval: _builtins.bool = ...,
+        expire_after: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expire_after", b"expire_after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approver_groups", b"approver_groups", "expire_after", b"expire_after", "refuse_self_approval", b"refuse_self_approval", "required_approvals", b"required_approvals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApprovalPolicy: _TypeAlias = ApprovalPolicy  # noqa: Y015
+
+@_typing.final
+class ApprovalGrant(_message.Message):
+    """One approver's grant of a run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    APPROVER_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
+    GRANT_TIME_FIELD_NUMBER: _builtins.int
+    approver: _builtins.str
+    """Who approved: the actor of the approving token."""
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The approver's groups among the policy's approver_groups; empty when the
+        policy names none.
+        """
+
+    @_builtins.property
+    def grant_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was granted."""
+
+    def __init__(
+        self,
+        *,
+        approver: _builtins.str = ...,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
+        grant_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant_time", b"grant_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approver", b"approver", "grant_time", b"grant_time", "groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApprovalGrant: _TypeAlias = ApprovalGrant  # noqa: Y015
+
+@_typing.final
+class RunApproval(_message.Message):
+    """A run's approval: its policy, until when it can be given, and the grants so
+    far. Each approver counts once (ALREADY_APPROVED for a second grant); the
+    grant that makes enough queues the run.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    GRANTS_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    remaining: _builtins.int
+    """How many more distinct approvers are needed; 0 once approved."""
+    @_builtins.property
+    def policy(self) -> Global___ApprovalPolicy:
+        """What the approval requires."""
+
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """When the approval closes; unset = never."""
+
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___ApprovalGrant]:
+        """The grants, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        policy: Global___ApprovalPolicy | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+        grants: _abc.Iterable[Global___ApprovalGrant] | None = ...,
+        remaining: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "policy", b"policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "grants", b"grants", "policy", b"policy", "remaining", b"remaining"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunApproval: _TypeAlias = RunApproval  # noqa: Y015
 
 @_typing.final
 class Attempt(_message.Message):

@@ -162,6 +162,7 @@ class CreateRunRequest(_message.Message):
     REQUIRED_LABELS_FIELD_NUMBER: _builtins.int
     SPEC_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency of this request (AIP-155); a UUID chosen by the client."""
     project_id: _builtins.str
@@ -201,7 +202,9 @@ class CreateRunRequest(_message.Message):
     run_now: _builtins.bool
     """Whether the run bypasses queue fairness (still bound by capacity)."""
     requires_approval: _builtins.bool
-    """Whether the run waits in pending_approval for ApproveRun."""
+    """Whether the run waits in pending_approval for ApproveRun (by one
+    approver, anyone, unless approval says otherwise).
+    """
     pinned_runtime_instance_id: _builtins.str
     """Only this runtime instance may claim the run; empty = any."""
     @_builtins.property
@@ -215,6 +218,12 @@ class CreateRunRequest(_message.Message):
     @_builtins.property
     def actor(self) -> _common_pb2.Actor:
         """Who creates the run; unset = derived from the caller's credentials."""
+
+    @_builtins.property
+    def approval(self) -> _common_pb2.ApprovalPolicy:
+        """Who must approve the run (docs/state-model.md "Approvals"); setting it
+        implies requires_approval.
+        """
 
     def __init__(
         self,
@@ -240,10 +249,11 @@ class CreateRunRequest(_message.Message):
         required_labels: _abc.Iterable[_builtins.str] | None = ...,
         spec: _struct_pb2.Struct | None = ...,
         actor: _common_pb2.Actor | None = ...,
+        approval: _common_pb2.ApprovalPolicy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "spec", b"spec"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "approval", b"approval", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "agent_id", b"agent_id", "conflict_policy", b"conflict_policy", "execution_scope", b"execution_scope", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "request_id", b"request_id", "required_labels", b"required_labels", "requires_approval", b"requires_approval", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "agent_id", b"agent_id", "approval", b"approval", "conflict_policy", b"conflict_policy", "execution_scope", b"execution_scope", "idempotency_key", b"idempotency_key", "idempotent", b"idempotent", "max_attempts", b"max_attempts", "owner_id", b"owner_id", "pinned_runtime_instance_id", b"pinned_runtime_instance_id", "priority", b"priority", "project_id", b"project_id", "request_id", b"request_id", "required_labels", b"required_labels", "requires_approval", b"requires_approval", "run_now", b"run_now", "scope_policy", b"scope_policy", "spec", b"spec", "task_id", b"task_id", "task_revision", b"task_revision", "trigger_id", b"trigger_id", "trigger_type", b"trigger_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -224,18 +224,24 @@ class RunServiceServicer:
 
     def RetryRun(self, request, context):
         """Retries a terminal run by creating a NEW run whose retry_of_run_id is
-        the given run; the original run is never rewritten. Returns the new run.
-        Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
-        not terminal.
+        the given run; the original run is never rewritten. Returns the new run,
+        pending approval again with the same policy when the run required
+        approval. Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the
+        run is not terminal.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ApproveRun(self, request, context):
-        """Approves a run that is pending approval (it becomes queued) or waiting
-        for approval (it resumes running). Fails with FAILED_PRECONDITION /
-        INVALID_RUN_TRANSITION in any other status.
+        """Approves a run that is pending approval, as the caller's token (its actor
+        and groups; the request's actor is ignored): the grant is added to the
+        run's approval, and the one that makes enough distinct approvers queues
+        the run. Fails with PERMISSION_DENIED / SELF_APPROVAL_REFUSED or
+        APPROVER_NOT_ELIGIBLE when the policy refuses this approver,
+        FAILED_PRECONDITION / APPROVAL_EXPIRED after the approval closed,
+        ALREADY_EXISTS / ALREADY_APPROVED when this approver already granted, and
+        FAILED_PRECONDITION / INVALID_RUN_TRANSITION in any other status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -103,14 +103,20 @@ class RunServiceStub:
     """
     RetryRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.RetryRunRequest, _common_pb2.Run]
     """Retries a terminal run by creating a NEW run whose retry_of_run_id is
-    the given run; the original run is never rewritten. Returns the new run.
-    Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
-    not terminal.
+    the given run; the original run is never rewritten. Returns the new run,
+    pending approval again with the same policy when the run required
+    approval. Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the
+    run is not terminal.
     """
     ApproveRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ApproveRunRequest, _common_pb2.Run]
-    """Approves a run that is pending approval (it becomes queued) or waiting
-    for approval (it resumes running). Fails with FAILED_PRECONDITION /
-    INVALID_RUN_TRANSITION in any other status.
+    """Approves a run that is pending approval, as the caller's token (its actor
+    and groups; the request's actor is ignored): the grant is added to the
+    run's approval, and the one that makes enough distinct approvers queues
+    the run. Fails with PERMISSION_DENIED / SELF_APPROVAL_REFUSED or
+    APPROVER_NOT_ELIGIBLE when the policy refuses this approver,
+    FAILED_PRECONDITION / APPROVAL_EXPIRED after the approval closed,
+    ALREADY_EXISTS / ALREADY_APPROVED when this approver already granted, and
+    FAILED_PRECONDITION / INVALID_RUN_TRANSITION in any other status.
     """
     ResolveRun: _grpc.UnaryUnaryMultiCallable[_run_service_pb2.ResolveRunRequest, _common_pb2.Run]
     """Operator commands: audited escape hatches, never raw status writes. Each
@@ -234,14 +240,20 @@ class RunServiceAsyncStub(RunServiceStub):
     """
     RetryRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.RetryRunRequest, _common_pb2.Run]  # type: ignore[assignment]
     """Retries a terminal run by creating a NEW run whose retry_of_run_id is
-    the given run; the original run is never rewritten. Returns the new run.
-    Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
-    not terminal.
+    the given run; the original run is never rewritten. Returns the new run,
+    pending approval again with the same policy when the run required
+    approval. Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the
+    run is not terminal.
     """
     ApproveRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ApproveRunRequest, _common_pb2.Run]  # type: ignore[assignment]
-    """Approves a run that is pending approval (it becomes queued) or waiting
-    for approval (it resumes running). Fails with FAILED_PRECONDITION /
-    INVALID_RUN_TRANSITION in any other status.
+    """Approves a run that is pending approval, as the caller's token (its actor
+    and groups; the request's actor is ignored): the grant is added to the
+    run's approval, and the one that makes enough distinct approvers queues
+    the run. Fails with PERMISSION_DENIED / SELF_APPROVAL_REFUSED or
+    APPROVER_NOT_ELIGIBLE when the policy refuses this approver,
+    FAILED_PRECONDITION / APPROVAL_EXPIRED after the approval closed,
+    ALREADY_EXISTS / ALREADY_APPROVED when this approver already granted, and
+    FAILED_PRECONDITION / INVALID_RUN_TRANSITION in any other status.
     """
     ResolveRun: _aio.UnaryUnaryMultiCallable[_run_service_pb2.ResolveRunRequest, _common_pb2.Run]  # type: ignore[assignment]
     """Operator commands: audited escape hatches, never raw status writes. Each
@@ -410,9 +422,10 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
         """Retries a terminal run by creating a NEW run whose retry_of_run_id is
-        the given run; the original run is never rewritten. Returns the new run.
-        Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the run is
-        not terminal.
+        the given run; the original run is never rewritten. Returns the new run,
+        pending approval again with the same policy when the run required
+        approval. Fails with FAILED_PRECONDITION / INVALID_RUN_TRANSITION when the
+        run is not terminal.
         """
 
     @_abc_1.abstractmethod
@@ -421,9 +434,14 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _run_service_pb2.ApproveRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_common_pb2.Run, _abc.Awaitable[_common_pb2.Run]]:
-        """Approves a run that is pending approval (it becomes queued) or waiting
-        for approval (it resumes running). Fails with FAILED_PRECONDITION /
-        INVALID_RUN_TRANSITION in any other status.
+        """Approves a run that is pending approval, as the caller's token (its actor
+        and groups; the request's actor is ignored): the grant is added to the
+        run's approval, and the one that makes enough distinct approvers queues
+        the run. Fails with PERMISSION_DENIED / SELF_APPROVAL_REFUSED or
+        APPROVER_NOT_ELIGIBLE when the policy refuses this approver,
+        FAILED_PRECONDITION / APPROVAL_EXPIRED after the approval closed,
+        ALREADY_EXISTS / ALREADY_APPROVED when this approver already granted, and
+        FAILED_PRECONDITION / INVALID_RUN_TRANSITION in any other status.
         """
 
     @_abc_1.abstractmethod
