@@ -91,7 +91,6 @@ STORE_WRITES = frozenset(
         "apply_all",
         "apply_creates",
         "put_request",
-        "put_grant",
         "transaction",
         "renew_leases",
         "record_lineage",

@@ -26,8 +26,9 @@ from coordinator.domain import commands as c
 from coordinator.domain.fingerprints import request_fingerprint, same_request
 from coordinator.domain.model import Actor
 from coordinator.domain.states import ActorType, ScopePolicy
+from coordinator.service.door_answers import KeyLookup
 from coordinator.service.queries import view
-from coordinator.service.transitions import KeyLookup, Result, Transitions
+from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Loaded, RequestRecord
 from kernel.errors import (
     DomainError,

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
-from dataclasses import dataclass
 
 from opentelemetry.trace import Span
 
 from coordinator.domain import commands as c
-from coordinator.domain.decide import Context, Decision, Outcome, RunWrite, chain, decide
-from coordinator.domain.fingerprints import same_request
+from coordinator.domain.decide import Context, Decision, RunWrite, chain, decide
 from coordinator.domain.output import DEFAULT_OUTPUT_POLICY, OutputPolicy
 from coordinator.domain.states import ScopePolicy
+from coordinator.service.door_answers import KeyLookup, already_approved, keyed_answer
 from coordinator.service.door_calls import describe, through_door
 from coordinator.service.door_rows import RowsBeside
 from coordinator.service.door_tx import DEDUPLICATED, DoorTx, Result
@@ -32,17 +31,14 @@ from coordinator.store.base import (
     DedupeKeyTaken,
     GrantTaken,
     IdempotencyKeyTaken,
-    Loaded,
     RequestRecord,
     RunReader,
     RunStore,
 )
 from coordinator.store.snapshots import Snapshot, run_snapshot
 from kernel.errors import (
-    AlreadyApproved,
     ExecutionScopeBusy,
     IdempotencyKeyConflict,
-    IdempotencyKeyReused,
     RunNotFound,
     VersionConflict,
 )
@@ -51,13 +47,6 @@ from kernel.records import replace
 from kernel.telemetry import current_traceparent
 
 __all__ = ["DEDUPLICATED", "DoorTx", "KeyLookup", "Result", "Transitions"]
-
-
-@dataclass(frozen=True, slots=True)
-class KeyLookup:
-    """What a read of a create's idempotency key found (None: no run holds it yet)."""
-
-    found: Loaded | None
 
 
 class Transitions(RowsBeside):
@@ -148,7 +137,7 @@ class Transitions(RowsBeside):
                     spec.project_id, spec.idempotency_key
                 )
             if existing is not None:
-                return self._existing(existing, use_existing, spec)
+                return keyed_answer(existing, use_existing, spec)
         decision = decide(c.CreateRun(spec), None, None, self._context())
         try:
             if spec.execution_scope and spec.scope_policy is not ScopePolicy.QUEUE:
@@ -161,7 +150,7 @@ class Transitions(RowsBeside):
                 spec.project_id, spec.idempotency_key
             )
             assert existing is not None, "the key was taken by a committed run"
-            return self._existing(existing, use_existing, spec)
+            return keyed_answer(existing, use_existing, spec)
         return self._committed(
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
         )
@@ -195,29 +184,6 @@ class Transitions(RowsBeside):
             Result(decision.outcome.value, applied.run, applied.attempt, applied.events)
         )
 
-    def _existing(
-        self, existing: Loaded, use_existing: bool, asked: c.RunSpec | None = None
-    ) -> Result:
-        """The answer to a create whose key already names ``existing``. With ``asked`` (a
-        caller's create, ``create``), a request other than the one that made the run is
-        refused (docs/state-model.md "6a. Idempotency keys and request ids"): the key is not
-        this request's, so its run is not this request's answer. ``create_in`` passes none:
-        its keys are truerun's own (kernel/derived_keys.py, which no caller may write), and a
-        fire or an attempt found under its key is the one it made, whatever changed since
-        (a schedule's template, a backfill over a fire time the calendar already ran)."""
-        run = existing.run
-        if not use_existing:
-            raise IdempotencyKeyConflict(
-                f"run {run.id} already has this idempotency key", existing_run_id=run.id
-            )
-        if asked is not None and not same_request(run, asked):
-            raise IdempotencyKeyReused(
-                f"idempotency key {asked.idempotency_key!r} was used for run {run.id} with a "
-                "different request; send that request again or use a new key",
-                run_id=run.id,
-            )
-        return Result(Outcome.APPLIED.value, run, existing.attempt, existing=True)
-
     async def execute(
         self,
         command: c.RunCommand | c.RuntimeCommand,
@@ -226,71 +192,9 @@ class Transitions(RowsBeside):
         """Apply one command. With an expected version a lost race is RUN_VERSION_CONFLICT;
         without one, the command is decided again on the fresh state (bounded)."""
         with self._door_of(command) as current:
-            if isinstance(command, c.Approve):
-                result = await self._approve(command, request)
-            else:
-                result = await self._execute(command, request)
+            result = await self._execute(command, request)
             describe(current, result)
             return result
-
-    async def _approve(self, command: c.Approve, request: RequestRecord | None) -> Result:
-        """One approver's grant, with its ``run_approvals`` row and the AIP-155 record in the
-        decision's transaction (``_grant_in``). A lost race is decided again on the state the
-        winner left (with an expected version it is RUN_VERSION_CONFLICT), so two approvers
-        racing for the last grant both count and the run is queued once."""
-        for _ in range(self._max_retries):
-            try:
-                async with self.transaction([]) as tx:
-                    result = await self._grant_in(tx, command)
-                    if request is not None and result.outcome != DEDUPLICATED:
-                        snapshot = run_snapshot(result.run, result.attempt)
-                        await tx._tx.put_request(request, snapshot)
-            except CasMiss:
-                if self._on_conflict is not None:
-                    self._on_conflict(type(command).__name__)
-                if command.expected_version is not None:
-                    raise VersionConflict(
-                        f"run {command.run_id} changed since version {command.expected_version}",
-                        run_id=command.run_id,
-                    ) from None
-                continue
-            except DedupeKeyTaken:
-                continue
-            return self._committed(result) if result.outcome != DEDUPLICATED else result
-        raise VersionConflict(
-            f"run {command.run_id} kept changing; gave up after {self._max_retries} tries",
-            run_id=command.run_id,
-        )
-
-    async def _grant_in(self, tx: DoorTx, command: c.Approve) -> Result:
-        """Decide the approval on the run as ``tx`` reads it and write it there with the
-        grant's row; CasMiss when the run moved since it was read (the row's primary key
-        refuses a second grant by the same approver even so: ALREADY_APPROVED)."""
-        loaded = await tx.load(command.run_id, None, command.dedupe_key)
-        if loaded is None:
-            raise RunNotFound(f"run {command.run_id} does not exist", run_id=command.run_id)
-        if loaded.dedupe_hit:
-            return Result(DEDUPLICATED, loaded.run, loaded.attempt)
-        decision = decide(command, loaded.run, loaded.attempt, self._context())
-        applied = await tx._tx.apply(decision, command.dedupe_key)
-        approval = decision.run.approval
-        grant = approval.grant_of(command.actor.id) if approval is not None else None
-        assert grant is not None, "an applied approval holds the approver's grant"
-        try:
-            await tx._tx.put_grant(decision.run.id, grant)
-        except GrantTaken:
-            raise AlreadyApproved(
-                f"{grant.approver} already approved run {decision.run.id}",
-                run_id=decision.run.id,
-                approver=grant.approver,
-            ) from None
-        return Result(
-            decision.outcome.value,
-            applied.run,
-            applied.attempt,
-            applied.events,
-            from_status=loaded.run.status.value,
-        )
 
     async def _execute(
         self, command: c.RunCommand | c.RuntimeCommand, request: RequestRecord | None
@@ -321,6 +225,8 @@ class Transitions(RowsBeside):
                 continue
             except DedupeKeyTaken:
                 continue
+            except GrantTaken:
+                raise already_approved(decision) from None
             return self._committed(
                 Result(
                     decision.outcome.value,
@@ -352,16 +258,7 @@ class Transitions(RowsBeside):
         conflict raises and the caller's whole transaction rolls back. Call ``published``
         with the results once the transaction has committed."""
         with self._door_of(command) as current:
-            if isinstance(command, c.Approve):
-                try:
-                    result = await self._grant_in(tx, command)
-                except CasMiss:
-                    raise VersionConflict(
-                        f"run {command.run_id} changed inside a locked batch",
-                        run_id=command.run_id,
-                    ) from None
-            else:
-                result = await self._execute_in(tx, command)
+            result = await self._execute_in(tx, command)
             describe(current, result)
             return result
 
@@ -379,6 +276,8 @@ class Transitions(RowsBeside):
             raise VersionConflict(
                 f"run {command.run_id} changed inside a locked batch", run_id=command.run_id
             ) from None
+        except GrantTaken:
+            raise already_approved(decision) from None
         return Result(
             decision.outcome.value,
             applied.run,
@@ -433,7 +332,7 @@ class Transitions(RowsBeside):
             if spec.idempotency_key:
                 existing = await tx.find_by_idempotency_key(spec.project_id, spec.idempotency_key)
                 if existing is not None:
-                    return self._existing(existing, use_existing=True)
+                    return keyed_answer(existing, use_existing=True)
             decision = decide(c.CreateRun(spec), None, None, self._context())
             try:
                 applied = await tx._tx.apply(decision)

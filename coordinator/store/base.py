@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from coordinator.domain.approvals import Grant
 from coordinator.domain.cursor import EventCursor
 from coordinator.domain.decide import Decision
 from coordinator.domain.model import Attempt, Run, RunEvent
@@ -160,12 +159,6 @@ class RunTx(RunTxReader, Protocol):
     async def put_request(self, record: RequestRecord, snapshot: dict[str, Any]) -> None:
         """Keep the AIP-155 record with ``snapshot`` (a JSON object of what this transaction
         committed) in this transaction (RequestIdTaken if a twin won)."""
-        ...
-
-    async def put_grant(self, run_id: str, grant: Grant) -> None:
-        """Record an approver's grant of the run (``run_approvals``) in this transaction,
-        beside the decision that adds it to the run's approval; GrantTaken if the approver's
-        grant is there already."""
         ...
 
 

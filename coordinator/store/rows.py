@@ -79,6 +79,11 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+def grant_values(run_id: str, grant: approvals.Grant) -> tuple[str, str, str, int]:
+    """A ``run_approvals`` row, in insert_sql's column order."""
+    return (run_id, grant.approver, dumps(list(grant.groups)), grant.granted_at_ms)
+
+
 def run_values(run: Run) -> dict[str, Any]:
     return {
         "id": run.id,

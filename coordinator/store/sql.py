@@ -45,7 +45,11 @@ def batchable(decision: Decision) -> bool:
     """A decision a batch (apply_all, apply_many) writes with the others in one statement on
     PostgreSQL: a run and attempt update. In a batch its events are numbered from the run's
     event sequence as the decision read it, which both stores check like the version."""
-    return decision.run_write is RunWrite.UPDATE and decision.attempt_write is AttemptWrite.UPDATE
+    return (
+        decision.run_write is RunWrite.UPDATE
+        and decision.attempt_write is AttemptWrite.UPDATE
+        and decision.grant is None
+    )
 
 
 def events_from_decision(decision: Decision) -> dict[str, Any]:
@@ -127,3 +131,17 @@ def scan_sql(scan: Scan, mark: str, skip: str, limit: str, lock: str) -> str:
         f"SELECT {columns} FROM attempts a JOIN runs r ON r.id = a.run_id"
         f" WHERE {where.format(mark=mark)} AND {skip} ORDER BY {order} LIMIT {limit} {lock}"
     )
+
+
+#: The columns of the rows written beside a decision, in their statements' order.
+_INSERTED = {
+    "request_log": ("request_id", "method", "payload_hash", "response", "created_at_ms"),
+    "run_approvals": ("run_id", "approver", "approver_groups", "granted_at_ms"),
+}
+
+
+def insert_sql(table: str, mark: Callable[[int], str]) -> str:
+    """``INSERT INTO table (columns) VALUES (...)`` with each dialect's numbered marks."""
+    columns = _INSERTED[table]
+    marks = ", ".join(mark(n) for n in range(1, len(columns) + 1))
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"

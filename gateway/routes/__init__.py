@@ -109,18 +109,12 @@ ROUTES: tuple[Entry, ...] = (
                 operation_id="create_run",
                 summary="create a run",
                 description="201 with the new run, or 200 with the run an Idempotency-Key "
-                "already names for the same request; the key sent again with a different "
-                "request is 422 IDEMPOTENCY_KEY_REUSED naming that run. A key (or request_id) "
-                f"starting with {' or '.join(RESERVED_PREFIXES)} is 400 RESERVED_KEY: truerun "
-                "derives those for its own runs.",
+                "names for the same request; with a different request, 422 "
+                "IDEMPOTENCY_KEY_REUSED naming that run. A key (or request_id) starting with "
+                f"{' or '.join(RESERVED_PREFIXES)} is 400 RESERVED_KEY (truerun's own).",
                 parameters=(
                     PROJECT,
-                    param(
-                        "Idempotency-Key",
-                        "header",
-                        "makes creation idempotent per project (the same request answers the "
-                        "same run)",
-                    ),
+                    param("Idempotency-Key", "header", "one key, one run"),
                 ),
                 body="CreateRunBody",
                 body_required=True,

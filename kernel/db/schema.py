@@ -93,11 +93,9 @@ runs = Table(
     Column("error_summary", String(2048)),
     # reconciler recoveries since creation or the last operator requeue (dead_letter past N)
     Column("recovery_count", Integer, nullable=False, server_default=text("0")),
-    # A keyed run's fingerprint of the create that made it (sha256 hex; NULL without a key
-    # and on runs from before 0023): the same key with another request is refused.
+    # sha256 hex of the keyed create that made the run (docs/state-model.md 6a; NULL: no key)
     Column("request_fingerprint", String(64)),
-    # What the run's approval requires and the grants so far, as JSON (NULL: none required;
-    # coordinator/domain/approvals.py). Each grant is also a run_approvals row.
+    # the approval required and its grants as JSON (NULL: none; also rows in run_approvals)
     Column("approval", Text),
     CheckConstraint("version >= 0", name="version_nonnegative"),
     CheckConstraint("event_sequence >= 0", name="event_sequence_nonnegative"),

@@ -38,7 +38,7 @@ from kernel.errors import AgentNotFound, WorkspaceNotIsolated
 from kernel.ids import now_ms
 from services.bootstrap import Capacity, Coordinator, capacity_sql
 from services.server import create_server
-from tests.support.auth import aio_channel, server_tokens
+from tests.support.auth import SERVICE_TOKEN, aio_channel, server_tokens
 from tests.support.capacity import (
     LEASE_TTL_MS,
     LONG_TTL_MS,
@@ -499,14 +499,28 @@ async def test_claim_writes_runtime_instance_on_each_attempt(wired: Wired) -> No
 CLAIM_METHOD = "/truerun.v1.CapacityService/Claim"
 
 
+@dataclass
+class CapacityApi:
+    writer: capacity_service_pb2_grpc.CapacityServiceAsyncStub  # the service identity
+    reader: capacity_service_pb2_grpc.CapacityServiceAsyncStub  # an operator of every project
+    channel: grpc.aio.Channel  # the writer's, for raw calls
+
+
 @asynccontextmanager
-async def capacity_api(
-    w: Wired,
-) -> AsyncIterator[tuple[capacity_service_pb2_grpc.CapacityServiceAsyncStub, grpc.aio.Channel]]:
+async def capacity_api(w: Wired) -> AsyncIterator[CapacityApi]:
     server, port = await create_server(w.app, "127.0.0.1:0", w.cap, tokens=server_tokens())
     try:
-        async with aio_channel(f"127.0.0.1:{port}") as channel:
-            yield capacity_service_pb2_grpc.CapacityServiceStub(channel), channel
+        # reports and claims come from truerun's service identity, reads from a person with
+        # an API token (docs/tenancy.md)
+        async with (
+            aio_channel(f"127.0.0.1:{port}", SERVICE_TOKEN) as service,
+            aio_channel(f"127.0.0.1:{port}") as operator,
+        ):
+            yield CapacityApi(
+                capacity_service_pb2_grpc.CapacityServiceStub(service),
+                capacity_service_pb2_grpc.CapacityServiceStub(operator),
+                service,
+            )
     finally:
         await server.stop(None)
 
@@ -542,7 +556,8 @@ def test_claim_request_has_no_capacity_field() -> None:
 
 async def test_capacity_service_over_grpc(wired: Wired) -> None:
     await wired.runs(4)
-    async with capacity_api(wired) as (stub, channel):
+    async with capacity_api(wired) as api:
+        stub, reader, channel = api.writer, api.reader, api.channel
         before = await snapshot(wired.url)
         for active, ids in ((2, ["t-1"]), (1, ["t-1", "t-2"]), (2, ["t-1", "t-1"]), (1, [""])):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -552,7 +567,7 @@ async def test_capacity_service_over_grpc(wired: Wired) -> None:
             assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             assert reason_of(caught.value) == "OBSERVATION_REJECTED"
         assert await wired.cap.observations.get(OWNER, "i1", now_ms()) is None  # nothing stored
-        occ = await stub.GetOccupancy(
+        occ = await reader.GetOccupancy(
             pb.GetOccupancyRequest(owner_id=OWNER, runtime_instance_id="i1")
         )
         assert not occ.observation_fresh and occ.free_slots == 0 and occ.limit == 0
@@ -569,6 +584,7 @@ async def test_capacity_service_over_grpc(wired: Wired) -> None:
             runtime_instance_id="i1",
             device_id="dev-1",
             max_attempts=2,
+            served_project_ids=["*"],
         )
         first = await raw_claim(channel, request)
         after_first = await snapshot(wired.url)
@@ -580,13 +596,17 @@ async def test_capacity_service_over_grpc(wired: Wired) -> None:
 
         more = await stub.Claim(
             pb.ClaimRequest(
-                owner_id=OWNER, runtime_instance_id="i1", device_id="dev-1", max_attempts=5
+                owner_id=OWNER,
+                runtime_instance_id="i1",
+                device_id="dev-1",
+                max_attempts=5,
+                served_project_ids=["*"],
             )
         )
         assert len(more.claimed) == 1 and more.blocked_reason == pb.CLAIM_BLOCK_REASON_DEVICE_FULL
         assert await raw_claim(channel, request) == first  # still the first answer
 
-        occ = await stub.GetOccupancy(
+        occ = await reader.GetOccupancy(
             pb.GetOccupancyRequest(owner_id=OWNER, runtime_instance_id="i1")
         )
         claimed_ids = {a.runtime_task_id for a in [*answer.claimed, *more.claimed]}

@@ -36,6 +36,7 @@ from tests.integration.test_claim_race import REDIS_URL
 from tests.support.auth import TEST_TOKEN
 from tests.support.databases import create_pg_database, drop_pg_database
 from tests.support.processes import TRUERUN, Managed
+from tests.support.replicas import TOKEN as RUNTIME_TOKEN
 from tests.support.replicas import Deployment
 
 pytestmark = [
@@ -133,7 +134,9 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
     tmp = Path(tmp_path_factory.mktemp("process-metrics"))
     owner = f"metrics-{uuid.uuid4().hex[:8]}"
     fast = {"TRUERUN_METRICS_SCAN_INTERVAL_MS": "300"}
-    deployment = Deployment(tmp, url, REDIS_URL, owner, settings=fast)
+    # owner nobody-here has a runtime token but no runtime online: its run waits in the queue
+    bound = {**fast, "TRUERUN_RUNTIME_TOKENS": f"{owner}:{RUNTIME_TOKEN};nobody-here:rt-offline"}
+    deployment = Deployment(tmp, url, REDIS_URL, owner, settings=bound)
     try:
         deployment.migrate()
         deployment.start(coordinators=1, capacities=1, reconcilers=1)

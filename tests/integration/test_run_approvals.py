@@ -15,15 +15,15 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 import asyncpg
 import grpc
 from google.protobuf import duration_pb2, json_format
 from truerun.v1 import common_pb2, run_service_pb2, run_service_pb2_grpc
 
-from coordinator.store.base import RunStore, RunTx
+from coordinator.store.base import RunStore
 from kernel.db.migrate import downgrade, upgrade
 from tests.integration.test_run_service_grpc import (
     all_events,
@@ -296,74 +296,55 @@ async def test_an_approval_expires(migrated_database_url: str) -> None:
 # -- races ----------------------------------------------------------------------------------
 
 
-class ReadTogether:
-    """The real store, except that the first ``parties`` transactions each wait after their
-    first read until all of them have read: approvals that race for one run all decide on
-    the same version. SQLite's single writer runs its transactions one at a time (the
-    second one begins after the first commits), so there nothing waits."""
+class DecideTogether:
+    """The real store, except that once armed for ``parties``, the next that many writes
+    each wait until all of them are there: approvals that race for one run have all decided,
+    on the same version, before either writes, and one of them loses the compare-and-set."""
 
-    def __init__(self, inner: RunStore, parties: int) -> None:
+    def __init__(self, inner: RunStore) -> None:
         self._inner = inner
-        self._waiting = parties
-        self._all_read = asyncio.Event()
-        self.reads = 0
+        self._waiting = 0
+        self._all_decided = asyncio.Event()
+        self.writes = 0
+
+    def arm(self, parties: int) -> None:
+        self._waiting, self.writes = parties, 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def transaction(self, lock_keys: Sequence[str]) -> AbstractAsyncContextManager[RunTx]:
-        return self._transaction(lock_keys)
+    async def apply(self, *args: Any) -> Any:
+        self.writes += 1
+        if self._waiting > 0:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._all_decided.set()
+            await asyncio.wait_for(self._all_decided.wait(), WAIT)
+        return await self._inner.apply(*args)
 
-    @asynccontextmanager
-    async def _transaction(self, lock_keys: Sequence[str]) -> AsyncIterator[RunTx]:
-        async with self._inner.transaction(lock_keys) as tx:
-            yield _ReadThenWait(tx, self)
 
-
-def read_together(gates: list[ReadTogether]) -> Callable[[RunStore], RunStore]:
-    """A ``wrap_store`` that makes two racing approvals read the same version. On SQLite it
-    wraps nothing (its transactions never overlap: the first read waits for no one) but
-    counts the reads all the same."""
+def decide_together(gates: list[DecideTogether]) -> Callable[[RunStore], RunStore]:
+    """A ``wrap_store`` that makes two racing approvals read the same version."""
 
     def wrap(store: RunStore) -> RunStore:
-        sqlite = type(store).__name__.startswith("Sqlite")
-        gates.append(ReadTogether(store, parties=0 if sqlite else 2))
-        return gates[0]  # delegates every other call (__getattr__)
+        gates.append(DecideTogether(store))
+        return cast(RunStore, gates[0])  # delegates every other call (__getattr__)
 
     return wrap
-
-
-class _ReadThenWait:
-    def __init__(self, tx: RunTx, gate: ReadTogether) -> None:
-        self._tx = tx
-        self._gate = gate
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tx, name)
-
-    async def load(self, *args: Any) -> Any:
-        loaded = await self._tx.load(*args)
-        gate = self._gate
-        gate.reads += 1
-        if gate._waiting > 0:
-            gate._waiting -= 1
-            if gate._waiting == 0:
-                gate._all_read.set()
-            await asyncio.wait_for(gate._all_read.wait(), WAIT)
-        return loaded
 
 
 async def test_two_approvers_racing_each_count_once_and_the_run_is_queued_once(
     migrated_database_url: str,
 ) -> None:
-    gates: list[ReadTogether] = []
+    gates: list[DecideTogether] = []
     async with (
         grpc_run_service(
-            migrated_database_url, migrate=False, tokens=TOKENS, wrap_store=read_together(gates)
+            migrated_database_url, migrate=False, tokens=TOKENS, wrap_store=decide_together(gates)
         ) as api,
         people(api) as who,
     ):
         run = await create_as(who, "carol", policy(required_approvals=2, approver_groups=["ops"]))
+        gates[0].arm(2)
 
         answers = await asyncio.wait_for(
             asyncio.gather(who.approve("alice", run.id), who.approve("bob", run.id)), WAIT
@@ -376,10 +357,9 @@ async def test_two_approvers_racing_each_count_once_and_the_run_is_queued_once(
             RS.RUN_STATUS_QUEUED,
         ]
         assert [len(a.approval.grants) for a in by_status] == [1, 2]
-        # On PostgreSQL both read the first version and one decided again on the other's
-        # grant; SQLite's transactions never overlap.
-        postgres = not migrated_database_url.startswith("sqlite")
-        assert gates[0].reads == (3 if postgres else 2)
+        # Both decided on the first version; one lost the compare-and-set and decided again
+        # on the other's grant.
+        assert gates[0].writes == 3
         final = await api.stub.GetRun(R.GetRunRequest(id=run.id))
         assert final.status == RS.RUN_STATUS_QUEUED and final.version == run.version + 2
         assert sorted(g.approver for g in final.approval.grants) == ["alice", "bob"]
@@ -395,14 +375,15 @@ async def test_two_approvers_racing_each_count_once_and_the_run_is_queued_once(
 
 
 async def test_one_approver_twice_at_once_counts_once(migrated_database_url: str) -> None:
-    gates: list[ReadTogether] = []
+    gates: list[DecideTogether] = []
     async with (
         grpc_run_service(
-            migrated_database_url, migrate=False, tokens=TOKENS, wrap_store=read_together(gates)
+            migrated_database_url, migrate=False, tokens=TOKENS, wrap_store=decide_together(gates)
         ) as api,
         people(api) as who,
     ):
         run = await create_as(who, "carol", policy(required_approvals=2, approver_groups=["ops"]))
+        gates[0].arm(2)
 
         answers = await asyncio.wait_for(
             asyncio.gather(

@@ -74,6 +74,7 @@ def _approve(cmd: c.Approve, run: Run, attempt: Attempt | None, ctx: Context) ->
     }
     if granted.remaining > 0:
         events = [_event("run.approval_granted", cmd.actor, **payload)]
-        return _run_update(run, ctx, events, approval=granted)
+        return replace(_run_update(run, ctx, events, approval=granted), grant=grant)
     events = [_event("run.approved", cmd.actor, from_status=run.status.value, **payload)]
-    return _enqueue_new_attempt(replace(run, approval=granted), None, ctx, cmd.actor, events)
+    queued = _enqueue_new_attempt(replace(run, approval=granted), None, ctx, cmd.actor, events)
+    return replace(queued, grant=grant)

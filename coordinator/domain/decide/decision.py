@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from coordinator.domain import output
+from coordinator.domain.approvals import Grant
 from coordinator.domain.model import Attempt, NewEvent, Run
 from coordinator.domain.states import AttemptStatus
 from kernel.records import fast, replace
@@ -62,6 +63,9 @@ class Decision:
     lease_written: bool = False
     #: Output to append to the attempt's output store, in the same transaction.
     output: tuple[output.Stored, ...] = ()
+    #: An approver's grant the run's approval gained: its ``run_approvals`` row is written
+    #: in the same transaction, so a grant counts once however approvals race.
+    grant: Grant | None = None
 
 
 def chain(decisions: list[Decision]) -> Decision:
@@ -88,4 +92,11 @@ def chain(decisions: list[Decision]) -> Decision:
         events=events,
         lease_written=any(d.lease_written for d in decisions),
         output=pieces,
+        grant=_one_grant(decisions),
     )
+
+
+def _one_grant(decisions: list[Decision]) -> Grant | None:
+    grants = [d.grant for d in decisions if d.grant is not None]
+    assert len(grants) <= 1, "one write records at most one approver's grant"
+    return grants[0] if grants else None

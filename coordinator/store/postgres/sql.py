@@ -23,7 +23,13 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_set_clause,
 )
-from coordinator.store.sql import Placeholders, event_tx_id, queue_position_sql, scan_sql
+from coordinator.store.sql import (
+    Placeholders,
+    event_tx_id,
+    insert_sql,
+    queue_position_sql,
+    scan_sql,
+)
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 _ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
@@ -186,9 +192,8 @@ ORDER BY tx_id, position LIMIT $3"""
 LAST_EVENT_CURSOR = f"""
 SELECT tx_id, position FROM run_events WHERE {_STABLE}
 ORDER BY tx_id DESC, position DESC LIMIT 1"""
-LIST_ATTEMPTS = (
-    f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"
-)
+LIST_ATTEMPTS = f"""
+SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts WHERE run_id = $1 ORDER BY attempt_no"""
 EXPIRED_LEASES = f"""
 SELECT {", ".join(ATTEMPT_COLUMNS)} FROM attempts
 WHERE status IN ('claimed', 'starting', 'running') AND lease_expires_at_ms < $1
@@ -242,19 +247,12 @@ MARK_REPLACED = (
     " WHERE owner_id = $1 AND runtime_instance_id = $2 AND replaced_at_ms IS NULL"
 )
 GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = $1"
-PUT_REQUEST = (
-    "INSERT INTO request_log (request_id, method, payload_hash, response, created_at_ms)"
-    " VALUES ($1, $2, $3, $4, $5)"
-)
-PUT_GRANT = (
-    "INSERT INTO run_approvals (run_id, approver, approver_groups, granted_at_ms)"
-    " VALUES ($1, $2, $3, $4)"
-)
+PUT_REQUEST = insert_sql("request_log", lambda n: f"${n}")
+PUT_GRANT = insert_sql("run_approvals", lambda n: f"${n}")
 QUEUE_POSITION = queue_position_sql("$1", "$2", "$3", "$4", "$5", "$6")
-OPEN_IN_SCOPE = (
-    "SELECT id FROM runs WHERE execution_scope = $1 AND status <> ALL($2::text[])"
-    " ORDER BY created_at_ms, id"
-)
+OPEN_IN_SCOPE = """
+SELECT id FROM runs WHERE execution_scope = $1 AND status <> ALL($2::text[])
+ORDER BY created_at_ms, id"""
 ADVISORY_LOCKS = """
 SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
 FROM unnest($1::text[]) WITH ORDINALITY AS k(key, n) ORDER BY n"""

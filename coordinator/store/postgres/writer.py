@@ -13,7 +13,6 @@ from typing import Any
 
 import asyncpg
 
-from coordinator.domain.approvals import Grant
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import Attempt
 from coordinator.store.base import (
@@ -47,7 +46,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_from_row,
     attempt_values,
-    dumps,
+    grant_values,
     run_from_row,
     run_mutable_values,
     run_values,
@@ -202,11 +201,6 @@ class PostgresTx:
                 now_ms(),
             )
 
-    async def put_grant(self, run_id: str, grant: Grant) -> None:
-        groups = dumps(list(grant.groups))
-        with _translated_errors():
-            await self.conn.execute(PUT_GRANT, run_id, grant.approver, groups, grant.granted_at_ms)
-
     async def lock(self, lock_keys: Sequence[str]) -> None:
         """More transaction-scoped locks; callers keep one global order (owner, instance,
         agents sorted, scopes sorted), so two transactions can never wait on each other."""
@@ -229,9 +223,17 @@ async def _apply_on(
 ) -> Applied:
     sql, placeholders = STATEMENTS[(decision.run_write, decision.attempt_write)]
     values = parameters(decision, dedupe_key)
+    if decision.grant is None:
+        with _translated_errors():
+            rows = await conn.fetch(sql, *placeholders.bind(values))
+        return _applied(decision, values, dedupe_key, rows)
+    # the grant's row beside the run's write, one transaction (a savepoint in a caller's)
     with _translated_errors():
-        rows = await conn.fetch(sql, *placeholders.bind(values))
-    return _applied(decision, values, dedupe_key, rows)
+        async with conn.transaction():
+            rows = await conn.fetch(sql, *placeholders.bind(values))
+            applied = _applied(decision, values, dedupe_key, rows)
+            await conn.execute(PUT_GRANT, *grant_values(decision.run.id, decision.grant))
+    return applied
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_set_clause,
 )
-from coordinator.store.sql import TERMINAL_STATUSES, queue_position_sql, scan_sql
+from coordinator.store.sql import TERMINAL_STATUSES, insert_sql, queue_position_sql, scan_sql
 
 _RUN_SELECT = ", ".join(f"r.{c}" for c in RUN_COLUMNS)
 _ATTEMPT_SELECT = ", ".join(f"a.{c} AS a_{c}" for c in ATTEMPT_COLUMNS)
@@ -109,14 +109,8 @@ MARK_REPLACED = (
 )
 _TERMINAL_MARKS = ", ".join("?" for _ in TERMINAL_STATUSES)  # bound to TERMINAL_STATUSES
 GET_REQUEST = "SELECT method, payload_hash, response FROM request_log WHERE request_id = ?"
-PUT_REQUEST = (
-    "INSERT INTO request_log (request_id, method, payload_hash, response,"
-    " created_at_ms) VALUES (?, ?, ?, ?, ?)"
-)
-PUT_GRANT = (
-    "INSERT INTO run_approvals (run_id, approver, approver_groups, granted_at_ms)"
-    " VALUES (?, ?, ?, ?)"
-)
+PUT_REQUEST = insert_sql("request_log", lambda n: f"?{n}")
+PUT_GRANT = insert_sql("run_approvals", lambda n: f"?{n}")
 EXPIRED_LEASES = (
     f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE status IN "
     "('claimed', 'starting', 'running') AND lease_expires_at_ms < ? AND "

@@ -9,7 +9,6 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from coordinator.domain.approvals import Grant
 from coordinator.domain.decide import AttemptWrite, Decision, RunWrite
 from coordinator.domain.model import Attempt
 from coordinator.store.base import (
@@ -29,7 +28,7 @@ from coordinator.store.rows import (
     RUN_MUTABLE,
     attempt_from_row,
     attempt_values,
-    dumps,
+    grant_values,
     run_from_row,
     run_mutable_values,
     run_values,
@@ -243,17 +242,6 @@ class SqliteTx:
 
         await self._store._write(insert)
 
-    async def put_grant(self, run_id: str, grant: Grant) -> None:
-        row = (run_id, grant.approver, dumps(list(grant.groups)), grant.granted_at_ms)
-
-        def insert(conn: sqlite3.Connection) -> None:
-            try:
-                conn.execute(PUT_GRANT, row)
-            except sqlite3.IntegrityError as exc:
-                raise GrantTaken(str(exc)) from exc
-
-        await self._store._write(insert)
-
     async def lock(self, lock_keys: Sequence[str]) -> None:
         """Nothing to take: the IMMEDIATE transaction already excludes every other writer."""
 
@@ -313,6 +301,11 @@ def _write_decision(
         conn.execute(ATTEMPT_INSERT, attempt_values(attempt))
     if decision.output:
         conn.executemany(OUTPUT_INSERT, output_rows(decision.output, run.updated_at_ms))
+    if decision.grant is not None:
+        try:
+            conn.execute(PUT_GRANT, grant_values(run.id, decision.grant))
+        except sqlite3.IntegrityError as exc:
+            raise GrantTaken(str(exc)) from exc
     first = sequence - n_events + 1
     for i, event in enumerate(decision.events):
         conn.execute(
