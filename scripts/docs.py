@@ -161,11 +161,23 @@ def generated(root: Path = ROOT) -> list[tuple[Path, Callable[[str], str]]]:
     """Each generated file and how to bring its text up to date."""
     from coordinator.api.authorization import rule_table
     from gateway.openapi import render
+    from gateway.routes import ROUTES
+    from gateway.routes.rpcs import rest_rule_table
     from kernel.config_doc import HEADER, markdown_table
     from longtasks.domain.doc import TABLES, marker
 
     def operations(text: str) -> str:
         return _replace_table(text, HEADER, markdown_table())
+
+    def tenancy(text: str) -> str:
+        text = _replace_table(text, rule_table().splitlines()[0], rule_table())
+        routes = {
+            op.operation_id: (entry.method, op.path or entry.path)
+            for entry in ROUTES
+            for op in entry.operations
+        }
+        rest = rest_rule_table(routes)
+        return _replace_table(text, rest.splitlines()[0], rest)
 
     def long_tasks(text: str) -> str:
         for name, table in TABLES.items():
@@ -177,10 +189,7 @@ def generated(root: Path = ROOT) -> list[tuple[Path, Callable[[str], str]]]:
     return [
         (root / "docs/operations.md", operations),
         (root / "docs/long-tasks.md", long_tasks),
-        (
-            root / "docs/tenancy.md",
-            lambda text: _replace_table(text, rule_table().splitlines()[0], rule_table()),
-        ),
+        (root / "docs/tenancy.md", tenancy),
         (root / "gateway/openapi.json", lambda _: render()),
     ]
 

@@ -64,7 +64,8 @@ RUN_PROMOTION = "truerun.v1.RunPromotionService"
 
 
 @contextlib.asynccontextmanager
-async def _serving(url: str, failures: FailureLimit) -> AsyncIterator[str]:
+async def auth_services(url: str, failures: FailureLimit) -> AsyncIterator[str]:
+    """Every service on one loopback port, with TOKENS and RUNTIME_TOKENS: its address."""
     await upgrade(url)
     store = await open_store(url)
     app = coordinator(store)
@@ -90,7 +91,7 @@ async def _serving(url: str, failures: FailureLimit) -> AsyncIterator[str]:
 @pytest.fixture
 async def address(migrated_database_url: str) -> AsyncIterator[str]:
     """A server whose failure limit the table below never reaches."""
-    async with _serving(migrated_database_url, FailureLimit(limit=10_000)) as served:
+    async with auth_services(migrated_database_url, FailureLimit(limit=10_000)) as served:
         yield served
 
 
@@ -235,7 +236,7 @@ async def test_failed_authentications_are_bounded(migrated_database_url: str) ->
     """Past 20 failures within a minute the source is refused with RESOURCE_EXHAUSTED, a
     right token included, until the failures leave the window."""
     limit = FailureLimit().limit
-    async with _serving(migrated_database_url, FailureLimit()) as address:
+    async with auth_services(migrated_database_url, FailureLimit()) as address:
         codes = []
         async with aio_channel(address, "guess") as guessing:
             for _ in range(limit + 2):

@@ -22,7 +22,7 @@ from tests.integration.test_every_rpc_authenticates import (
     OTHER_TOKEN,
     READER_TOKEN,
     SERVICE_TOKEN,
-    _serving,
+    auth_services,
 )
 from tests.integration.test_run_service_grpc import error_info
 from tests.support.auth import aio_channel
@@ -43,7 +43,7 @@ def _observation(owner: str, instance: str, limit: int, version: str = "") -> ca
 async def test_runtimes_are_scoped_to_the_owners_of_the_tokens_projects(
     migrated_database_url: str,
 ) -> None:
-    async with _serving(migrated_database_url, FailureLimit(limit=10_000)) as address:
+    async with auth_services(migrated_database_url, FailureLimit(limit=10_000)) as address:
         async with aio_channel(address, OPERATOR_TOKEN) as ops:
             runs = run_service_pb2_grpc.RunServiceStub(ops)
             capacity = capacity_service_pb2_grpc.CapacityServiceStub(ops)
