@@ -124,7 +124,7 @@ def server_env() -> dict[str, str]:
     """What the benches' ``truerun dev`` accepts: one runtime token for OWNER, one API token."""
     return {
         "TRUERUN_RUNTIME_TOKENS": f"{OWNER}:{RUNTIME_TOKEN}",
-        "TRUERUN_API_TOKENS": f"bench={API_TOKEN}:*",
+        "TRUERUN_API_TOKENS": f"bench={API_TOKEN}:*:owners=*",
     }
 
 
