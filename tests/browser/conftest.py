@@ -18,7 +18,7 @@ import grpc
 import pytest
 from playwright.async_api import BrowserContext, async_playwright
 
-from tests.browser.dashboard import OPERATOR_TOKEN, PROJECT, TOKEN, Dashboard
+from tests.browser.dashboard import ADMIN_TOKEN, OPERATOR_TOKEN, PROJECT, TOKEN, Dashboard
 from tests.support.auth import aio_channel
 from tests.support.processes import Processes
 
@@ -36,7 +36,8 @@ CHROMIUM_ARGS = [
 HTTP_LISTENING = re.compile(r"^http listening on (\S+:\d+)$", re.MULTILINE)
 DEV_ENV = {
     "TRUERUN_HTTP_ADDR": "127.0.0.1:0",
-    "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT};ops={OPERATOR_TOKEN}:{PROJECT}:operator",
+    "TRUERUN_API_TOKENS": f"{TOKEN}:{PROJECT};ops={OPERATOR_TOKEN}:{PROJECT}:operator;"
+    f"admin={ADMIN_TOKEN}:*:operator",
     # A Start the scripted runtime holds back stays "starting" for as long as the test
     # looks (by default it turns unknown after 10 s).
     "TRUERUN_START_TIMEOUT_MS": "120000",

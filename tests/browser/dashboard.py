@@ -18,12 +18,14 @@ import httpx
 from playwright.async_api import BrowserContext, Locator, Page, expect
 from truerun.v1 import capacity_service_pb2, capacity_service_pb2_grpc, runtime_service_pb2_grpc
 
+from tests.support.auth import aio_channel
 from tests.support.processes import DevServer, Processes
 from tests.support.scripted_runtime import ScriptedRuntime
 
 PROJECT = "ui"
 TOKEN = "ui-test-token"
 OPERATOR_TOKEN = "ui-operator-token"  # sees PROJECT and may use the operator commands
+ADMIN_TOKEN = "ui-admin-token"  # an operator of every project: agent settings (docs/tenancy.md)
 OWNER = "ui-owner"
 # Generous: two cores shared with other test runs, a browser and the whole stack.
 WAIT_MS = 20_000
@@ -63,13 +65,14 @@ class Dashboard:
         return run
 
     async def configure_agent(self, agent_id: str, concurrency: int = 1) -> None:
-        stub = capacity_service_pb2_grpc.CapacityServiceStub(self.channel)
         agent = capacity_service_pb2.Agent(
             agent_id=agent_id,
             concurrency=concurrency,
             workspace_kind=capacity_service_pb2.WORKSPACE_KIND_NONE,
         )
-        await stub.ConfigureAgent(capacity_service_pb2.ConfigureAgentRequest(agent=agent))
+        async with aio_channel(self.server.address, ADMIN_TOKEN) as admin:
+            stub = capacity_service_pb2_grpc.CapacityServiceStub(admin)
+            await stub.ConfigureAgent(capacity_service_pb2.ConfigureAgentRequest(agent=agent))
 
     def runtime(
         self, instance: str = "ui-instance", agent_version: str = "", lineage: str = ""
