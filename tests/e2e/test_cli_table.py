@@ -199,9 +199,12 @@ def test_the_writes_print_what_they_made_and_chain(world: World, tmp_path: Path)
         "true",
     )
     assert set(submitted) == {"run", "existing"} and submitted["existing"] is False
-    again = _json(world, "submit", "chained", "--owner", OWNER, "--idempotency-key", "k-1")
+    # the same request under the same key answers the same run (another one is refused:
+    # IDEMPOTENCY_KEY_REUSED, docs/state-model.md 6a)
+    same = ("submit", "chained", "--owner", OWNER, "--idempotency-key", "k-1", "--command", "true")
+    again = _json(world, *same)
     assert again["run"]["id"] == submitted["run"]["id"] and again["existing"] is True
-    text = _run(world, "submit", "chained", "--owner", OWNER, "--idempotency-key", "k-1")
+    text = _run(world, *same)
     assert text.startswith(submitted["run"]["id"]) and "(existing run for" in text
 
     gated = _json(world, "submit", "gated", "--owner", OWNER, "--requires-approval")["run"]
