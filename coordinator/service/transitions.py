@@ -46,7 +46,7 @@ from kernel.ids import new_token, now_ms, uuid7
 from kernel.records import replace
 from kernel.telemetry import current_traceparent
 
-__all__ = ["DEDUPLICATED", "DoorTx", "KeyLookup", "Result", "Transitions"]
+__all__ = ["DEDUPLICATED", "DoorTx", "Result", "Transitions"]
 
 
 class Transitions(RowsBeside):

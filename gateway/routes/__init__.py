@@ -18,6 +18,7 @@ from gateway.routes.spec import (
     AFTER_SEQUENCE,
     ATTEMPT_ID,
     DISPLAY_FILTER,
+    IDEMPOTENCY_KEY,
     MAX_BYTES,
     OFFSET,
     PAGE_SIZE,
@@ -112,10 +113,7 @@ ROUTES: tuple[Entry, ...] = (
                 "names for the same request; with a different request, 422 "
                 "IDEMPOTENCY_KEY_REUSED naming that run. A key (or request_id) starting with "
                 f"{' or '.join(RESERVED_PREFIXES)} is 400 RESERVED_KEY (truerun's own).",
-                parameters=(
-                    PROJECT,
-                    param("Idempotency-Key", "header", "one key, one run"),
-                ),
+                parameters=(PROJECT, IDEMPOTENCY_KEY),
                 body="CreateRunBody",
                 body_required=True,
                 responses={

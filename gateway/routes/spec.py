@@ -115,6 +115,11 @@ def _list_param(name: str, description: str) -> Schema:
 
 
 PROJECT = param("project", "path", "the project id")
+IDEMPOTENCY_KEY = param(
+    "Idempotency-Key",
+    "header",
+    "makes creation idempotent per project (the same request answers the same run)",
+)
 RUN = param("run", "path", "the run id")
 SCHEDULE = param("schedule", "path", "the schedule id")
 PAGE_SIZE = _int_param("page_size", "maximum items per page; 0 = server default")

@@ -134,14 +134,14 @@ async def _ask(http: httpx.AsyncClient, token: str, call: Call, etag: str = "") 
     return await http.request(method, path, json=body, params=query, headers=headers)
 
 
-async def _owner_objects(address_http: httpx.AsyncClient) -> tuple[str, lt.LongTask, sch.Schedule]:
+async def _owner_objects(http: httpx.AsyncClient) -> tuple[str, lt.LongTask, sch.Schedule]:
     ops = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    run = await address_http.post(f"{P}/runs", json={"owner_id": "x", "task_id": "t"}, headers=ops)
+    run = await http.post(f"{P}/runs", json={"owner_id": "x", "task_id": "t"}, headers=ops)
     assert run.status_code == 201, run.text
     draft = _body(long_task_requests("proj-p", "lt-x", owner="x")["CreateLongTask"])
-    task = await address_http.post(f"{P}/longTasks", json=draft["long_task"], headers=ops)
+    task = await http.post(f"{P}/longTasks", json=draft["long_task"], headers=ops)
     assert task.status_code == 201, task.text
-    made = await address_http.post(
+    made = await http.post(
         f"{P}/schedules",
         params={"schedule_id": "sx"},
         json={"template": {"owner_id": "x", "task_id": "t"}, "spec": {"cron": "0 3 * * *"}},
@@ -180,7 +180,7 @@ async def test_rest_routes_on_another_owners_objects_are_refused_from_every_side
             elsewhere = await _ask(http, OTHER_TOKEN, call, schedule.etag)
             missing = await _ask(http, OTHER_TOKEN, _missing(call, run_id, task, schedule))
             assert elsewhere.status_code in (403, 404), (operation_id, elsewhere.text)
-            assert _shape(elsewhere, call) == _shape(missing, call), operation_id
+            assert _shape(elsewhere) == _shape(missing), operation_id
         assert await snapshot(migrated_database_url) == before
         assert len(calls) == 3 + 1 + 8 + 13 + 3 + 1  # runs, schedules, long tasks, notices
 
@@ -197,7 +197,7 @@ def _missing(call: Call, run_id: str, task: lt.LongTask, schedule: sch.Schedule)
     return method, path, body, query
 
 
-def _shape(response: httpx.Response, call: Call) -> tuple[int, str]:
+def _shape(response: httpx.Response) -> tuple[int, str]:
     """Status and reason: what tells another tenant's object from a missing one."""
     return response.status_code, response.json().get("reason", "")
 
