@@ -17,6 +17,7 @@ at a time.
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -101,9 +102,18 @@ async def _run(database_url: str, fn: Callable[[Connection], _T], *, wal: bool =
         await engine.dispose()
 
 
+# How long a SQLite migrator waits for another one's write lock (sqlite3's busy timeout,
+# 5 s by default): a migration from scratch on a loaded host takes longer than that, and the
+# waiter must then find the schema current, not fail "database is locked".
+_SQLITE_LOCK_WAIT_S = 120.0
+
+
 def _engine(database_url: str, *, wal: bool) -> AsyncEngine:
-    engine = create_async_engine(sqlalchemy_url(database_url), poolclass=NullPool)
-    if engine.dialect.name == "sqlite":
+    url = sqlalchemy_url(database_url)
+    sqlite = url.startswith("sqlite")
+    connect_args = {"timeout": _SQLITE_LOCK_WAIT_S} if sqlite else {}
+    engine = create_async_engine(url, poolclass=NullPool, connect_args=connect_args)
+    if sqlite:
         _sqlite_immediate_transactions(engine, wal=wal)
     return engine
 
@@ -119,14 +129,34 @@ def _sqlite_immediate_transactions(engine: AsyncEngine, *, wal: bool) -> None:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # autocommit at the driver level
         if wal:
-            # Persistent in the file; must run outside a transaction.
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.close()
+            _enter_wal(dbapi_connection)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _enter_wal(dbapi_connection: Any) -> None:
+    """Switch the file to WAL (persistent in the file; must run outside a transaction).
+
+    Switching needs the file to itself and, unlike a statement, does not wait on SQLite's
+    busy handler: while another migrator is switching or holds a lock in the file's first
+    (rollback journal) moments, it fails at once with "database is locked". Several
+    migrators start together (one per replica), so the switch is tried again until the
+    other is done; once the file is WAL the pragma is a no-op that takes no lock.
+    """
+    deadline = time.monotonic() + _SQLITE_LOCK_WAIT_S
+    while True:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as exc:  # the driver's OperationalError, adapted by SQLAlchemy
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        finally:
+            cursor.close()
+        time.sleep(0.05)  # a migrator's own process: nothing else waits on this loop
 
 
 def _redact(database_url: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -146,6 +147,29 @@ async def test_concurrent_upgrades_from_several_processes(database_url: str) -> 
     ] == [(0, "")] * 4
     assert await current_revision(database_url) == HEAD
     assert await on_database(database_url, reflected_shape) == expected_shape()
+
+
+async def test_a_migrator_waits_while_another_holds_a_new_sqlite_file(sqlite_url: str) -> None:
+    # A new file is still in rollback-journal mode; a migrator starting while another holds
+    # its lock cannot switch it to WAL (SQLite refuses at once, without its busy wait) and
+    # must try again rather than exit "database is locked" (kernel/db/migrate.py _enter_wal).
+    path = sqlite_url.removeprefix("sqlite:///")
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE held_meanwhile (x INTEGER)")
+    released: list[bool] = []
+
+    def release() -> None:
+        holder.execute("COMMIT")
+        released.append(True)
+
+    asyncio.get_running_loop().call_later(0.5, release)
+    try:
+        await upgrade(sqlite_url)
+    finally:
+        holder.close()
+    assert released, "the upgrade finished while the other connection still held the file"
+    assert await current_revision(sqlite_url) == HEAD
 
 
 @pytest.mark.parametrize(
