@@ -30,6 +30,7 @@ from coordinator.service.door_answers import KeyLookup
 from coordinator.service.queries import view
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Loaded, RequestRecord
+from kernel import json_bounds
 from kernel.errors import (
     DomainError,
     IdempotencyKeyReused,
@@ -232,6 +233,8 @@ class RunCreates:
             validation.name(label, "required_labels[]") or "" for label in request.required_labels
         )
         spec = convert.struct_to_dict(request.spec)
+        # depth, keys/items, strings and size: what every reader can render (kernel/json_bounds)
+        json_bounds.check(spec, json_bounds.current(), "spec")
         validation.self_fence_after_ms(spec)
         validation.command_spec(spec)
         requires_approval, approval_policy = approvals.requested(request)

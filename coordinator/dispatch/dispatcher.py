@@ -31,6 +31,7 @@ from coordinator.service.transitions import Result, Transitions
 from kernel.config import CLAIM_GATHER_MS
 from kernel.errors import DomainError
 from kernel.ids import new_token, new_tokens
+from kernel.loops import failed, supervise
 from kernel.telemetry import span
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class Dispatcher:
                 # claiming for this runtime (the loop would end silently; nothing restarts it
                 # until the stream does: tests/faults/test_dependency_outages.py)
                 log.exception("claim for %s failed", session.runtime_instance_id)
+                failed("dispatch claim")
             finally:
                 self._claiming.discard(claim)
             if claimed and drained and self._gather_s > 0:  # drained: never a full round
@@ -155,6 +157,8 @@ class Dispatcher:
             task = asyncio.create_task(self._start(session, item, actor, token, round_))
             self._starts.add(task)
             task.add_done_callback(self._starts.discard)
+            # one start that fails is logged and counted, never lost unseen; the others go on
+            supervise(task, "dispatch start")
         return len(outcome.claimed), outcome.blocked == QUEUE_DRAINED
 
     async def _start(
