@@ -225,8 +225,10 @@ class RunCreates:
             raise InvalidArgument(str(exc)) from None
         if request.conflict_policy not in _CONFLICT_POLICIES:
             raise InvalidArgument(f"unknown conflict_policy {request.conflict_policy}")
-        if request.spec.ByteSize() > validation.MAX_SPEC_BYTES:
-            raise InvalidArgument(f"spec is larger than {validation.MAX_SPEC_BYTES} bytes")
+        bounds = json_bounds.current()
+        if (size := request.spec.ByteSize()) > bounds.max_bytes:  # before it is even decoded
+            violation = json_bounds.Violation(json_bounds.BYTES, bounds.max_bytes, size)
+            raise json_bounds.refusal(violation, "spec")
         if len(request.required_labels) > validation.MAX_LABELS:
             raise InvalidArgument(f"at most {validation.MAX_LABELS} required_labels")
         labels = tuple(
@@ -234,7 +236,7 @@ class RunCreates:
         )
         spec = convert.struct_to_dict(request.spec)
         # depth, keys/items, strings and size: what every reader can render (kernel/json_bounds)
-        json_bounds.check(spec, json_bounds.current(), "spec")
+        json_bounds.check(spec, bounds, "spec")
         validation.self_fence_after_ms(spec)
         validation.command_spec(spec)
         requires_approval, approval_policy = approvals.requested(request)
