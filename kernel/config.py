@@ -103,7 +103,8 @@ class Settings:
     )
     input_max_depth: int = setting(
         16,
-        "input bound (docs/configuration.md): how deep a JSON value a door accepts may nest "
+        "input bound (docs/operations.md, Input bounds): how deep a JSON value a door accepts "
+        "may nest "
         "(CreateRun spec, webhook payloads, long-task requests and plans, runtime event "
         "payloads); past it INVALID_ARGUMENT INPUT_OUT_OF_BOUNDS / REST 400, nothing written. "
         "At most 24: readers decode a stored value as a protobuf Struct, about three nested "

@@ -1,4 +1,4 @@
-"""Bounds on a JSON-like value that a door accepts (docs/configuration.md "Input bounds"):
+"""Bounds on a JSON-like value that a door accepts (docs/operations.md "Input bounds"):
 nesting depth, encoded size, keys per object and items per array, string length.
 
 Pure functions over plain data: ``first_violation`` names the first limit a value passes,

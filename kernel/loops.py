@@ -1,7 +1,7 @@
 """The background work of a process: the periodic loops of the scans (retries, leases,
 output retention) and the tasks it starts on the side (a dispatch per claimed attempt).
 
-Nothing here dies silently (docs/operations.md "Metrics", issue #37): a round that fails is
+Nothing here dies silently (docs/operations.md "Metrics"): a round that fails is
 logged, counted in ``FAILURES`` by the loop's name (exported as
 ``truerun_loop_failure_total{loop}``) and the next one comes anyway, so a database hiccup
 or one unreadable row never stops a scan for good; a side task that fails is logged and

@@ -370,7 +370,7 @@ class Schedules:
 def _payload(body: bytes, bounds: json_bounds.Bounds) -> object:
     """A JSON body as given (secret-looking strings redacted); anything else by size only.
     A JSON body past an input bound (its depth judged on the text, before any parser sees
-    it) is refused (docs/automations.md "Webhooks")."""
+    it) is refused (docs/automations.md "Jitter, bounds, limits")."""
     try:
         value = json_bounds.loads(body, bounds, "the delivery's body") if body else None
     except ValueError:

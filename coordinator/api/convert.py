@@ -63,7 +63,7 @@ def _ts(ms: int | None) -> timestamp_pb2.Timestamp | None:
 
 def struct(value: dict[str, Any]) -> struct_pb2.Struct:
     """A stored JSON object as a Struct; one that cannot be one (nested deeper than any
-    reader decodes: a row from before the input bounds, docs/state-model.md "Input bounds")
+    reader decodes: a row from before the input bounds, docs/operations.md "Input bounds")
     becomes ``{"truerun_note": why}``, so that the answer holding it, and every list it is
     in, still renders."""
     why = json_bounds.renderable(value)

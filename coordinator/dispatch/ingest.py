@@ -66,7 +66,7 @@ def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeC
     if kind in _NOTES:
         details = struct_to_dict(event.payload)
         violation = json_bounds.first_violation(details, json_bounds.current())
-        if violation is not None:  # refused, nothing written (docs/runtime-protocol.md)
+        if violation is not None:  # refused, nothing written (docs/runtime-protocol.md "Events")
             log.warning(
                 "event %s/%s refused: %s",
                 event.attempt_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
@@ -88,7 +89,7 @@ async def test_an_event_payload_past_a_bound_is_refused_and_writes_nothing(stack
         return [e.type for e in page.events]
 
     before = await events()
-    refused = [
+    refused: list[dict[str, Any]] = [
         {"text": "y" * (16 * 1024 + 1)},  # a string past TRUERUN_INPUT_MAX_STRING
         {"reason": nested(20)},  # deeper than TRUERUN_INPUT_MAX_DEPTH
         {"text": "z", "many": list(range(1001))},  # more items than TRUERUN_INPUT_MAX_ITEMS

@@ -22,7 +22,7 @@ from coordinator.api.convert import struct
 from kernel import json_bounds as jb
 from kernel import loops
 from kernel.config import ConfigError, Settings
-from kernel.errors import ErrorReason
+from kernel.errors import ErrorReason, InputOutOfBounds, InputTooLarge
 from services.metrics import Metrics
 
 BOUNDS = jb.Bounds(max_depth=4, max_bytes=200, max_items=5, max_string=10)
@@ -74,7 +74,7 @@ def test_depth_is_measured_on_the_text_outside_strings_and_never_recurses() -> N
     assert jb.nesting_depth('{"a": "{{{[[[", "b": [1, {"c": "\\"]]"}]}') == 3
     assert jb.nesting_depth(b"") == 0 and jb.nesting_depth("3") == 0
     deep = b'{"a":' * 5000 + b"1" + b"}" * 5000
-    with pytest.raises(jb.InputOutOfBounds) as refused:
+    with pytest.raises(InputOutOfBounds) as refused:
         jb.loads(deep, jb.DEFAULT_BOUNDS, "the body")
     assert refused.value.metadata == {
         "limit": "depth",
@@ -83,7 +83,7 @@ def test_depth_is_measured_on_the_text_outside_strings_and_never_recurses() -> N
         "found": "5000",
     }
     assert jb.depth_of(json.loads(b"[" * 900 + b"]" * 900)) == 900  # iterative walk
-    with pytest.raises(jb.InputTooLarge):
+    with pytest.raises(InputTooLarge):
         jb.loads(b'"' + b"y" * 300 + b'"', BOUNDS, "the body")
     with pytest.raises(ValueError):
         jb.loads(b"{not json", BOUNDS, "the body")
