@@ -295,7 +295,7 @@ class AlreadyApproved(DomainError):
     reason = ErrorReason.ALREADY_APPROVED
 
 
-class InputOutOfBounds(DomainError):
+class InputOutOfBounds(InvalidArgument):
     """A JSON value or text past an input bound (depth, keys/items, string length;
     kernel/json_bounds.py): nothing written. Metadata: limit, setting, allowed, found."""
 

@@ -14,8 +14,10 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Failed rounds and side tasks of this process, by loop name (a bounded vocabulary: the
 #: names given to ``every`` and ``supervise`` in code, never an id).
@@ -39,12 +41,16 @@ async def every(interval_s: float, round_: Callable[[], Awaitable[object]], what
         await asyncio.sleep(interval_s)
 
 
-def supervise(task: asyncio.Task[object] | asyncio.Task[None], what: str) -> None:
+def supervise(task: asyncio.Task[T], what: str, held: set[asyncio.Task[T]] | None = None) -> None:
     """When ``task`` ends with an exception (not a cancel): log it and count it under
     ``what``. Retrieving the exception here is what keeps asyncio from reporting it, much
-    later and unattributed, as never retrieved."""
+    later and unattributed, as never retrieved. ``held``: a set that keeps the task (a
+    reference, so it is not collected) until it ends."""
+    if held is not None:
+        held.add(task)
+        task.add_done_callback(held.discard)
 
-    def ended(done: asyncio.Task[object] | asyncio.Task[None]) -> None:
+    def ended(done: asyncio.Task[T]) -> None:
         if done.cancelled():
             return
         error = done.exception()

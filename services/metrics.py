@@ -31,11 +31,11 @@ from prometheus_client.registry import Collector
 from automations.domain.model import Note
 from coordinator.service.transitions import Result
 from coordinator.store.base import RunReader
-from kernel import loops
 from kernel.ids import now_ms
 from kernel.tls import ServerTls
 from longtasks.service import observed
 from longtasks.service.observed import Committed
+from services.loop_metrics import LoopFailures
 from services.metric_children import Children
 from services.rpc_metrics import RpcMetrics
 
@@ -98,27 +98,13 @@ class _Refusals(Collector):
         yield family
 
 
-class _LoopFailures(Collector):
-    """kernel/loops.FAILURES: failed rounds and side tasks, by loop name."""
-
-    def collect(self) -> Iterable[Metric]:
-        family = CounterMetricFamily(
-            "truerun_loop_failure",
-            "Background loop rounds and side tasks that failed (logged; the loop goes on)",
-            labels=["loop"],
-        )
-        for loop, count in sorted(loops.FAILURES.items()):
-            family.add_metric([loop], count)
-        yield family
-
-
 class Metrics:
     def __init__(
         self, registry: CollectorRegistry | None = None, parts: Iterable[str] = ALL_PARTS
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self.parts = frozenset(parts)
-        self.registry.register(_LoopFailures())  # every process has background loops
+        self.registry.register(LoopFailures())  # every process has background loops
         self.transitions = Counter(
             "truerun_run_transition_total",
             "Committed run transitions",

@@ -114,9 +114,8 @@ class Dispatcher:
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error)
             except grpc.aio.AioRpcError as error:  # the capacity service is away: wait, retry
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error.code())
-            except Exception:  # a database or Redis failure: log it and retry, never stop
-                # claiming for this runtime (the loop would end silently; nothing restarts it
-                # until the stream does: tests/faults/test_dependency_outages.py)
+            except Exception:  # a database or Redis failure: logged, counted, retried; never
+                # the end of claiming (nothing restarts it: tests/faults/test_dependency_outages.py)
                 log.exception("claim for %s failed", session.runtime_instance_id)
                 failed("dispatch claim")
             finally:
@@ -155,10 +154,7 @@ class Dispatcher:
         for item in outcome.claimed:
             token = tokens.get(item.callback_token_hash, "")
             task = asyncio.create_task(self._start(session, item, actor, token, round_))
-            self._starts.add(task)
-            task.add_done_callback(self._starts.discard)
-            # one start that fails is logged and counted, never lost unseen; the others go on
-            supervise(task, "dispatch start")
+            supervise(task, "dispatch start", self._starts)  # a failure: logged, counted
         return len(outcome.claimed), outcome.blocked == QUEUE_DRAINED
 
     async def _start(

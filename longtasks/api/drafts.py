@@ -78,10 +78,10 @@ def json_text(message: struct_pb2.Struct, field: str) -> str:
     input bounds (depth, keys/items, strings: kernel/json_bounds.py) so every reader can
     render it; nothing is written otherwise."""
     value = _whole(json_format.MessageToDict(message))
-    json_bounds.check(value, json_bounds.current(), field)
     stored = dumps(value)
     if len(stored.encode()) > MAX_STRUCT_BYTES:
         raise InvalidArgument(f"{field} is larger than {MAX_STRUCT_BYTES} bytes")
+    json_bounds.check(value, json_bounds.current(), field)
     return stored
 
 
