@@ -13,6 +13,12 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from gateway.problems import Problem
+from kernel import json_bounds
+
+#: How deep a request body may nest: the deepest a value a door accepts (the depth setting's
+#: ceiling) plus the request's own wrapping (a CreateRun body's ``spec``, a long task's
+#: steps). The services, which know the setting, refuse anything deeper than it.
+GATEWAY_MAX_DEPTH = json_bounds.RENDER_DEPTH
 
 M = TypeVar("M", bound=Message)
 
@@ -30,12 +36,25 @@ def to_json(message: Message) -> str:
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
-    """A request body that must be a JSON object; empty = {}."""
+    """A request body that must be a JSON object; empty = {}. Its nesting is measured on
+    the text before it is parsed (kernel/json_bounds.py): a body nested thousands deep is a
+    400 problem, never a RecursionError of the parser (docs/gateway.md "Errors"). The
+    services judge the values themselves against every input bound; the gateway only
+    refuses what no door accepts."""
     if not body.strip():
         return {}
+    depth = json_bounds.nesting_depth(body)
+    if depth > GATEWAY_MAX_DEPTH:
+        violation = json_bounds.Violation(json_bounds.DEPTH, GATEWAY_MAX_DEPTH, depth)
+        raise Problem(
+            400,
+            "INPUT_OUT_OF_BOUNDS",
+            violation.describe("the body"),
+            {"limit": violation.limit, "setting": violation.setting},
+        )
     try:
         document = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise Problem(400, "INVALID_ARGUMENT", f"the body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise Problem(400, "INVALID_ARGUMENT", "the body must be a JSON object")

@@ -37,11 +37,18 @@ _STATUS: dict[grpc.StatusCode, int] = {
 # ALREADY_EXISTS) is 422 as Stripe and the IETF Idempotency-Key draft answer a key sent
 # again with another body: not a conflict to retry, a request to fix (docs/gateway.md
 # "Errors").
-_STATUS_OF_REASON: dict[str, int] = {"IDEMPOTENCY_KEY_REUSED": 422}
+# INPUT_TOO_LARGE (gRPC INVALID_ARGUMENT) is 413 Content Too Large.
+_STATUS_OF_REASON: dict[str, int] = {"IDEMPOTENCY_KEY_REUSED": 422, "INPUT_TOO_LARGE": 413}
 
 # ErrorInfo metadata a problem carries as its own members (RFC 9457 extension members):
 # the first run of a reused key, so a client can fetch the run its key already made.
-_MEMBERS_OF_REASON: dict[str, tuple[str, ...]] = {"IDEMPOTENCY_KEY_REUSED": ("run_id",)}
+# An input past a bound: the limit and the setting that sets it (docs/gateway.md "Errors").
+_BOUND_MEMBERS = ("limit", "setting", "allowed", "found")
+_MEMBERS_OF_REASON: dict[str, tuple[str, ...]] = {
+    "IDEMPOTENCY_KEY_REUSED": ("run_id",),
+    "INPUT_OUT_OF_BOUNDS": _BOUND_MEMBERS,
+    "INPUT_TOO_LARGE": _BOUND_MEMBERS,
+}
 
 
 class Problem(Exception):

@@ -22,6 +22,8 @@ from typing import Any, TypeVar, get_type_hints
 CONFIG_FILE_ENV = "TRUERUN_CONFIG_FILE"
 #: TRUERUN_CLAIM_GATHER_MS's default, also the dispatcher's (issue #16: 20 -> 40 ms).
 CLAIM_GATHER_MS = 40
+#: The highest TRUERUN_INPUT_MAX_DEPTH (kernel/json_bounds.DEPTH_CEILING says why).
+INPUT_DEPTH_CEILING = 24
 
 T = TypeVar("T")
 
@@ -98,6 +100,28 @@ class Settings:
         "how long a running attempt in sync may go without a runtime event before the "
         "reconciler requests its cancel (reason 'no output for N ms'; the runtime confirms "
         "it; an unknown attempt's silence is its runtime's, never counted) (0 = never)",
+    )
+    input_max_depth: int = setting(
+        16,
+        "input bound (docs/operations.md, Input bounds): how deep a JSON value a door accepts "
+        "may nest "
+        "(CreateRun spec, webhook payloads, long-task requests and plans, runtime event "
+        "payloads); past it INVALID_ARGUMENT INPUT_OUT_OF_BOUNDS / REST 400, nothing written. "
+        "At most 24: readers decode a stored value as a protobuf Struct, about three nested "
+        "messages per level, and the decoder stops at 100",
+    )
+    input_max_bytes: int = setting(
+        64 * 1024,
+        "input bound: the largest JSON value or text (compact UTF-8 encoding) a door accepts; "
+        "past it INPUT_TOO_LARGE / REST 413, nothing written (output chunks: per chunk)",
+    )
+    input_max_items: int = setting(
+        1_000, "input bound: the most keys in one JSON object or items in one array a door accepts"
+    )
+    input_max_string: int = setting(
+        16 * 1024,
+        "input bound: the longest string (characters) in a JSON value, a label or a webhook "
+        "header a door accepts",
     )
     output_max_bytes: int = setting(
         16 * 1024 * 1024,
@@ -240,6 +264,17 @@ class Settings:
     tls_client_key_file: str = setting(
         "", "PEM private key of tls_client_cert_file (set both or neither)"
     )
+
+    def __post_init__(self) -> None:
+        # A deeper bound would let a door accept what no reader can decode (kernel/json_bounds.py).
+        if not 1 <= self.input_max_depth <= INPUT_DEPTH_CEILING:
+            raise ConfigError(
+                f"TRUERUN_INPUT_MAX_DEPTH must be 1..{INPUT_DEPTH_CEILING} "
+                f"(got {self.input_max_depth}): a reader decodes at most that deep"
+            )
+        for name in ("input_max_bytes", "input_max_items", "input_max_string"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"TRUERUN_{name.upper()} must be at least 1")
 
     def resolved_database_url(self) -> str:
         if self.database_url:

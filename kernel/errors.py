@@ -51,6 +51,8 @@ class ErrorReason(StrEnum):
     APPROVER_NOT_ELIGIBLE = "APPROVER_NOT_ELIGIBLE"
     APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
     ALREADY_APPROVED = "ALREADY_APPROVED"
+    INPUT_OUT_OF_BOUNDS = "INPUT_OUT_OF_BOUNDS"
+    INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
 
 
 class DomainError(Exception):
@@ -291,3 +293,17 @@ class AlreadyApproved(DomainError):
     """This approver has already approved; a grant counts once."""
 
     reason = ErrorReason.ALREADY_APPROVED
+
+
+class InputOutOfBounds(InvalidArgument):
+    """A JSON value or text past an input bound (depth, keys/items, string length;
+    kernel/json_bounds.py): nothing written. Metadata: limit, setting, allowed, found."""
+
+    reason = ErrorReason.INPUT_OUT_OF_BOUNDS
+
+
+class InputTooLarge(InputOutOfBounds):
+    """A JSON value or text larger encoded than TRUERUN_INPUT_MAX_BYTES: nothing written
+    (HTTP 413)."""
+
+    reason = ErrorReason.INPUT_TOO_LARGE

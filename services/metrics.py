@@ -35,6 +35,7 @@ from kernel.ids import now_ms
 from kernel.tls import ServerTls
 from longtasks.service import observed
 from longtasks.service.observed import Committed
+from services.loop_metrics import LoopFailures
 from services.metric_children import Children
 from services.rpc_metrics import RpcMetrics
 
@@ -103,6 +104,7 @@ class Metrics:
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self.parts = frozenset(parts)
+        self.registry.register(LoopFailures())  # every process has background loops
         self.transitions = Counter(
             "truerun_run_transition_total",
             "Committed run transitions",

@@ -22,6 +22,7 @@ from automations.domain.model import (
 )
 from coordinator.api import convert, validation
 from coordinator.api.convert import timestamp as ts
+from kernel import json_bounds
 from kernel.errors import InvalidArgument
 
 _OVERLAP: dict[int, Overlap] = {
@@ -107,6 +108,7 @@ def template(message: pb.RunTemplate) -> Template:
     spec = convert.struct_to_dict(message.spec)
     if message.spec.ByteSize() > validation.MAX_SPEC_BYTES:
         raise InvalidArgument(f"template.spec is larger than {validation.MAX_SPEC_BYTES} bytes")
+    json_bounds.check(spec, json_bounds.current(), "template.spec")  # what readers render
     validation.self_fence_after_ms(spec)
     validation.command_spec(spec)
     if len(message.required_labels) > validation.MAX_LABELS:

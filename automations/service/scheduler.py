@@ -19,6 +19,7 @@ from automations.store.sql import ScheduleChanged, ScheduleSql
 from coordinator.service.transitions import Transitions
 from kernel.errors import IdempotencyKeyConflict, VersionConflict
 from kernel.ids import now_ms
+from kernel.loops import failed
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,7 @@ class Scheduler:
                 wake = await self._sql.next_wake()
             except Exception:  # a database hiccup: next round, never die
                 log.exception("scheduler round failed")
+                failed("scheduler round")
                 wake = None
             delay = MAX_IDLE_S if wake is None else (wake - self._clock()) / 1000
             await asyncio.sleep(min(MAX_IDLE_S, max(MIN_IDLE_S, delay)))

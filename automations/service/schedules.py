@@ -5,7 +5,6 @@ created in the same commit (automations/service/fires.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -17,7 +16,7 @@ from automations.service.fires import Carried, carry_out, open_runs
 from automations.store.sql import ScheduleChanged, ScheduleExists, ScheduleSql
 from coordinator.domain.redaction import redact_strings
 from coordinator.service.transitions import DoorTx, Transitions
-from kernel import derived_keys
+from kernel import derived_keys, json_bounds
 from kernel.errors import (
     IdempotencyKeyConflict,
     InvalidArgument,
@@ -275,6 +274,16 @@ class Schedules:
         if not self._key:
             raise WebhooksNotConfigured("this server has no TRUERUN_WEBHOOK_KEY: no webhooks")
         refused = WebhookSignatureInvalid("the delivery's signature does not check out")
+        bounds = json_bounds.current()
+        for header, value in (
+            ("X-Truerun-Delivery", delivery_id),
+            ("X-Truerun-Signature", signature),
+        ):
+            if len(value) > bounds.max_string:  # said before anything of the schedule is
+                raise json_bounds.refusal(
+                    json_bounds.Violation(json_bounds.STRING, bounds.max_string, len(value)),
+                    f"the delivery's {header} header",
+                )
         schedule = await self._sql.get(None, project_id, schedule_id)
         if schedule is None or not schedule.webhook_enabled or len(body) > MAX_WEBHOOK_BODY:
             raise refused
@@ -282,7 +291,7 @@ class Schedules:
             raise refused
         key = derived_keys.schedule_delivery(schedule_id, delivery_id)
         fire = Fire(key, self._clock(), Source.WEBHOOK)
-        payload = _payload(body)
+        payload = _payload(body, bounds)  # past a bound: refused, nothing written
         return await self._fire(
             project_id,
             schedule_id,
@@ -358,10 +367,12 @@ class Schedules:
         raise ScheduleVersionConflict(f"schedule {schedule_id} kept changing; try again")
 
 
-def _payload(body: bytes) -> object:
-    """A JSON body as given (secret-looking strings redacted); anything else by size only."""
+def _payload(body: bytes, bounds: json_bounds.Bounds) -> object:
+    """A JSON body as given (secret-looking strings redacted); anything else by size only.
+    A JSON body past an input bound (its depth judged on the text, before any parser sees
+    it) is refused (docs/automations.md "Jitter, bounds, limits")."""
     try:
-        value = json.loads(body) if body else None
+        value = json_bounds.loads(body, bounds, "the delivery's body") if body else None
     except ValueError:
         return {"bytes": len(body)}
     return redact_strings(value)

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf.message import DecodeError
 from truerun.v1 import capacity_service_pb2, common_pb2, run_service_pb2
 
 from coordinator.api.approvals import approval_to_proto
@@ -17,6 +18,7 @@ from coordinator.domain.output import ChunkKind
 from coordinator.domain.redaction import redact_strings
 from coordinator.service.output_reads import OutputPage
 from coordinator.service.queries import RunView
+from kernel import json_bounds
 from kernel.observation import Observation, Route
 
 E = TypeVar("E", bound=StrEnum)
@@ -60,9 +62,23 @@ def _ts(ms: int | None) -> timestamp_pb2.Timestamp | None:
 
 
 def struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    message.update(value)
-    return message
+    """A stored JSON object as a Struct; one that cannot be one (nested deeper than any
+    reader decodes: a row from before the input bounds, docs/operations.md "Input bounds")
+    becomes ``{"truerun_note": why}``, so that the answer holding it, and every list it is
+    in, still renders."""
+    why = json_bounds.renderable(value)
+    if why is None:
+        message = struct_pb2.Struct()
+        try:
+            message.update(value)
+            return message
+        except (TypeError, ValueError, DecodeError, RecursionError) as error:
+            reason = f"it is not a JSON object a Struct can hold ({type(error).__name__})"
+    else:
+        reason = f"it is nested {why.found} deep, deeper than {why.allowed}"
+    noted = struct_pb2.Struct()
+    noted.update(json_bounds.note(reason))
+    return noted
 
 
 def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
@@ -134,7 +150,11 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
         pinned_runtime_instance_id=run.pinned_runtime_instance_id or "",
         required_labels=list(run.required_labels),
         # every read shows a spec redacted (CreateRun refuses secrets; rows from before that)
-        spec=struct(redact_strings(run.spec)),
+        # (a spec no reader can render is shown as a note, never redacted: redaction walks
+        # it recursively, and it is not shown anyway)
+        spec=struct(
+            redact_strings(run.spec) if json_bounds.renderable(run.spec) is None else run.spec
+        ),
         status=enum_to_proto(run.status, "RUN_STATUS"),  # type: ignore[arg-type]
         display_state=enum_to_proto(v.display.state, "DISPLAY_STATE"),  # type: ignore[arg-type]
         display_reason=v.display.reason,

@@ -64,6 +64,8 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.APPROVER_NOT_ELIGIBLE: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.APPROVAL_EXPIRED: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorReason.ALREADY_APPROVED: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorReason.INPUT_OUT_OF_BOUNDS: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorReason.INPUT_TOO_LARGE: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
 

@@ -30,6 +30,7 @@ from coordinator.service.door_answers import KeyLookup
 from coordinator.service.queries import view
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Loaded, RequestRecord
+from kernel import json_bounds
 from kernel.errors import (
     DomainError,
     IdempotencyKeyReused,
@@ -224,14 +225,18 @@ class RunCreates:
             raise InvalidArgument(str(exc)) from None
         if request.conflict_policy not in _CONFLICT_POLICIES:
             raise InvalidArgument(f"unknown conflict_policy {request.conflict_policy}")
-        if request.spec.ByteSize() > validation.MAX_SPEC_BYTES:
-            raise InvalidArgument(f"spec is larger than {validation.MAX_SPEC_BYTES} bytes")
+        bounds = json_bounds.current()
+        if (size := request.spec.ByteSize()) > bounds.max_bytes:  # before it is even decoded
+            violation = json_bounds.Violation(json_bounds.BYTES, bounds.max_bytes, size)
+            raise json_bounds.refusal(violation, "spec")
         if len(request.required_labels) > validation.MAX_LABELS:
             raise InvalidArgument(f"at most {validation.MAX_LABELS} required_labels")
         labels = tuple(
             validation.name(label, "required_labels[]") or "" for label in request.required_labels
         )
         spec = convert.struct_to_dict(request.spec)
+        # depth, keys/items, strings and size: what every reader can render (kernel/json_bounds)
+        json_bounds.check(spec, bounds, "spec")
         validation.self_fence_after_ms(spec)
         validation.command_spec(spec)
         requires_approval, approval_policy = approvals.requested(request)

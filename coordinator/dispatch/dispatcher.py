@@ -31,6 +31,7 @@ from coordinator.service.transitions import Result, Transitions
 from kernel.config import CLAIM_GATHER_MS
 from kernel.errors import DomainError
 from kernel.ids import new_token, new_tokens
+from kernel.loops import failed, supervise
 from kernel.telemetry import span
 
 log = logging.getLogger(__name__)
@@ -113,10 +114,10 @@ class Dispatcher:
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error)
             except grpc.aio.AioRpcError as error:  # the capacity service is away: wait, retry
                 log.warning("claim for %s failed: %s", session.runtime_instance_id, error.code())
-            except Exception:  # a database or Redis failure: log it and retry, never stop
-                # claiming for this runtime (the loop would end silently; nothing restarts it
-                # until the stream does: tests/faults/test_dependency_outages.py)
+            except Exception:  # a database or Redis failure: logged, counted, retried; never
+                # the end of claiming (nothing restarts it: tests/faults/test_dependency_outages.py)
                 log.exception("claim for %s failed", session.runtime_instance_id)
+                failed("dispatch claim")
             finally:
                 self._claiming.discard(claim)
             if claimed and drained and self._gather_s > 0:  # drained: never a full round
@@ -153,8 +154,7 @@ class Dispatcher:
         for item in outcome.claimed:
             token = tokens.get(item.callback_token_hash, "")
             task = asyncio.create_task(self._start(session, item, actor, token, round_))
-            self._starts.add(task)
-            task.add_done_callback(self._starts.discard)
+            supervise(task, "dispatch start", self._starts)  # a failure: logged, counted
         return len(outcome.claimed), outcome.blocked == QUEUE_DRAINED
 
     async def _start(

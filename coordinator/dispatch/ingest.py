@@ -27,6 +27,7 @@ from coordinator.domain.model import Actor, Attempt, Run
 from coordinator.domain.states import ActorType
 from coordinator.service.transitions import Result, Transitions
 from coordinator.store.base import Loaded
+from kernel import json_bounds
 from kernel.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,15 @@ def command_for(event: pb.RuntimeEvent, run_id: str, actor: Actor) -> c.RuntimeC
         return c.RuntimeRunning(*base, turn_active=_TURNS.get(event.turn_status))
     if kind in _NOTES:
         details = struct_to_dict(event.payload)
+        violation = json_bounds.first_violation(details, json_bounds.current())
+        if violation is not None:  # refused, nothing written (docs/runtime-protocol.md "Events")
+            log.warning(
+                "event %s/%s refused: %s",
+                event.attempt_id,
+                event.seq,
+                violation.describe("its payload"),
+            )
+            return None
         if event.turn_status:
             details["turn_status"] = pb.TurnStatus.Name(event.turn_status)
         return c.RuntimeNote(*base, kind=_NOTES[kind], details=details)

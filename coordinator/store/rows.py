@@ -18,6 +18,7 @@ from coordinator.domain.states import (
     ScopePolicy,
     SyncState,
 )
+from kernel import json_bounds
 from kernel.db.schema import attempts, run_events, runs
 
 R = TypeVar("R", Run, Attempt)
@@ -196,7 +197,7 @@ _RUNS = _RowDecoder(
         "idempotent": bool,  # SQLite: 0/1
         "run_now": bool,
         "required_labels": lambda text: tuple(json.loads(text)),
-        "spec": json.loads,
+        "spec": json_bounds.stored,  # a row too deep to render reads as a note
         "approval": approvals.decode,
     },
 )
@@ -231,7 +232,7 @@ def event_from_row(row: Mapping[str, Any]) -> RunEvent:
         dedupe_key=row["dedupe_key"],
         actor=Actor(ActorType(row["actor_type"]), row["actor_id"]),
         attempt_id=row["attempt_id"],
-        payload=json.loads(row["payload"]),
+        payload=json_bounds.stored(row["payload"]),
         created_at_ms=row["created_at_ms"],
         project_id=row["project_id"],
         cursor=EventCursor(row["tx_id"], row["position"]),

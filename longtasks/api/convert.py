@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2
+from google.protobuf.message import DecodeError
 from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api.convert import timestamp
@@ -55,7 +56,7 @@ def struct_of(text: str | None) -> struct_pb2.Struct | None:
     message = struct_pb2.Struct()
     try:
         message.update(value)
-    except (TypeError, ValueError):  # a value a Struct cannot hold: show nothing
+    except (TypeError, ValueError, DecodeError):  # a value a Struct cannot hold: show nothing
         return None
     return message
 

@@ -14,6 +14,7 @@ from truerun.v1 import long_task_service_pb2 as pb
 
 from coordinator.api import validation
 from coordinator.domain.redaction import secret_values
+from kernel import json_bounds
 from kernel.errors import InvalidArgument
 from longtasks.domain.checks import checker_kind_refusal
 from longtasks.domain.model import StepDraft
@@ -73,10 +74,14 @@ def _whole(value: Any) -> Any:
 
 
 def json_text(message: struct_pb2.Struct, field: str) -> str:
-    """A Struct as the stored JSON text ("{}" when empty), at most 64 KiB."""
-    stored = dumps(_whole(json_format.MessageToDict(message)))
+    """A Struct as the stored JSON text ("{}" when empty), at most 64 KiB, and within the
+    input bounds (depth, keys/items, strings: kernel/json_bounds.py) so every reader can
+    render it; nothing is written otherwise."""
+    value = _whole(json_format.MessageToDict(message))
+    stored = dumps(value)
     if len(stored.encode()) > MAX_STRUCT_BYTES:
         raise InvalidArgument(f"{field} is larger than {MAX_STRUCT_BYTES} bytes")
+    json_bounds.check(value, json_bounds.current(), field)
     return stored
 
 

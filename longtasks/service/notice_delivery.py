@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from coordinator.service.transitions import Transitions
 from kernel.ids import now_ms
+from kernel.loops import failed
 from kernel.webhook_signing import sign
 from longtasks.domain.notices import after_failure, retry_after_ms
 from longtasks.service.notices import webhook_secret
@@ -178,6 +179,7 @@ class NoticeDelivery:
                 counts = await self.run_once()
             except Exception:  # a database hiccup: next round, never die
                 log.exception("notice delivery round failed")
+                failed("notice delivery round")
                 counts = {}
             if not any(counts.values()):
                 await asyncio.sleep(IDLE_S)

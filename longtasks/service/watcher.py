@@ -40,6 +40,7 @@ from kernel.errors import (
     LongTaskVersionConflict,
     VersionConflict,
 )
+from kernel.loops import failed
 from longtasks.domain.liveness import run_ended
 from longtasks.domain.model import Task
 from longtasks.domain.queue import free_slots, starts_this_round
@@ -257,6 +258,7 @@ class LongTaskWatcher:
                 await self.run_once()
             except Exception:  # a database hiccup: next round, never die
                 log.exception("long-task watcher round failed")
+                failed("long-task watcher round")
             try:
                 await asyncio.wait_for(self._wake.wait(), MAX_IDLE_S)
             except TimeoutError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kernel import json_bounds
 from longtasks.domain.completion import Criterion
 from longtasks.domain.model import Budget, CriterionRecord, Lease, PlanStep, PlanVersion, Task
 from longtasks.domain.states import (
@@ -67,10 +68,13 @@ CRITERION = (
 def display_json(text: str | None) -> Any:
     """A display payload for a surface; None when it is missing or unreadable (a display
     payload never decides anything, so a damaged one only shows as unavailable)."""
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
+    if not text:
         return None
+    try:
+        value = json_bounds.stored(text)  # too deep to render: a note, never parsed
+    except (ValueError, RecursionError):
+        return None
+    return None if isinstance(value, dict) and json_bounds.NOTE_KEY in value else value
 
 
 def dumps(value: Any) -> str:

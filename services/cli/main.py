@@ -13,6 +13,7 @@ from typing import cast
 
 import grpc
 
+from kernel import json_bounds
 from kernel.config import ConfigError, Settings
 from services.cli import operator, run_commands, runs_ls, schedule, task
 from services.cli.client import Client, fail, tls_from_env
@@ -270,6 +271,7 @@ def _server_settings(args: argparse.Namespace, default_log_format: str) -> Setti
     ``default_log_format``) before it logs anything of its own."""
     settings = _settings(args)
     configure_for(settings, default_log_format)
+    json_bounds.configure(json_bounds.from_settings(settings))  # every door's input bounds
     return settings
 
 

@@ -578,6 +578,15 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: the approval's window is over; nothing was approved."""
     ERROR_REASON_ALREADY_APPROVED: _ErrorReason.ValueType  # 46
     """ALREADY_EXISTS: this approver has already approved; the grant counts once."""
+    ERROR_REASON_INPUT_OUT_OF_BOUNDS: _ErrorReason.ValueType  # 47
+    """INVALID_ARGUMENT: a JSON value or text past an input bound (nesting depth, keys or
+    items, string length); ErrorInfo metadata names the limit and its setting
+    (TRUERUN_INPUT_MAX_*). Nothing was written.
+    """
+    ERROR_REASON_INPUT_TOO_LARGE: _ErrorReason.ValueType  # 48
+    """INVALID_ARGUMENT (HTTP 413): a JSON value or text larger than
+    TRUERUN_INPUT_MAX_BYTES; nothing was written.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable machine-readable error reasons. Errors carry a google.rpc.Status
@@ -737,6 +746,15 @@ ERROR_REASON_APPROVAL_EXPIRED: ErrorReason.ValueType  # 45
 """FAILED_PRECONDITION: the approval's window is over; nothing was approved."""
 ERROR_REASON_ALREADY_APPROVED: ErrorReason.ValueType  # 46
 """ALREADY_EXISTS: this approver has already approved; the grant counts once."""
+ERROR_REASON_INPUT_OUT_OF_BOUNDS: ErrorReason.ValueType  # 47
+"""INVALID_ARGUMENT: a JSON value or text past an input bound (nesting depth, keys or
+items, string length); ErrorInfo metadata names the limit and its setting
+(TRUERUN_INPUT_MAX_*). Nothing was written.
+"""
+ERROR_REASON_INPUT_TOO_LARGE: ErrorReason.ValueType  # 48
+"""INVALID_ARGUMENT (HTTP 413): a JSON value or text larger than
+TRUERUN_INPUT_MAX_BYTES; nothing was written.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
