@@ -132,7 +132,12 @@ def _env_value(value: object) -> bool:
 #: An env value the runtime resolves from its own secrets: truerun stores only the name.
 SECRET_REF = "secret_ref"
 SECRET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-_SHELL_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+#: A reference to the command's environment: ``$X``, ``${X}``, ``${X:-default}`` (and the
+#: other ``${X<op>word}`` expansions), never a secret's value (docs/runtime-protocol.md
+#: "Secrets"), in any position of a value.
+_ENV_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?:[:]?[-=?+][^}]*)?\})")
+#: What may sit around references in one shell word: quotes, separators and operators.
+_SHELL_PUNCTUATION = re.compile(r"[\"'`;,&|()<>{}\[\]\s]*")
 _SECRET_ENV_NAME = re.compile(
     r"(?i)(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
     r"credential)"
@@ -164,7 +169,12 @@ def _literal(value: str) -> bool:
     """A secret's value written out: not "$TOKEN" / "${API_KEY}" (a reference to the
     environment is how a secret should be passed) and not a bare auth scheme word."""
     bare = value.strip("\"'")
-    return not _SHELL_VARIABLE.fullmatch(bare) and bare.lower() not in ("bearer", "basic", "")
+    if bare.lower() in ("bearer", "basic", ""):
+        return False
+    if not _ENV_REFERENCE.search(bare):
+        return True
+    # references and the punctuation between them (``$A,$B``, ``${PW}&&``, ``$T;``) only
+    return not _SHELL_PUNCTUATION.fullmatch(_ENV_REFERENCE.sub("", bare))
 
 
 def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:

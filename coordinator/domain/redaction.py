@@ -13,18 +13,21 @@ MAX_SUMMARY_CHARS = 2000
 MAX_PAYLOAD_BYTES = 4096
 MAX_PAYLOAD_STRING = 512
 
+#: Key/value rules are line-local (``[ \t]``, never ``\s``, between a key and its value): output
+#: is redacted a line at a time as it streams (coordinator/domain/output.py), and a rule that
+#: could reach over a newline would redact a text differently depending on where it was cut.
 _SECRET_PATTERNS = [
     # "Bearer <token>" first: the key=value rule below would otherwise eat the word "Bearer"
-    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
+    re.compile(r"(?i)\b(bearer|basic)([ \t]+)([A-Za-z0-9._~+/=-]{8,})"),
     # key=value, key: value, "key": "value", --key value, where the key names a secret
     re.compile(
-        r"(?i)(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|apikey)[\w.-]*)(\s+)"
-        r"(?!-)(\"[^\"]*\"|'[^']*'|\S+)"
+        r"(?i)(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|apikey)[\w.-]*)([ \t]+)"
+        r"(?!-)(\"[^\"\n]*\"|'[^'\n]*'|\S+)"
     ),
     re.compile(
         r"(?i)\b([\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
-        r"private[_-]?key|credential|authorization)[\w.-]*[\"']?)(\s*[=:]\s*)"
-        r"(\"[^\"]*\"|'[^']*'|\S+)"
+        r"private[_-]?key|credential|authorization)[\w.-]*[\"']?)([ \t]*[=:][ \t]*)"
+        r"(\"[^\"\n]*\"|'[^'\n]*'|\S+)"
     ),
 ]
 #: Every token truerun issues starts with this (kernel/ids.new_token), so any of them is
@@ -80,6 +83,19 @@ def register_secret(value: str) -> None:
     value wherever text is stored or logged, whatever its shape."""
     if len(value) >= 8:
         _known.add(value)
+
+
+def known_prefix_at(line: str) -> int | None:
+    """Where ``line`` ends with the start (4 characters or more) of a secret held by value,
+    or None: the rest may come in the next chunk of output."""
+    best: int | None = None
+    for value in _known:
+        for size in range(min(len(value) - 1, len(line)), 3, -1):
+            if line.endswith(value[:size]):
+                at = len(line) - size
+                best = at if best is None else min(best, at)
+                break
+    return best
 
 
 def secret_values(text: str) -> list[str]:
@@ -271,3 +287,56 @@ def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
         longest = max(cleaned, key=lambda k: len(str(cleaned[k])))
         del cleaned[longest]
     return cleaned
+
+
+#: JSON keys whose value is a secret whatever it looks like, compared with case and the
+#: separators ``-_. `` ignored: a key containing one of these, or equal to one of ``_SECRET_KEYS_EXACT``.
+_SECRET_KEY_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "credential",
+)
+_SECRET_KEYS_EXACT = frozenset({"pwd", "auth", "authorization", "cookie", "setcookie"})
+#: A value truerun resolves elsewhere, never a secret: ``{"secret_ref": NAME}``.
+_NOT_SECRET_KEYS = frozenset({"secretref"})
+
+
+def secret_key(key: str) -> bool:
+    """Whether a JSON object's ``key`` names a secret (``password``, ``DB-Password``,
+    ``client_secret``, ``apiKey``, ``auth``, ...)."""
+    folded = re.sub(r"[-_. ]", "", key.lower())
+    if folded in _NOT_SECRET_KEYS:
+        return False
+    return folded in _SECRET_KEYS_EXACT or any(part in folded for part in _SECRET_KEY_PARTS)
+
+
+def redact_keys(value: Any) -> Any:
+    """``value`` (JSON-like) with every string under a secret-named key replaced by
+    REDACTED, at any depth (numbers, booleans and nulls are kept: ``max_tokens: 100`` stays
+    readable), and every other string redacted by its shape (``redact``)."""
+    if isinstance(value, dict):
+        return {
+            key: _all_strings_redacted(item) if secret_key(str(key)) else redact_keys(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_keys(item) for item in value]
+    if isinstance(value, str):
+        return redact(value)
+    return value
+
+
+def _all_strings_redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return REDACTED if value else value
+    if isinstance(value, dict):
+        return {key: _all_strings_redacted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_all_strings_redacted(item) for item in value]
+    return value
