@@ -135,7 +135,9 @@ SECRET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 #: A reference to the command's environment: ``$X``, ``${X}``, ``${X:-default}`` (and the
 #: other ``${X<op>word}`` expansions), never a secret's value (docs/runtime-protocol.md
 #: "Secrets"), in any position of a value.
-_ENV_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?:[:]?[-=?+][^}]*)?\})")
+_ENV_REFERENCE = re.compile(
+    r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?:[:]?[-=?+][^}]*)?\})"
+)
 #: What may sit around references in one shell word: quotes, separators and operators.
 _SHELL_PUNCTUATION = re.compile(r"[\"'`;,&|()<>{}\[\]\s]*")
 _SECRET_ENV_NAME = re.compile(

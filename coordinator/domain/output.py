@@ -260,9 +260,7 @@ def _long_line(
     cut = len(joined) - policy.max_held_chars
     at = open_at(joined[start:cut])
     if at is not None:
-        return redact(joined[: start + at]) + REDACTED, replace(
-            state, held="", hold=Hold.DROP_LINE
-        )
+        return redact(joined[: start + at]) + REDACTED, replace(state, held="", hold=Hold.DROP_LINE)
     held, hold = _hold(joined[cut:], policy.seal_key)
     return redact(joined[:cut]), replace(state, held=held, hold=hold)
 

@@ -32,15 +32,17 @@ from coordinator.domain.redaction import _SECRET_PATTERNS, known_prefix_at
 
 #: A value pattern's group 3 is the secret; the URL rule's group 1 is its password.
 _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:([^@\s]*)@")
-_PROBES = ("Z" * 72, " " + "Z" * 72, '"', "'", "Z\"", "Z'", "@", "Z@", ":Z@")
+_PROBES = ("Z" * 72, " " + "Z" * 72, '"', "'", 'Z"', "Z'", "@", "Z@", ":Z@")
 
 
 def _prefix_rule(prefix: str, rest: str = r"[A-Za-z0-9_\-.+/=~]*", flags: str = "") -> str:
     """A word that is this token format's start: at least 4 characters of its fixed prefix
     (all of it when shorter), or the whole prefix and then characters of its body."""
     escaped = [re.escape(prefix[:size]) for size in range(len(prefix), min(4, len(prefix)) - 1, -1)]
-    return f"(?{flags}:{re.escape(prefix)}{rest}|{'|'.join(escaped)})" if flags else (
-        f"(?:{re.escape(prefix)}{rest}|{'|'.join(escaped)})"
+    return (
+        f"(?{flags}:{re.escape(prefix)}{rest}|{'|'.join(escaped)})"
+        if flags
+        else (f"(?:{re.escape(prefix)}{rest}|{'|'.join(escaped)})")
     )
 
 
