@@ -14,7 +14,7 @@ from coordinator.api.validation import name
 from coordinator.domain.decide import allowed_commands
 from coordinator.domain.model import Actor, Attempt, RunEvent
 from coordinator.domain.output import ChunkKind
-from coordinator.domain.redaction import redact_strings
+from coordinator.domain.redaction import redact_keys
 from coordinator.service.output_reads import OutputPage
 from coordinator.service.queries import RunView
 from kernel.observation import Observation, Route
@@ -134,7 +134,7 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
         pinned_runtime_instance_id=run.pinned_runtime_instance_id or "",
         required_labels=list(run.required_labels),
         # every read shows a spec redacted (CreateRun refuses secrets; rows from before that)
-        spec=struct(redact_strings(run.spec)),
+        spec=struct(redact_keys(run.spec)),
         status=enum_to_proto(run.status, "RUN_STATUS"),  # type: ignore[arg-type]
         display_state=enum_to_proto(v.display.state, "DISPLAY_STATE"),  # type: ignore[arg-type]
         display_reason=v.display.reason,

@@ -22,12 +22,12 @@ _SECRET_PATTERNS = [
     # key=value, key: value, "key": "value", --key value, where the key names a secret
     re.compile(
         r"(?i)(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|apikey)[\w.-]*)([ \t]+)"
-        r"(?!-)(\"[^\"\n]*\"|'[^'\n]*'|\S+)"
+        r"(?!-)(\"[^\"\n]*\"|'[^'\n]*'|(?:\$\{[^}\n]{0,256}\}|\S)+)"
     ),
     re.compile(
         r"(?i)\b([\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
         r"private[_-]?key|credential|authorization)[\w.-]*[\"']?)([ \t]*[=:][ \t]*)"
-        r"(\"[^\"\n]*\"|'[^'\n]*'|\S+)"
+        r"(\"[^\"\n]*\"|'[^'\n]*'|(?:\$\{[^}\n]{0,256}\}|\S)+)"
     ),
 ]
 #: Every token truerun issues starts with this (kernel/ids.new_token), so any of them is
@@ -117,7 +117,7 @@ def _pattern_values(text: str) -> list[str]:
         found += [m.group(3) for m in pattern.finditer(text)]
     for token in _SECRET_TOKENS:
         found += [m.group(1) if token.groups else m.group(0) for m in token.finditer(text)]
-    return found
+    return [value for value in found if not not_a_secret(value)]
 
 
 def redact(text: str) -> str:
@@ -139,13 +139,48 @@ def _patterns_memo(text: str) -> str:
 
 def _patterns(text: str) -> str:
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+        text = pattern.sub(_value_redacted, text)
     for token in _SECRET_TOKENS:
         if token.groups:
-            text = token.sub(lambda m: m.group(0).replace(m.group(1), REDACTED), text)
+            text = token.sub(_group_redacted, text)
         else:
             text = token.sub(REDACTED, text)
     return text
+
+
+def _value_redacted(match: re.Match[str]) -> str:
+    if not_a_secret(match.group(3)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{REDACTED}"
+
+
+def _group_redacted(match: re.Match[str]) -> str:
+    if not_a_secret(match.group(1)):
+        return match.group(0)
+    return match.group(0).replace(match.group(1), REDACTED)
+
+
+#: A reference to the command's environment: ``$X``, ``${X}``, ``${X:-default}`` (and the
+#: other ``${X<op>word}`` expansions), never a secret's value (docs/runtime-protocol.md
+#: "Secrets"), in any position of a value.
+_ENV_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\})")
+#: What may sit around references in one shell word: quotes, separators and operators.
+_SHELL_PUNCTUATION = re.compile(r"[\"'`;,&|()<>{}\[\]\s]*")
+_SHELL_OPERATOR = re.compile(r"[;|&]")
+
+
+def not_a_secret(value: str) -> bool:
+    """A value a rule found that is no secret: a bare auth scheme word (``Authorization:
+    Bearer $T``), the redaction mark, or environment references and the punctuation
+    between them only (``$A,$B``, ``${PW}&&``, ``$T;``, ``"${KEY:-none}"``)."""
+    bare = value.strip("\"'")
+    if bare.lower() in ("bearer", "basic", "") or bare == REDACTED:
+        return True
+    if not _ENV_REFERENCE.search(bare):
+        return False
+    # what follows a shell operator is the next command (``$T|tee log``, ``$A;echo``)
+    rest = _SHELL_OPERATOR.split(_ENV_REFERENCE.sub("", bare), maxsplit=1)[0]
+    return bool(_SHELL_PUNCTUATION.fullmatch(rest))
 
 
 class RedactingFilter:
@@ -303,17 +338,22 @@ _SECRET_KEY_PARTS = (
     "credential",
 )
 _SECRET_KEYS_EXACT = frozenset({"pwd", "auth", "authorization", "cookie", "setcookie"})
-#: A value truerun resolves elsewhere, never a secret: ``{"secret_ref": NAME}``.
+#: A value truerun resolves elsewhere, never a secret: ``{"secret_ref": NAME}`` (kept as
+#: it is, under a secret-named key too: ``env.DB_PASSWORD = {"secret_ref": "db"}``).
 _NOT_SECRET_KEYS = frozenset({"secretref"})
 
 
 def secret_key(key: str) -> bool:
     """Whether a JSON object's ``key`` names a secret (``password``, ``DB-Password``,
     ``client_secret``, ``apiKey``, ``auth``, ...)."""
-    folded = re.sub(r"[-_. ]", "", key.lower())
+    folded = _folded(key)
     if folded in _NOT_SECRET_KEYS:
         return False
     return folded in _SECRET_KEYS_EXACT or any(part in folded for part in _SECRET_KEY_PARTS)
+
+
+def _folded(key: str) -> str:
+    return re.sub(r"[-_. ]", "", key.lower())
 
 
 def redact_keys(value: Any) -> Any:
@@ -336,7 +376,10 @@ def _all_strings_redacted(value: Any) -> Any:
     if isinstance(value, str):
         return REDACTED if value else value
     if isinstance(value, dict):
-        return {key: _all_strings_redacted(item) for key, item in value.items()}
+        return {
+            key: item if _folded(str(key)) in _NOT_SECRET_KEYS else _all_strings_redacted(item)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [_all_strings_redacted(item) for item in value]
     return value
