@@ -163,7 +163,9 @@ def _group_redacted(match: re.Match[str]) -> str:
 #: A reference to the command's environment: ``$X``, ``${X}``, ``${X:-default}`` (and the
 #: other ``${X<op>word}`` expansions), never a secret's value (docs/runtime-protocol.md
 #: "Secrets"), in any position of a value.
-_ENV_REFERENCE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\})")
+_ENV_REFERENCE = re.compile(
+    r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\})"
+)
 #: What may sit around references in one shell word: quotes, separators and operators.
 _SHELL_PUNCTUATION = re.compile(r"[\"'`;,&|()<>{}\[\]\s]*")
 _SHELL_OPERATOR = re.compile(r"[;|&]")
@@ -325,7 +327,8 @@ def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 #: JSON keys whose value is a secret whatever it looks like, compared with case and the
-#: separators ``-_. `` ignored: a key containing one of these, or equal to one of ``_SECRET_KEYS_EXACT``.
+#: separators ``-_. `` ignored: a key containing one of these, or one of
+#: ``_SECRET_KEYS_EXACT``.
 _SECRET_KEY_PARTS = (
     "password",
     "passwd",

@@ -203,7 +203,7 @@ async def test_secrets_cut_across_chunks_reach_no_reader_table_or_file(
         "cli": await _cli_logs(stack, run_id),
         "tables": await _tables(migrated_database_url),
     }
-    assert {name: _leaked(seen) for name, seen in readers.items()} == dict.fromkeys(readers, [])
+    assert {name: _leaked(seen) for name, seen in readers.items()} == {name: [] for name in readers}
     assert _leaked(_file_bytes(migrated_database_url)) == []
     # every line is there, its words around the secret kept
     lines = output.splitlines()
