@@ -14,7 +14,7 @@ from automations.domain.plan import Plan, apply_overlap, wake_at
 from automations.domain.webhooks import secret_for, verify
 from automations.service.fires import Carried, carry_out, open_runs
 from automations.store.sql import ScheduleChanged, ScheduleExists, ScheduleSql
-from coordinator.domain.redaction import redact_strings
+from coordinator.domain.redaction import redact_keys
 from coordinator.service.transitions import DoorTx, Transitions
 from kernel import derived_keys, json_bounds
 from kernel.errors import (
@@ -368,11 +368,12 @@ class Schedules:
 
 
 def _payload(body: bytes, bounds: json_bounds.Bounds) -> object:
-    """A JSON body as given (secret-looking strings redacted); anything else by size only.
-    A JSON body past an input bound (its depth judged on the text, before any parser sees
-    it) is refused (docs/automations.md "Jitter, bounds, limits")."""
+    """A JSON body as given, redacted (data from outside: a string under a secret-named key
+    at any depth, ``{"password": ...}``, and every secret-looking string); anything else by
+    size only. A JSON body past an input bound (its depth judged on the text, before any
+    parser sees it) is refused (docs/automations.md "Jitter, bounds, limits")."""
     try:
         value = json_bounds.loads(body, bounds, "the delivery's body") if body else None
     except ValueError:
         return {"bytes": len(body)}
-    return redact_strings(value)
+    return redact_keys(value)

@@ -15,7 +15,7 @@ from coordinator.api.validation import name
 from coordinator.domain.decide import allowed_commands
 from coordinator.domain.model import Actor, Attempt, RunEvent
 from coordinator.domain.output import ChunkKind
-from coordinator.domain.redaction import redact_strings
+from coordinator.domain.redaction import redact_keys
 from coordinator.service.output_reads import OutputPage
 from coordinator.service.queries import RunView
 from kernel import json_bounds
@@ -153,7 +153,7 @@ def run_to_proto(v: RunView) -> common_pb2.Run:
         # (a spec no reader can render is shown as a note, never redacted: redaction walks
         # it recursively, and it is not shown anyway)
         spec=struct(
-            redact_strings(run.spec) if json_bounds.renderable(run.spec) is None else run.spec
+            redact_keys(run.spec) if json_bounds.renderable(run.spec) is None else run.spec
         ),
         status=enum_to_proto(run.status, "RUN_STATUS"),  # type: ignore[arg-type]
         display_state=enum_to_proto(v.display.state, "DISPLAY_STATE"),  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import re
 import uuid
 from collections.abc import Iterator
 
-from coordinator.domain.redaction import secret_values
+from coordinator.domain.redaction import not_a_secret, secret_key, secret_values
 from kernel import derived_keys
 from kernel.errors import InvalidArgument
 
@@ -132,7 +132,6 @@ def _env_value(value: object) -> bool:
 #: An env value the runtime resolves from its own secrets: truerun stores only the name.
 SECRET_REF = "secret_ref"
 SECRET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-_SHELL_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 _SECRET_ENV_NAME = re.compile(
     r"(?i)(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
     r"credential)"
@@ -152,8 +151,8 @@ def no_secrets(spec: dict[str, object]) -> None:
                     f"spec.env.{name} looks like a secret; truerun does not store secrets: pass "
                     f'{{"{SECRET_REF}": "NAME"}} and give the runtime the secret NAME'
                 )
-    for path, text in _strings(spec, "spec"):
-        if any(_literal(value) for value in secret_values(text)):
+    for path, text, named in _strings(spec, "spec", False):
+        if (named and _literal(text)) or any(_literal(value) for value in secret_values(text)):
             raise InvalidArgument(
                 f"{path} contains what looks like a secret; truerun does not store secrets: "
                 f'put it in the runtime\'s secrets and pass {{"{SECRET_REF}": "NAME"}} in env'
@@ -161,21 +160,24 @@ def no_secrets(spec: dict[str, object]) -> None:
 
 
 def _literal(value: str) -> bool:
-    """A secret's value written out: not "$TOKEN" / "${API_KEY}" (a reference to the
-    environment is how a secret should be passed) and not a bare auth scheme word."""
-    bare = value.strip("\"'")
-    return not _SHELL_VARIABLE.fullmatch(bare) and bare.lower() not in ("bearer", "basic", "")
+    """A secret's value written out: not "$TOKEN" / "${API_KEY:-x}" / "$A,$B" (references
+    to the environment are how a secret should be passed), not a bare auth scheme word."""
+    return not not_a_secret(value)
 
 
-def _strings(value: object, path: str) -> Iterator[tuple[str, str]]:
+def _strings(value: object, path: str, named: bool) -> Iterator[tuple[str, str, bool]]:
+    """Every string in ``value`` with its path, and whether a key above it names a secret
+    (``password``, ``client_secret``, ``apiKey``: redaction.secret_key); ``env`` has its own
+    rule above (its names are checked there)."""
     if isinstance(value, str):
-        yield path, value
+        yield path, value, named
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
+            under = named or (path != "spec.env" and secret_key(str(key)))
+            yield from _strings(item, f"{path}.{key}", under)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+            yield from _strings(item, f"{path}[{index}]", named)
 
 
 def _number(value: object) -> bool:

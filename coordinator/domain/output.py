@@ -6,24 +6,30 @@ attempt's stored output, redacted; the event log gets only a note when the outpu
 then at most one per ``note_interval_ms`` ("output progressed to N"), and one when the cap
 is reached. So 10 MB of output costs the event table the same few rows as 10 KB.
 
-Redaction across chunk boundaries: a secret may arrive split over two chunks, and neither
-half alone looks like a secret. So the text after the last newline of what arrived (the line
-still being written) is held back on the attempt row, redacted as far as it goes, and joined
-with the next chunk before that line is stored. What is held is redacted, never raw: a
-secret complete in the held line is already "[redacted]", and when a redaction reached the
-very end of what arrived, the token characters the next chunk continues it with are dropped
-with it (``continues``). A private key block is swallowed until its END line
-(``in_private_key``). The held line is stored when the attempt ends.
+Redaction across chunk boundaries, as a streaming transducer: a secret may arrive cut
+anywhere over several chunks, and neither part alone looks like one. So only whole lines are
+redacted and stored; the text after the last newline (the line still being written) is held
+and joined, in clear, with the next chunk: the stored text is the same however the output was
+cut. Nothing un-redacted is written anywhere: a held line that holds or may begin a secret
+(``redaction_open.open_at``: ``Authorization: Bear``, ``"password": "w1``, ``AKIAIOSF``)
+is kept on the attempt row only sealed (coordinator/domain/held_seal.py: readable by this
+process alone) beside its redacted fallback, which is what a restarted or another
+coordinator joins instead, dropping the rest of that line (``Hold.DROP_LINE``). A private
+key block is swallowed until its END line (``in_private_key``). The held line is stored when
+the attempt ends; a line longer than ``max_held_chars`` is cut (never inside a possible
+secret: that part is stored redacted and the rest of its line dropped).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from coordinator.domain import held_seal
 from coordinator.domain.model import Attempt
 from coordinator.domain.redaction import REDACTED, redact
+from coordinator.domain.redaction_open import open_at
 from kernel.records import replace
 
 
@@ -37,8 +43,11 @@ class Hold(StrEnum):
     """What the next chunk's first characters may still belong to."""
 
     NOTHING = ""
-    CONTINUES = "continues"  # a redaction ran to the end of what arrived
+    #: rows written before the transducer: a redaction ran to the end of what arrived
+    CONTINUES = "continues"
     IN_PRIVATE_KEY = "in_private_key"  # a private key block began and has not ended
+    SEALED = "sealed"  # held = redacted fallback + MARK + the clear line sealed
+    DROP_LINE = "drop_line"  # held is final (redacted); the rest of its line is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,8 @@ class OutputPolicy:
     max_bytes: int = 16 * 1024 * 1024  # stored per attempt, then a truncated marker
     note_interval_ms: int = 60_000  # at most one progress note per attempt this often
     max_held_chars: int = 2048  # a line longer than this is stored without waiting for its end
+    #: what held lines are sealed with on the attempt row (held_seal: this process's key)
+    seal_key: bytes = field(default=held_seal.PROCESS_KEY, repr=False)
 
 
 DEFAULT_OUTPUT_POLICY = OutputPolicy()
@@ -71,7 +82,7 @@ class OutputState:
 
     stored_bytes: int = 0  # how much is stored (the next piece's offset)
     log_bytes: int = 0  # how far into the runtime's log output has arrived
-    held: str = ""  # the redacted line still being written
+    held: str = ""  # the line still being written, as stored: clear only if harmless
     hold: Hold = Hold.NOTHING
     truncated: bool = False
     noted_at_ms: int | None = None  # the last progress note
@@ -106,13 +117,13 @@ def take(
     log_start = state.log_bytes if offset is None else offset
     pieces: list[Stored] = []
     if skipped:
-        flushed, state = _flush(state)
+        flushed, state = _flush(state, policy)
         pieces += _piece(attempt_id, state, ChunkKind.TEXT, flushed, pieces)
         marker = f"\n[{skipped} bytes of output skipped by the runtime; its log file has them]\n"
         pieces += _piece(attempt_id, state, ChunkKind.SKIPPED, marker, pieces)
         log_end = log_start + skipped
     else:
-        ready, state = _feed(state, text, policy.max_held_chars, final=False)
+        ready, state = _feed(state, text, policy, final=False)
         pieces += _piece(attempt_id, state, ChunkKind.TEXT, ready, pieces)
         log_end = log_start + len(text.encode())
     state = _stored(state, pieces)
@@ -136,7 +147,7 @@ def _count(value: object) -> int | None:
 
 def finish(attempt_id: str, state: OutputState, policy: OutputPolicy) -> Taken:
     """The attempt ended: the held line is stored (no more output can complete it)."""
-    flushed, state = _flush(state)
+    flushed, state = _flush(state, policy)
     pieces = _piece(attempt_id, state, ChunkKind.TEXT, flushed, [])
     state = _stored(state, pieces)
     state, pieces, truncated_now = _cap(attempt_id, state, pieces, policy)
@@ -169,8 +180,11 @@ def columns(state: OutputState) -> dict[str, object]:
 # -- the held line ----------------------------------------------------------------------------
 
 
-def _feed(state: OutputState, text: str, max_held: int, *, final: bool) -> tuple[str, OutputState]:
+def _feed(
+    state: OutputState, text: str, policy: OutputPolicy, *, final: bool
+) -> tuple[str, OutputState]:
     """What can be stored now (redacted), and the new held line."""
+    text = text.replace(held_seal.MARK, "\ufffd")  # clear output never holds a seal's mark
     if state.hold is Hold.IN_PRIVATE_KEY:
         text = state.held + text  # held: the start of an END line, no key material
         end = _PRIVATE_KEY_END.search(text)
@@ -178,9 +192,10 @@ def _feed(state: OutputState, text: str, max_held: int, *, final: bool) -> tuple
             return "", replace(state, held=_end_line_start(text))
         text = text[end.end() :]
         state = replace(state, held="", hold=Hold.NOTHING)
-    elif state.hold is Hold.CONTINUES:
-        text = text[_TOKEN_CONTINUATION.match(text).end() :]  # type: ignore[union-attr]
-    joined = state.held + text
+    line, text, dropping = _resume(state, text, policy.seal_key)
+    if dropping and not final:  # the line's end has not come yet: still dropped
+        return "", replace(state, held=line, hold=Hold.DROP_LINE)
+    joined = line + text
     if not final and (begin := _open_private_key(joined)) >= 0:
         # a key block began and has not ended: what comes before it is stored, the block
         # itself is swallowed up to its END line, whichever chunk brings it
@@ -188,19 +203,75 @@ def _feed(state: OutputState, text: str, max_held: int, *, final: bool) -> tuple
         return redact(joined[:begin]) + REDACTED, replace(
             state, held=_end_line_start(rest), hold=Hold.IN_PRIVATE_KEY
         )
-    cleaned = redact(joined)
     if final:
-        return cleaned, replace(state, held="", hold=Hold.NOTHING)
-    cut = cleaned.rfind("\n") + 1
-    if len(cleaned) - cut > max_held:
-        cut = len(cleaned) - max_held
-    held = cleaned[cut:]
-    hold = Hold.CONTINUES if cleaned.endswith(REDACTED) else Hold.NOTHING
-    return cleaned[:cut], replace(state, held=held, hold=hold)
+        return redact(joined), replace(state, held="", hold=Hold.NOTHING)
+    cut = joined.rfind("\n") + 1
+    ends = [m.end() for m in _PRIVATE_KEY_END.finditer(joined, cut)]
+    if ends and _PRIVATE_KEY_BEGIN.search(joined, 0, ends[-1]):
+        cut = ends[-1]  # a key block ends in the held line: stored with its block, whole
+    if len(joined) - cut > policy.max_held_chars:
+        return _long_line(state, joined, cut, policy)
+    held, hold = _hold(joined[cut:], policy.seal_key)
+    return redact(joined[:cut]), replace(state, held=held, hold=hold)
 
 
-def _flush(state: OutputState) -> tuple[str, OutputState]:
-    return _feed(state, "", 0, final=True)
+def _resume(state: OutputState, text: str, key: bytes) -> tuple[str, str, bool]:
+    """The held line to join with ``text`` (clear when this process sealed it), ``text``
+    less what is dropped, and whether the line is still being dropped."""
+    if state.hold is Hold.CONTINUES:  # a row from before: its held line is redacted
+        return state.held, text[_TOKEN_CONTINUATION.match(text).end() :], False  # type: ignore[union-attr]
+    if state.hold is Hold.SEALED:
+        fallback, _, sealed = state.held.partition(held_seal.MARK)
+        clear = held_seal.unseal(key, sealed)
+        if clear is not None:
+            return clear, text, False
+        return _dropped(fallback, text)
+    if state.hold is Hold.DROP_LINE:
+        return _dropped(state.held, text)
+    return state.held, text, False
+
+
+def _dropped(fallback: str, text: str) -> tuple[str, str, bool]:
+    """The rest of a line whose start could not be read back: dropped, to its newline."""
+    newline = text.find("\n")
+    if newline < 0:
+        return fallback, "", True
+    return fallback, text[newline:], False
+
+
+def _hold(line: str, key: bytes) -> tuple[str, Hold]:
+    """``line`` as the attempt row keeps it: in clear when it neither holds nor may begin a
+    secret, else its redacted fallback and the line sealed."""
+    if not line:
+        return "", Hold.NOTHING
+    at = open_at(line)
+    cleaned = redact(line)
+    if at is None and cleaned == line:
+        return line, Hold.NOTHING
+    fallback = cleaned if at is None else redact(line[:at]) + REDACTED
+    return fallback + held_seal.MARK + held_seal.seal(key, line), Hold.SEALED
+
+
+def _long_line(
+    state: OutputState, joined: str, start: int, policy: OutputPolicy
+) -> tuple[str, OutputState]:
+    """A line longer than the hold: stored up to ``max_held_chars`` from its end; when a
+    secret may be open at that cut, it is stored redacted and the rest of the line dropped."""
+    cut = len(joined) - policy.max_held_chars
+    at = open_at(joined[start:cut])
+    if at is not None:
+        return redact(joined[: start + at]) + REDACTED, replace(state, held="", hold=Hold.DROP_LINE)
+    held, hold = _hold(joined[cut:], policy.seal_key)
+    return redact(joined[:cut]), replace(state, held=held, hold=hold)
+
+
+def _flush(state: OutputState, policy: OutputPolicy) -> tuple[str, OutputState]:
+    return _feed(state, "", policy, final=True)
+
+
+def held_shown(held: str | None) -> str:
+    """A stored held line as a reader may show it: the redacted fallback, never the seal."""
+    return (held or "").partition(held_seal.MARK)[0]
 
 
 def _end_line_start(text: str) -> str:

@@ -13,18 +13,21 @@ MAX_SUMMARY_CHARS = 2000
 MAX_PAYLOAD_BYTES = 4096
 MAX_PAYLOAD_STRING = 512
 
+#: Key/value rules are line-local (``[ \t]``, never ``\s``, between a key and its value): output
+#: is redacted a line at a time as it streams (coordinator/domain/output.py), and a rule that
+#: could reach over a newline would redact a text differently depending on where it was cut.
 _SECRET_PATTERNS = [
     # "Bearer <token>" first: the key=value rule below would otherwise eat the word "Bearer"
-    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
+    re.compile(r"(?i)\b(bearer|basic)([ \t]+)([A-Za-z0-9._~+/=-]{8,})"),
     # key=value, key: value, "key": "value", --key value, where the key names a secret
     re.compile(
-        r"(?i)(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|apikey)[\w.-]*)(\s+)"
-        r"(?!-)(\"[^\"]*\"|'[^']*'|\S+)"
+        r"(?i)(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|apikey)[\w.-]*)([ \t]+)"
+        r"(?!-)(\"[^\"\n]*\"|'[^'\n]*'|(?:\$\{[^}\n]{0,256}\}|\S)+)"
     ),
     re.compile(
         r"(?i)\b([\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|"
-        r"private[_-]?key|credential|authorization)[\w.-]*[\"']?)(\s*[=:]\s*)"
-        r"(\"[^\"]*\"|'[^']*'|\S+)"
+        r"private[_-]?key|credential|authorization)[\w.-]*[\"']?)([ \t]*[=:][ \t]*)"
+        r"(\"[^\"\n]*\"|'[^'\n]*'|(?:\$\{[^}\n]{0,256}\}|\S)+)"
     ),
 ]
 #: Every token truerun issues starts with this (kernel/ids.new_token), so any of them is
@@ -82,6 +85,19 @@ def register_secret(value: str) -> None:
         _known.add(value)
 
 
+def known_prefix_at(line: str) -> int | None:
+    """Where ``line`` ends with the start (4 characters or more) of a secret held by value,
+    or None: the rest may come in the next chunk of output."""
+    best: int | None = None
+    for value in _known:
+        for size in range(min(len(value) - 1, len(line)), 3, -1):
+            if line.endswith(value[:size]):
+                at = len(line) - size
+                best = at if best is None else min(best, at)
+                break
+    return best
+
+
 def secret_values(text: str) -> list[str]:
     """The values in ``text`` that ``redact`` would remove, as found (quotes kept)."""
     found = [value for value in _known if value in text]
@@ -101,7 +117,7 @@ def _pattern_values(text: str) -> list[str]:
         found += [m.group(3) for m in pattern.finditer(text)]
     for token in _SECRET_TOKENS:
         found += [m.group(1) if token.groups else m.group(0) for m in token.finditer(text)]
-    return found
+    return [value for value in found if not not_a_secret(value)]
 
 
 def redact(text: str) -> str:
@@ -123,13 +139,50 @@ def _patterns_memo(text: str) -> str:
 
 def _patterns(text: str) -> str:
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+        text = pattern.sub(_value_redacted, text)
     for token in _SECRET_TOKENS:
         if token.groups:
-            text = token.sub(lambda m: m.group(0).replace(m.group(1), REDACTED), text)
+            text = token.sub(_group_redacted, text)
         else:
             text = token.sub(REDACTED, text)
     return text
+
+
+def _value_redacted(match: re.Match[str]) -> str:
+    if not_a_secret(match.group(3)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{REDACTED}"
+
+
+def _group_redacted(match: re.Match[str]) -> str:
+    if not_a_secret(match.group(1)):
+        return match.group(0)
+    return match.group(0).replace(match.group(1), REDACTED)
+
+
+#: A reference to the command's environment: ``$X``, ``${X}``, ``${X:-default}`` (and the
+#: other ``${X<op>word}`` expansions), never a secret's value (docs/runtime-protocol.md
+#: "Secrets"), in any position of a value.
+_ENV_REFERENCE = re.compile(
+    r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\})"
+)
+#: What may sit around references in one shell word: quotes, separators and operators.
+_SHELL_PUNCTUATION = re.compile(r"[\"'`;,&|()<>{}\[\]\s]*")
+_SHELL_OPERATOR = re.compile(r"[;|&]")
+
+
+def not_a_secret(value: str) -> bool:
+    """A value a rule found that is no secret: a bare auth scheme word (``Authorization:
+    Bearer $T``), the redaction mark, or environment references and the punctuation
+    between them only (``$A,$B``, ``${PW}&&``, ``$T;``, ``"${KEY:-none}"``)."""
+    bare = value.strip("\"'")
+    if bare.lower() in ("bearer", "basic", "") or bare == REDACTED:
+        return True
+    if not _ENV_REFERENCE.search(bare):
+        return False
+    # what follows a shell operator is the next command (``$T|tee log``, ``$A;echo``)
+    rest = _SHELL_OPERATOR.split(_ENV_REFERENCE.sub("", bare), maxsplit=1)[0]
+    return bool(_SHELL_PUNCTUATION.fullmatch(rest))
 
 
 class RedactingFilter:
@@ -271,3 +324,65 @@ def clean_payload(payload: dict[str, Any]) -> dict[str, Any]:
         longest = max(cleaned, key=lambda k: len(str(cleaned[k])))
         del cleaned[longest]
     return cleaned
+
+
+#: JSON keys whose value is a secret whatever it looks like, compared with case and the
+#: separators ``-_. `` ignored: a key containing one of these, or one of
+#: ``_SECRET_KEYS_EXACT``.
+_SECRET_KEY_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "credential",
+)
+_SECRET_KEYS_EXACT = frozenset({"pwd", "auth", "authorization", "cookie", "setcookie"})
+#: A value truerun resolves elsewhere, never a secret: ``{"secret_ref": NAME}`` (kept as
+#: it is, under a secret-named key too: ``env.DB_PASSWORD = {"secret_ref": "db"}``).
+_NOT_SECRET_KEYS = frozenset({"secretref"})
+
+
+def secret_key(key: str) -> bool:
+    """Whether a JSON object's ``key`` names a secret (``password``, ``DB-Password``,
+    ``client_secret``, ``apiKey``, ``auth``, ...)."""
+    folded = _folded(key)
+    if folded in _NOT_SECRET_KEYS:
+        return False
+    return folded in _SECRET_KEYS_EXACT or any(part in folded for part in _SECRET_KEY_PARTS)
+
+
+def _folded(key: str) -> str:
+    return re.sub(r"[-_. ]", "", key.lower())
+
+
+def redact_keys(value: Any) -> Any:
+    """``value`` (JSON-like) with every string under a secret-named key replaced by
+    REDACTED, at any depth (numbers, booleans and nulls are kept: ``max_tokens: 100`` stays
+    readable), and every other string redacted by its shape (``redact``)."""
+    if isinstance(value, dict):
+        return {
+            key: _all_strings_redacted(item) if secret_key(str(key)) else redact_keys(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_keys(item) for item in value]
+    if isinstance(value, str):
+        return redact(value)
+    return value
+
+
+def _all_strings_redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return REDACTED if value else value
+    if isinstance(value, dict):
+        return {
+            key: item if _folded(str(key)) in _NOT_SECRET_KEYS else _all_strings_redacted(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_all_strings_redacted(item) for item in value]
+    return value

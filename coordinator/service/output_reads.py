@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.domain.model import Attempt
-from coordinator.domain.output import ChunkKind, Stored
+from coordinator.domain.output import ChunkKind, Stored, held_shown
 from coordinator.store.base import RunReader
 from kernel.errors import AttemptNotFound, InvalidArgument, RunNotFound
 
@@ -54,10 +54,12 @@ async def read_output(
     if expired:
         next_offset = stored
     room = limit - sum(piece.size for piece in pieces)
-    if finished and attempt.output_held and next_offset >= stored and room > 0:
+    shown = held_shown(attempt.output_held)
+    if finished and shown and next_offset >= stored and room > 0:
         # the line the task was writing when the attempt ended without a result (lost,
-        # resolved): redacted, kept on the attempt row, shown after the stored pieces
-        held = Stored(attempt.id, stored, ChunkKind.TEXT, attempt.output_held)
+        # resolved): its redacted form kept on the attempt row (never the sealed line),
+        # shown after the stored pieces
+        held = Stored(attempt.id, stored, ChunkKind.TEXT, shown)
         page, after = _page([held], max(offset, stored), room)
         pieces += page
         stored += held.size

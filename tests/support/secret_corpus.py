@@ -46,6 +46,13 @@ FORMATS: dict[str, str] = {
     "Telegram bot token": "123456789:AA" + (_A + _A)[:33],
     "Azure storage key": "AccountKey=" + (_A * 3)[:86] + "==",
     "password in a URL": "postgres://app:Sup3rS3cretPw@db.internal:5432/app",
+    "Authorization Bearer header": "Authorization: Bearer " + _A[:32],
+    "Authorization Basic header": "Authorization: Basic dXNlcjpodW50ZXIyLXp6OXhx",
+    "AWS secret access key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "Slack user token": "xoxp-223456789012-2234567890123-" + _A[:24],
+    "Stripe test key": "sk_test_" + _A[8:32],
+    "password assignment": "password=hunter2-zz9xq7",
+    "quoted passphrase": '"password": "correct horse battery staple"',
     "private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA"
     + _A
     + "\n-----END RSA PRIVATE KEY-----",
@@ -60,4 +67,11 @@ def secret_part(value: str) -> str:
         return value.removeprefix("AccountKey=")
     if value.startswith("-----BEGIN"):
         return _A
+    for key in ("Authorization: Bearer ", "Authorization: Basic ", "password="):
+        if value.startswith(key):
+            return value.removeprefix(key)
+    if value.startswith("aws_secret_access_key"):
+        return value.split("= ")[1]
+    if value.startswith('"password"'):
+        return "correct horse battery staple"
     return value

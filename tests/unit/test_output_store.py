@@ -12,6 +12,7 @@ from coordinator.domain.output import (
     OutputState,
     Stored,
     finish,
+    held_shown,
     take,
 )
 from tests.support.secret_corpus import FORMATS, secret_part
@@ -80,7 +81,9 @@ def test_a_line_is_held_until_it_ends_and_what_is_held_is_redacted() -> None:
         "a1", state, {"data": "done\npartial sk_live_" + "A1b2C3d4E5f6G7h8I9j0"}, POLICY, 0
     )
     assert _text(list(taken.pieces)) == "done\n"
-    assert taken.state.held == "partial [redacted]"  # never the value, even while held
+    # never the value, even while held: the row keeps the redacted form and the line sealed
+    assert held_shown(taken.state.held) == "partial [redacted]"
+    assert "A1b2C3d4" not in taken.state.held
     more = take("a1", taken.state, {"data": "K1l2M3 tail\n"}, POLICY, 1)
     assert _text(list(more.pieces)) == "partial [redacted] tail\n"
 
