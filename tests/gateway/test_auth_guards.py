@@ -142,3 +142,42 @@ async def test_bad_webhook_signatures_are_bounded_per_schedule_apart_from_tokens
     assert (await deliver("other", "d-x", "whsec_wrong")).status_code == 401
     assert (await http.get(RUNS, headers=AUTH)).status_code == 200
     assert (await http.get(RUNS, headers=bearer("a-guess"))).status_code == 401
+
+
+async def test_the_services_count_a_gateways_clients_apart_when_it_vouches(
+    database_url: str,
+) -> None:
+    """A token the gateway holds and the services refuse (their token sets differ) fails
+    in the services. With the gateway's :service token its calls vouch for each client's
+    address: one client past the bound is 429 with Retry-After (the services' RetryInfo),
+    another client of the same gateway is still 401, and a valid token still passes.
+    Without it, every client of the gateway is the gateway's one address."""
+    limit = FailureLimit().limit
+    stale = "stale-token"  # the gateway still has it; the services no longer do
+
+    async def tries(http: httpx.AsyncClient, client: str, n: int) -> list[httpx.Response]:
+        headers = {**bearer(stale), "X-Forwarded-For": client}
+        return [await http.get(RUNS, headers=headers) for _ in range(n)]
+
+    common = {"trusted_proxies": "127.0.0.1", "gateway_tokens": f"{stale}:proj-p"}
+    async with (
+        gateway_stack(
+            database_url,
+            tokens="gateway=gw-service-token:*:service",
+            vouch_token="gw-service-token",
+            **common,
+        ) as vouching,
+        httpx.AsyncClient(base_url=vouching.base_url) as http,
+    ):
+        first = await tries(http, "192.0.2.1", limit + 2)
+        assert [a.status_code for a in first] == [401] * limit + [429] * 2
+        _refused_past_the_bound(first[-1], "TOO_MANY_FAILED_AUTHENTICATIONS")
+        assert [a.status_code for a in await tries(http, "192.0.2.2", 1)] == [401]
+        assert (await http.get(RUNS, headers=bearer(P_TOKEN))).status_code == 200
+    async with (
+        gateway_stack(database_url, **common) as silent,
+        httpx.AsyncClient(base_url=silent.base_url) as http,
+    ):
+        await tries(http, "192.0.2.1", limit)
+        assert [a.status_code for a in await tries(http, "192.0.2.2", 1)] == [429]
+        assert (await http.get(RUNS, headers=bearer(P_TOKEN))).status_code == 200

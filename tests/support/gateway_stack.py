@@ -60,10 +60,13 @@ async def gateway_stack(
     max_body_bytes: int = 256 * 1024,
     tokens: str = "",
     trusted_proxies: str = "",
+    gateway_tokens: str = "",
+    vouch_token: str = "",
 ) -> AsyncIterator[GatewayStack]:
     """``tokens``: more API token entries (ApiTokens.parse) besides TOKENS, for the
     services and the gateway alike; ``trusted_proxies``: TRUERUN_TRUSTED_PROXIES of the
-    gateway."""
+    gateway; ``gateway_tokens``: entries only the gateway holds (the services refuse
+    them); ``vouch_token``: the gateway's :service token, vouching for its clients."""
     spec = ";".join(filter(None, [TOKENS, tokens]))
     await migrate(database_url)
     async with open_capacity(database_url) as (app, caps):
@@ -80,10 +83,11 @@ async def gateway_stack(
         http = HttpServer(
             GatewayConfig(
                 grpc_target=grpc_address,
-                tokens=ApiTokens.parse(spec),
+                tokens=ApiTokens.parse(";".join(filter(None, [spec, gateway_tokens]))),
                 heartbeat_s=heartbeat_s,
                 max_body_bytes=max_body_bytes,
                 trusted_proxies=TrustedProxies.parse(trusted_proxies),
+                vouch_token=vouch_token,
             ),
             f"{HOST}:0",
         )
