@@ -13,7 +13,6 @@ from collections import Counter
 import httpx
 
 from automations.domain.webhooks import sign
-from coordinator.api.credentials import FailureLimit
 from kernel.ids import now_ms
 from tests.gateway.test_schedules import AUTH, SCHEDULES, create
 from tests.support.gateway_stack import P_TOKEN, GatewayStack, bearer, gateway_stack
@@ -21,6 +20,8 @@ from tests.support.gateway_stack import P_TOKEN, GatewayStack, bearer, gateway_s
 RUNS = "/v1/projects/proj-p/runs"
 BAD_REQUESTS = 1_000
 BATCH = 50
+#: FailureLimit's defaults (docs/gateway.md "Tokens and projects"; tests/unit/test_auth_bound.py).
+PER_TOKEN, PER_SOURCE, WINDOW_S = 20, 100, 60
 
 
 def _refused_past_the_bound(answer: httpx.Response, reason: str) -> None:
@@ -37,7 +38,6 @@ async def test_a_thousand_bad_tokens_with_rotating_xff_never_lock_out_a_valid_cl
     address of a valid client sending between them: every valid request answers 200; the
     bad ones are 401 up to the per-source bound, then 429 with Retry-After (the rotating
     header, from a peer no one trusts, changes nothing)."""
-    per_source = FailureLimit().per_source
     bad: list[httpx.Response] = []
     good: list[httpx.Response] = []
     for start in range(0, BAD_REQUESTS, BATCH):
@@ -63,7 +63,7 @@ async def test_a_thousand_bad_tokens_with_rotating_xff_never_lock_out_a_valid_cl
         f"({sum('retry-after' in a.headers for a in bad)} with Retry-After)"
     )
     assert [a.status_code for a in good] == [200] * len(good) and len(good) == 100
-    assert codes == {401: per_source, 429: BAD_REQUESTS - per_source}
+    assert codes == {401: PER_SOURCE, 429: BAD_REQUESTS - PER_SOURCE}
     for answer in bad:
         if answer.status_code == 429:
             _refused_past_the_bound(answer, "TOO_MANY_FAILED_AUTHENTICATIONS")
@@ -78,7 +78,7 @@ async def test_forwarded_addresses_are_believed_only_from_trusted_proxies(
     X-Forwarded-For each are one source, refused past the bound. TRUERUN_TRUSTED_PROXIES
     naming the peer: each forwarded client is its own source (X-Forwarded-For and
     Forwarded alike), a refused one does not refuse another, and its valid token passes."""
-    limit = FailureLimit().limit
+    limit = PER_TOKEN
     guess = bearer("the-same-guess")
 
     async def tries(http: httpx.AsyncClient, forwarded: list[dict[str, str]]) -> list[int]:
@@ -152,20 +152,21 @@ async def test_the_services_count_a_gateways_clients_apart_when_it_vouches(
     address: one client past the bound is 429 with Retry-After (the services' RetryInfo),
     another client of the same gateway is still 401, and a valid token still passes.
     Without it, every client of the gateway is the gateway's one address."""
-    limit = FailureLimit().limit
+    limit = PER_TOKEN
     stale = "stale-token"  # the gateway still has it; the services no longer do
 
     async def tries(http: httpx.AsyncClient, client: str, n: int) -> list[httpx.Response]:
         headers = {**bearer(stale), "X-Forwarded-For": client}
         return [await http.get(RUNS, headers=headers) for _ in range(n)]
 
-    common = {"trusted_proxies": "127.0.0.1", "gateway_tokens": f"{stale}:proj-p"}
+    proxies, gateway_only = "127.0.0.1", f"{stale}:proj-p"
     async with (
         gateway_stack(
             database_url,
             tokens="gateway=gw-service-token:*:service",
             vouch_token="gw-service-token",
-            **common,
+            trusted_proxies=proxies,
+            gateway_tokens=gateway_only,
         ) as vouching,
         httpx.AsyncClient(base_url=vouching.base_url) as http,
     ):
@@ -175,7 +176,7 @@ async def test_the_services_count_a_gateways_clients_apart_when_it_vouches(
         assert [a.status_code for a in await tries(http, "192.0.2.2", 1)] == [401]
         assert (await http.get(RUNS, headers=bearer(P_TOKEN))).status_code == 200
     async with (
-        gateway_stack(database_url, **common) as silent,
+        gateway_stack(database_url, trusted_proxies=proxies, gateway_tokens=gateway_only) as silent,
         httpx.AsyncClient(base_url=silent.base_url) as http,
     ):
         await tries(http, "192.0.2.1", limit)

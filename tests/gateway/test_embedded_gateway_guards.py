@@ -15,7 +15,6 @@ import httpx
 from truerun.v1 import run_service_pb2 as rs
 from truerun.v1 import run_service_pb2_grpc
 
-from coordinator.api.credentials import FailureLimit
 from tests.support.auth import aio_channel
 from tests.support.processes import Processes
 
@@ -23,10 +22,11 @@ HTTP = re.compile(r"^http listening on (\S+:\d+)$", re.MULTILINE)
 RUNS = "/v1/projects/default/runs"
 CLIENTS = 40  # bad-token clients, each trying a few guesses
 GUESSES = 5
+#: FailureLimit's defaults (docs/gateway.md "Tokens and projects"; tests/unit/test_auth_bound.py).
+PER_TOKEN, PER_SOURCE, WINDOW_S = 20, 100, 60
 
 
 async def _flood_and_serve(http_address: str, grpc_address: str, token: str) -> None:
-    bound = FailureLimit()
     async with (
         httpx.AsyncClient(base_url=f"http://{http_address}", timeout=30) as http,
         aio_channel(grpc_address, token) as channel,
@@ -51,7 +51,7 @@ async def _flood_and_serve(http_address: str, grpc_address: str, token: str) -> 
         f"{len(good)} gRPC OK; {len(bad)} bad: {codes[401]} x 401, {codes[429]} x 429"
     )
     assert good == [200] * CLIENTS
-    assert codes == {401: bound.per_source, 429: CLIENTS * GUESSES - bound.per_source}
+    assert codes == {401: PER_SOURCE, 429: CLIENTS * GUESSES - PER_SOURCE}
     assert all("retry-after" in a.headers for a in bad if a.status_code == 429)
 
 
@@ -78,7 +78,7 @@ async def _grpc_guesses_then_valid(address: str, token: str) -> None:
     async with grpc.aio.insecure_channel(address) as bare, aio_channel(address, token) as right:
         guesses = run_service_pb2_grpc.RunServiceStub(bare)
         codes = []
-        for i in range(FailureLimit().per_source + 5):
+        for i in range(PER_SOURCE + 5):
             try:
                 await guesses.ListRuns(
                     rs.ListRunsRequest(project_id="default"),

@@ -25,6 +25,8 @@ from tests.support.auth import aio_channel
 
 BAD_CALLS = 1_000
 BATCH = 50
+#: FailureLimit's defaults (docs/gateway.md "Tokens and projects"; tests/unit/test_auth_bound.py).
+PER_TOKEN, PER_SOURCE, WINDOW_S = 20, 100, 60
 
 
 def _retry_delay_s(error: grpc.aio.AioRpcError) -> int | None:
@@ -50,7 +52,6 @@ async def test_a_thousand_bad_tokens_never_refuse_a_valid_one(migrated_database_
     """1,000 calls with distinct bad tokens from one address, a valid caller on the same
     address between them: every valid call answers; the bad ones are UNAUTHENTICATED up to
     the per-source bound, then RESOURCE_EXHAUSTED with a RetryInfo."""
-    limit = FailureLimit()
     async with (
         auth_services(migrated_database_url, FailureLimit()) as address,
         grpc.aio.insecure_channel(address) as bare,
@@ -84,13 +85,13 @@ async def test_a_thousand_bad_tokens_never_refuse_a_valid_one(migrated_database_
         f"{len(exhausted)} RESOURCE_EXHAUSTED"
     )
     assert good == [grpc.StatusCode.OK] * len(good) and len(good) == 100
-    assert len(unauthenticated) == limit.per_source
-    assert len(exhausted) == BAD_CALLS - limit.per_source
+    assert len(unauthenticated) == PER_SOURCE
+    assert len(exhausted) == BAD_CALLS - PER_SOURCE
     for error in exhausted:
         assert error is not None
         assert error_info(error).reason == "TOO_MANY_FAILED_AUTHENTICATIONS"
         delay = _retry_delay_s(error)
-        assert delay is not None and 1 <= delay <= limit.window_s
+        assert delay is not None and 1 <= delay <= WINDOW_S
 
 
 async def test_client_metadata_is_believed_only_with_the_gateways_service_token(
@@ -99,7 +100,7 @@ async def test_client_metadata_is_believed_only_with_the_gateways_service_token(
     """A caller naming a client address is counted by that address only when it also
     carries a valid :service token (a gateway vouching); anyone else is counted by its own
     peer address, whatever address it names."""
-    limit = FailureLimit().limit
+    limit = PER_TOKEN
     async with (
         auth_services(migrated_database_url, FailureLimit()) as address,
         grpc.aio.insecure_channel(address) as bare,

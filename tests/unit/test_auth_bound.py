@@ -131,3 +131,9 @@ def test_the_client_is_a_hop_or_the_peer(hops: list[str]) -> None:
     untrusted = [h for h in hops if not TRUSTED.trusts(h)]
     if untrusted:
         assert found == untrusted[-1]
+
+
+def test_the_documented_defaults() -> None:
+    """docs/gateway.md "Tokens and projects": 20 per token, 100 per source, a minute."""
+    limit = FailureLimit()
+    assert (limit.limit, limit.per_source, limit.window_s) == (20, 100, 60.0)
