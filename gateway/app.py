@@ -29,6 +29,7 @@ from gateway.routes.meta import http_error
 from gateway.tokens import ApiTokens, FailureLimit
 from gateway.tracing import TracingMiddleware
 from gateway.upstream import Upstream
+from kernel.proxies import TrustedProxies
 from kernel.tls import TlsFiles
 
 HERE = Path(__file__).resolve().parent
@@ -47,6 +48,11 @@ class GatewayConfig:
     heartbeat_s: float = 15.0
     static_dir: Path | None = STATIC_DIR
     failures: FailureLimit | None = None  # failed authentications per client (429 past it)
+    # Whose X-Forwarded-For / Forwarded is believed (TRUERUN_TRUSTED_PROXIES): none by default.
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
+    # A :service token of the services: the calls then vouch for the client's address
+    # (docs/gateway.md "Client addresses"); "" = they do not.
+    vouch_token: str = ""
     # TLS to the services: an https:// target or any of these files (kernel/tls.py)
     tls: TlsFiles = field(default_factory=TlsFiles)
 
@@ -56,6 +62,7 @@ def create_app(config: GatewayConfig) -> Starlette:
     context = Context(
         tokens=config.tokens,
         failures=config.failures or FailureLimit(),
+        trusted_proxies=config.trusted_proxies,
         max_body_bytes=config.max_body_bytes,
         heartbeat_s=config.heartbeat_s,
         openapi=OPENAPI_PATH.read_bytes(),
@@ -63,7 +70,9 @@ def create_app(config: GatewayConfig) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        upstream = Upstream(config.grpc_target, config.capacity_target, config.tls)
+        upstream = Upstream(
+            config.grpc_target, config.capacity_target, config.tls, config.vouch_token
+        )
         context.upstream = upstream
         try:
             yield

@@ -55,16 +55,26 @@ class Problem(Exception):
     """Raised anywhere in a handler; the app turns it into the problem response."""
 
     def __init__(
-        self, status: int, reason: str, detail: str, members: dict[str, str] | None = None
+        self,
+        status: int,
+        reason: str,
+        detail: str,
+        members: dict[str, str] | None = None,
+        *,
+        retry_after_s: int | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
         self.reason = reason
         self.detail = detail
         self.members = members or {}  # extension members, e.g. run_id
+        #: A refusal past a bound: the Retry-After header (the services' RetryInfo).
+        self.retry_after_s = retry_after_s
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> Response:
+    if problem.retry_after_s is not None:
+        headers = {**(headers or {}), "Retry-After": str(problem.retry_after_s)}
     body = {
         **problem.members,
         "type": f"https://truerun.dev/problems/{problem.reason.lower().replace('_', '-')}",
@@ -84,15 +94,30 @@ def reason_of(error: grpc.RpcError) -> str:
     return str(info.reason) if info is not None else ""
 
 
-def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+def _details(error: grpc.RpcError) -> list[Any]:
     trailing = getattr(error, "trailing_metadata", None)
     metadata: Any = (trailing() if trailing else None) or ()
     for key, value in metadata:
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return info
+            return list(status_pb2.Status.FromString(value).details)
+    return []
+
+
+def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    for detail in _details(error):
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    return None
+
+
+def _retry_after(error: grpc.RpcError) -> int | None:
+    """The RetryInfo delay in whole seconds (at least 1), None without one."""
+    for detail in _details(error):
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(retry):
+            delay = retry.retry_delay
+            return max(1, int(delay.seconds) + (1 if delay.nanos > 0 else 0))
     return None
 
 
@@ -117,4 +142,10 @@ def from_rpc_error(error: grpc.RpcError) -> Problem:
     }
     details_of = getattr(error, "details", None)
     details = details_of() if callable(details_of) else None
-    return Problem(status, reason, str(details or code.name.lower()), members)
+    return Problem(
+        status,
+        reason,
+        str(details or code.name.lower()),
+        members,
+        retry_after_s=_retry_after(error) if status == 429 else None,
+    )

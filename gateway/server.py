@@ -62,6 +62,10 @@ class HttpServer:
                 log_config=None,
                 access_log=False,
                 lifespan="on",
+                # X-Forwarded-For / Forwarded are the gateway's to believe, only from
+                # TRUERUN_TRUSTED_PROXIES (kernel/proxies.py): uvicorn's own reading trusts
+                # any loopback peer, so request.client stays the peer.
+                proxy_headers=False,
                 # Open SSE streams must not hold a shutdown for long: they resume anyway.
                 timeout_graceful_shutdown=1,
                 ssl_certfile=tls.cert_file if tls else None,

@@ -189,6 +189,13 @@ class Settings:
     services_addr: str = setting(
         "127.0.0.1:7233", "the services' gRPC address that `truerun gateway` calls"
     )
+    trusted_proxies: str = setting(
+        "",
+        "the proxies whose X-Forwarded-For / Forwarded headers the gateway believes: "
+        "comma-separated addresses or CIDRs (10.0.0.5, 10.0.0.0/8, ::1); empty = none, every "
+        "client is its peer address (what the failed-authentication bound counts by; "
+        'docs/gateway.md "Client addresses")',
+    )
     api_tokens: str = setting(
         "",
         "API bearer tokens of every gRPC service and the gateway: [name=]token:projA,projB"
@@ -201,8 +208,9 @@ class Settings:
     )
     service_token: str = setting(
         "",
-        "the API token `truerun coordinator` calls the capacity service with: one of the "
-        "capacity service's TRUERUN_API_TOKENS, with the :service role (docs/tenancy.md)",
+        "the API token `truerun coordinator` calls the capacity service with, and "
+        "`truerun gateway` vouches for its clients' addresses with: one of the called "
+        "services' TRUERUN_API_TOKENS, with the :service role (docs/tenancy.md)",
         secret=True,
     )
     webhook_key: str = setting(

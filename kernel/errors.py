@@ -25,6 +25,7 @@ class ErrorReason(StrEnum):
     RUNTIME_INSTANCE_OF_ANOTHER_OWNER = "RUNTIME_INSTANCE_OF_ANOTHER_OWNER"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     TOO_MANY_FAILED_AUTHENTICATIONS = "TOO_MANY_FAILED_AUTHENTICATIONS"
+    TOO_MANY_BAD_SIGNATURES = "TOO_MANY_BAD_SIGNATURES"
     SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
     SCHEDULE_EXISTS = "SCHEDULE_EXISTS"
     SCHEDULE_VERSION_CONFLICT = "SCHEDULE_VERSION_CONFLICT"
@@ -129,10 +130,27 @@ class PermissionDenied(DomainError):
     reason = ErrorReason.PERMISSION_DENIED
 
 
-class TooManyFailures(DomainError):
-    """Too many failed authentications from one source (RESOURCE_EXHAUSTED)."""
+class Refused(DomainError):
+    """A refusal past a bound, with the whole seconds until it lifts (RetryInfo in gRPC,
+    Retry-After in REST; ErrorInfo metadata ``retry_after_s``)."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message, retry_after_s=str(retry_after_s))
+        self.retry_after_s = retry_after_s
+
+
+class TooManyFailures(Refused):
+    """Too many failed authentications of one credential, or from one source, past the
+    bound of kernel/auth_bound.py (RESOURCE_EXHAUSTED); a valid credential never meets it."""
 
     reason = ErrorReason.TOO_MANY_FAILED_AUTHENTICATIONS
+
+
+class TooManyBadSignatures(Refused):
+    """Too many webhook deliveries with a bad signature for one schedule (RESOURCE_EXHAUSTED);
+    a correctly signed delivery never meets it."""
+
+    reason = ErrorReason.TOO_MANY_BAD_SIGNATURES
 
 
 class InstanceOfAnotherOwner(DomainError):

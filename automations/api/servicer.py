@@ -21,7 +21,14 @@ from coordinator.api.convert import timestamp
 from coordinator.api.credentials import Principal
 from coordinator.api.errors import unary
 from coordinator.dispatch.tokens import RuntimeTokens
-from kernel.errors import InvalidArgument, PermissionDenied, ScheduleNotFound
+from kernel.auth_bound import SlidingBound, retry_after_seconds
+from kernel.errors import (
+    InvalidArgument,
+    PermissionDenied,
+    ScheduleNotFound,
+    TooManyBadSignatures,
+    WebhookSignatureInvalid,
+)
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 MAX_PAGE = 200
@@ -227,9 +234,20 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
         )
 
 
+#: Bad signatures one schedule may get within BAD_SIGNATURE_WINDOW_S before the next are
+#: refused with TOO_MANY_BAD_SIGNATURES (docs/gateway.md "Webhook deliveries").
+BAD_SIGNATURE_LIMIT = 20
+BAD_SIGNATURE_WINDOW_S = 60.0
+
+
 class WebhookServicer(schedule_service_pb2_grpc.WebhookServiceServicer):
-    def __init__(self, schedules: Schedules) -> None:
+    """Deliveries, each checked by its signature first: a correctly signed one is never
+    refused by the bound on bad ones, which is per schedule (the token bound of
+    coordinator/api/credentials.py never sees them)."""
+
+    def __init__(self, schedules: Schedules, bad_signatures: SlidingBound | None = None) -> None:
         self._schedules = schedules
+        self._bad = bad_signatures or SlidingBound(BAD_SIGNATURE_LIMIT, BAD_SIGNATURE_WINDOW_S)
 
     @unary
     async def DeliverWebhook(
@@ -240,7 +258,17 @@ class WebhookServicer(schedule_service_pb2_grpc.WebhookServiceServicer):
         delivery = validation.name(request.delivery_id, "delivery_id") or ""
         if "." in delivery:  # the signed text is "<t>.<delivery_id>.<body>": one reading only
             raise InvalidArgument("delivery_id may not contain '.'")
-        fired = await self._schedules.deliver(
-            project, schedule, delivery, request.signature[:256], request.body
-        )
+        try:
+            fired = await self._schedules.deliver(
+                project, schedule, delivery, request.signature[:256], request.body
+            )
+        except WebhookSignatureInvalid:
+            wait = self._bad.refusal((project, schedule))
+            if wait is not None:
+                raise TooManyBadSignatures(
+                    "too many deliveries with a bad signature for this schedule; wait",
+                    retry_after_s=retry_after_seconds(wait),
+                ) from None
+            self._bad.failed((project, schedule))
+            raise
         return _fired(fired)

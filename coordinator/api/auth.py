@@ -6,7 +6,9 @@ caller with ``caller()``. RuntimeService authenticates with the runtime token in
 WebhookService with each delivery's HMAC signature, LongTaskAttemptService and
 RunPromotionService with the callback token of the calling run's attempt
 (longtasks/api/credentials.py), and health and
-reflection are open (probes, tools)."""
+reflection are open (probes, tools). Failed authentications are bounded per source and
+token fingerprint, after the token was checked (coordinator/api/credentials.py
+``FailureLimit``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import grpc
 
 from coordinator.api.credentials import ApiTokens, FailureLimit, Principal, bearer
 from coordinator.api.errors import abort
-from kernel.errors import PermissionDenied, TooManyFailures, Unauthenticated
+from kernel.errors import PermissionDenied, Unauthenticated
 
 Ctx = grpc.aio.ServicerContext[Any, Any]
 PROTECTED = frozenset(
@@ -54,7 +56,16 @@ def as_caller(principal: Principal) -> None:
     _CALLER.set(principal)
 
 
-def _source(context: Ctx) -> str:
+#: Metadata of a gateway's call: its own :service token, and the address of the client the
+#: call is made for. Believed only together, the token valid (docs/gateway.md "Client
+#: addresses"): anyone else sending them is counted by its own peer address.
+GATEWAY_METADATA = "x-truerun-gateway"
+CLIENT_METADATA = "x-truerun-client"
+_MAX_ADDRESS = 64
+
+
+def _peer(context: Ctx) -> str:
+    """The peer's address without its port (``ipv4:1.2.3.4:5`` -> ``ipv4:1.2.3.4``)."""
     peer = context.peer() or ""
     return peer.rsplit(":", 1)[0] if peer.count(":") > 1 else peer
 
@@ -78,17 +89,25 @@ class BearerAuth(_Server):
         #: method path -> (the handler wrapped, its wrapping), as in services/rpc_metrics.py
         self._wrapped: dict[str, tuple[Any, Any]] = {}
 
+    def _source(self, context: Ctx, metadata: dict[str, Any]) -> str:
+        """Who failed: the client a gateway vouches for (its :service token valid), else
+        the peer. Asked only after a failure, so a valid caller costs nothing more."""
+        client = str(metadata.get(CLIENT_METADATA, "")).strip()[:_MAX_ADDRESS]
+        vouching = self._tokens.authenticate(str(metadata.get(GATEWAY_METADATA, "")))
+        if client and vouching is not None and vouching.service:
+            return f"client:{client}"
+        return _peer(context)
+
     async def _authenticate(self, context: Ctx) -> Principal:
-        source = _source(context)
-        if self._limit.blocked(source):
-            await abort(context, TooManyFailures("too many failed authentications; wait"))
+        # The token first (constant-time): a valid one never meets the failure bound.
         metadata = dict(context.invocation_metadata() or ())
-        principal = self._tokens.authenticate(bearer(str(metadata.get("authorization", ""))))
+        token = bearer(str(metadata.get("authorization", "")))
+        principal = self._tokens.authenticate(token)
         if principal is None:
-            self._limit.failed(source)
+            refused = self._limit.refuse(self._source(context, metadata), token)
             await abort(
                 context,
-                Unauthenticated("an API token is required: authorization: Bearer TOKEN"),
+                refused or Unauthenticated("an API token is required: authorization: Bearer TOKEN"),
             )
         assert principal is not None
         return principal

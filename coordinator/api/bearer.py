@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 Token = str | Callable[[], str]
+#: More metadata a call carries, read per call (the gateway's vouching: coordinator/api/auth.py).
+Extra = Callable[[], list[tuple[str, str]]]
 
 if TYPE_CHECKING:  # generic in the stubs only
     _UnaryUnary = grpc.aio.UnaryUnaryClientInterceptor[Any, Any]
@@ -32,22 +34,26 @@ def _value(token: Token) -> str:
     return token() if callable(token) else token
 
 
-def _metadata(existing: Any, token: Token) -> list[tuple[str, str]]:
-    metadata = [(k, v) for k, v in (existing or ()) if k != "authorization"]
+def _metadata(existing: Any, token: Token, extra: Extra | None = None) -> list[tuple[str, str]]:
+    added = extra() if extra is not None else []
+    replaced = {"authorization", *(key for key, _ in added)}
+    metadata = [(k, v) for k, v in (existing or ()) if k not in replaced]
     if value := _value(token):
         metadata.append(("authorization", f"Bearer {value}"))
+    metadata.extend(added)
     return metadata
 
 
 class _AioDetails:
-    def __init__(self, token: Token) -> None:
+    def __init__(self, token: Token, extra: Extra | None = None) -> None:
         self._token = token
+        self._extra = extra
 
     def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         return grpc.aio.ClientCallDetails(
             details.method,
             details.timeout,
-            grpc.aio.Metadata(*_metadata(details.metadata, self._token)),
+            grpc.aio.Metadata(*_metadata(details.metadata, self._token, self._extra)),
             details.credentials,
             details.wait_for_ready,
         )
@@ -79,9 +85,14 @@ class _AioBidiBearer(_AioDetails, _StreamStream):
         return await continuation(self._details(details), request_iterator)
 
 
-def bearer_interceptors(token: Token) -> list[Any]:
-    """Interceptors for ``grpc.aio.insecure_channel(..., interceptors=...)``."""
-    return [_AioUnaryBearer(token), _AioStreamBearer(token), _AioBidiBearer(token)]
+def bearer_interceptors(token: Token, extra: Extra | None = None) -> list[Any]:
+    """Interceptors for ``grpc.aio.insecure_channel(..., interceptors=...)``; ``extra``:
+    more metadata entries per call."""
+    return [
+        _AioUnaryBearer(token, extra),
+        _AioStreamBearer(token, extra),
+        _AioBidiBearer(token, extra),
+    ]
 
 
 class _Details(_CallDetails):

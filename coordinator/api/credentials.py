@@ -1,6 +1,7 @@
 """API bearer tokens: who a caller is (a non-secret name, the projects it sees, its role
 there, the owners it may act for), and a bound on failed authentications. Only hashes of the
-tokens are kept; comparisons are constant-time. Shared by every gRPC service and the gateway.
+tokens are kept; comparisons are constant-time. A failure meets the bound only after the
+token was checked (``FailureLimit``). Shared by every gRPC service and the gateway.
 What each role may do is one table, coordinator/api/authorization.py (docs/tenancy.md).
 
 ``TRUERUN_API_TOKENS``: entries separated by ``;`` (or one per line in the file
@@ -22,11 +23,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from coordinator.domain.redaction import register_secret
+from kernel.auth_bound import SlidingBound, fingerprint, retry_after_seconds
+from kernel.errors import TooManyFailures
 
 ALL_PROJECTS = "*"
 ALL_OWNERS = "*"
@@ -141,6 +143,10 @@ class ApiTokens:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def joined(self, other: ApiTokens) -> ApiTokens:
+        """These tokens and ``other``'s (`truerun dev`'s services add their gateway's own)."""
+        return ApiTokens([*self._entries, *other._entries])
+
     def authenticate(self, token: str) -> Principal | None:
         if not token:
             return None
@@ -154,33 +160,51 @@ class ApiTokens:
 
 
 class FailureLimit:
-    """At most ``limit`` failed authentications per source within ``window_s``; past that
-    the source is refused (429 / RESOURCE_EXHAUSTED) until old failures leave the window."""
+    """The door's bound on failed authentications (kernel/auth_bound.py): at most ``limit``
+    failures per (source, credential fingerprint) and ``per_source`` (default 5 x ``limit``)
+    per source within ``window_s``. Only failures meet it: the door checks the credential
+    first, so a valid one is never refused, whatever its source sent before."""
 
     def __init__(
-        self, limit: int = 20, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+        self,
+        limit: int = 20,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        per_source: int | None = None,
     ) -> None:
         self.limit = limit
+        self.per_source = per_source if per_source is not None else 5 * limit
         self.window_s = window_s
-        self._clock = clock
-        self._failures: dict[str, deque[float]] = {}
+        self._pairs = SlidingBound(limit, window_s, clock)
+        self._sources = SlidingBound(self.per_source, window_s, clock)
 
-    def blocked(self, source: str) -> bool:
-        failures = self._failures.get(source)
-        if not failures:
-            return False
-        horizon = self._clock() - self.window_s
-        while failures and failures[0] < horizon:
-            failures.popleft()
-        if not failures:
-            del self._failures[source]
-            return False
-        return len(failures) >= self.limit
+    def refusal(self, source: str, credential: str) -> float | None:
+        """None while this failure may be answered as such (401), else the seconds until
+        it may (429 / RESOURCE_EXHAUSTED with that wait)."""
+        waits = [
+            wait
+            for wait in (
+                self._pairs.refusal((source, fingerprint(credential))),
+                self._sources.refusal(source),
+            )
+            if wait is not None
+        ]
+        return max(waits) if waits else None
 
-    def failed(self, source: str) -> None:
-        self._failures.setdefault(source, deque()).append(self._clock())
-        if len(self._failures) > 10_000:  # bounded memory under a spray of sources
-            self._failures.pop(next(iter(self._failures)))
+    def failed(self, source: str, credential: str) -> None:
+        self._pairs.failed((source, fingerprint(credential)))
+        self._sources.failed(source)
+
+    def refuse(self, source: str, credential: str) -> TooManyFailures | None:
+        """The refusal of one more failure of ``credential`` from ``source`` past the
+        bound; else None, and the failure is counted."""
+        wait = self.refusal(source, credential)
+        if wait is not None:
+            return TooManyFailures(
+                "too many failed authentications; wait", retry_after_s=retry_after_seconds(wait)
+            )
+        self.failed(source, credential)
+        return None
 
 
 def bearer(value: str) -> str:

@@ -1,4 +1,5 @@
-"""Every failure leaves the server as a google.rpc.Status with exactly one ErrorInfo (AIP-193)."""
+"""Every failure leaves the server as a google.rpc.Status with exactly one ErrorInfo (AIP-193),
+and a refusal past a bound with a RetryInfo too."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.duration_pb2 import Duration
 from google.rpc import error_details_pb2, status_pb2
 
-from kernel.errors import DomainError, ErrorReason, StoreBusy
+from kernel.errors import DomainError, ErrorReason, Refused, StoreBusy
 from kernel.outages import is_outage
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
     ErrorReason.RUNTIME_INSTANCE_OF_ANOTHER_OWNER: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorReason.TOO_MANY_FAILED_AUTHENTICATIONS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorReason.TOO_MANY_BAD_SIGNATURES: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorReason.SCHEDULE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorReason.SCHEDULE_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
     ErrorReason.SCHEDULE_VERSION_CONFLICT: grpc.StatusCode.ABORTED,
@@ -69,16 +72,33 @@ CODES: dict[ErrorReason, grpc.StatusCode] = {
 }
 
 
-def rich_status(reason: ErrorReason, message: str, metadata: dict[str, str]) -> status_pb2.Status:
+def rich_status(
+    reason: ErrorReason,
+    message: str,
+    metadata: dict[str, str],
+    retry_after_s: int | None = None,
+) -> status_pb2.Status:
+    """The status with its ErrorInfo and, for a refusal past a bound, a RetryInfo beside it
+    (AIP-193: how long to wait before trying again)."""
     code = CODES[reason]
     info = error_details_pb2.ErrorInfo(reason=reason.value, domain=DOMAIN, metadata=metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
-    return status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    details = [detail]
+    if retry_after_s is not None:
+        retry = any_pb2.Any()
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=Duration(seconds=retry_after_s)))
+        details.append(retry)
+    return status_pb2.Status(code=code.value[0], message=message, details=details)
+
+
+def status_of(error: DomainError) -> status_pb2.Status:
+    retry_after_s = error.retry_after_s if isinstance(error, Refused) else None
+    return rich_status(error.reason, error.message, dict(error.metadata), retry_after_s)
 
 
 async def abort(context: grpc.aio.ServicerContext[Any, Any], error: DomainError) -> NoReturn:
-    status = rich_status(error.reason, error.message, dict(error.metadata))
+    status = status_of(error)
     await context.abort(
         CODES[error.reason],
         error.message,
@@ -128,7 +148,7 @@ def refusal(method: str, error: Exception) -> status_pb2.Status:
     """The status a call of ``method`` failing with ``error`` answers, as a message: a
     stream's answer to one message it refuses without ending (RunService.CreateRunStream)."""
     domain = error if isinstance(error, DomainError) else _unexpected(method, error)
-    return rich_status(domain.reason, domain.message, dict(domain.metadata))
+    return status_of(domain)
 
 
 def _unexpected(method: str, error: Exception) -> DomainError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -19,7 +19,8 @@ from gateway import messages
 from gateway.http import error_response, run_not_found
 from gateway.problems import Problem, code_of, from_rpc_error
 from gateway.tokens import ApiTokens, FailureLimit, Principal
-from gateway.upstream import FORWARDED, Upstream
+from gateway.upstream import CLIENT, FORWARDED, Upstream
+from kernel.proxies import TrustedProxies
 
 if TYPE_CHECKING:
     from truerun.v1.capacity_service_pb2_grpc import CapacityServiceAsyncStub
@@ -44,6 +45,7 @@ class Context:
     failures: FailureLimit
     max_body_bytes: int
     heartbeat_s: float
+    trusted_proxies: TrustedProxies = field(default_factory=TrustedProxies)
     openapi: bytes = b""  # the served document (gateway/openapi.json)
     upstream: Upstream | None = None
 
@@ -93,21 +95,36 @@ def endpoint(fn: Handler) -> Handler:
     return wrapped
 
 
+def client_address(request: Request) -> str:
+    """The client's address: the peer, or what a trusted proxy says it forwarded
+    (TRUERUN_TRUSTED_PROXIES, kernel/proxies.py). The calls made for the request vouch
+    for it (gateway/upstream.py)."""
+    peer = request.client.host if request.client else ""
+    headers = request.headers
+    found = context(request).trusted_proxies.client(
+        peer, headers.getlist("forwarded"), headers.getlist("x-forwarded-for")
+    )
+    CLIENT.set(found)
+    return found
+
+
 def principal(request: Request, *, query_token: bool = False) -> Principal:
-    """Who the bearer token names (401 without a valid one; 429 past the failure limit).
-    The gRPC calls made for this request then carry the token."""
+    """Who the bearer token names (401 without a valid one). The token is checked first: a
+    valid one is never refused by the failure bound; a bad one past it is 429 with
+    Retry-After (coordinator/api/credentials.py ``FailureLimit``). The gRPC calls made for
+    this request then carry the token."""
     ctx = context(request)
-    source = request.client.host if request.client else ""
-    if ctx.failures.blocked(source):
-        raise Problem(
-            429, "TOO_MANY_FAILED_AUTHENTICATIONS", "too many failed authentications; wait"
-        )
+    source = client_address(request)
     token = bearer(request.headers.get("authorization", ""))
     if not token and query_token:  # EventSource cannot send headers
         token = request.query_params.get("access_token", "").strip()
     who = ctx.tokens.authenticate(token)
     if who is None:
-        ctx.failures.failed(source)
+        refused = ctx.failures.refuse(source, token)
+        if refused is not None:
+            raise Problem(
+                429, refused.reason.value, refused.message, retry_after_s=refused.retry_after_s
+            )
         raise Problem(401, "UNAUTHENTICATED", "a valid bearer token is required")
     FORWARDED.set(token)  # the calls made for this request carry it
     return who

@@ -12,6 +12,7 @@ from coordinator.dispatch.tokens import ANY_OWNER, RuntimeTokens, token_hash
 from gateway.app import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.server import HttpServer
+from gateway.tokens import ApiTokens
 from kernel.config import ConfigError, Settings
 from kernel.db.migrate import upgrade
 from kernel.ids import new_token
@@ -43,7 +44,7 @@ from services.bootstrap import (
     scheduler,
     schedules,
 )
-from services.cli.gateway import api_tokens
+from services.cli.gateway import api_tokens, trusted_proxies
 from services.metrics import Metrics
 from services.server import start_serving, until_signal
 
@@ -81,12 +82,17 @@ async def run_dev(settings: Settings) -> None:
         )
         metrics.count_refusals(runtime_side.sessions.refused)
         tokens, _ = api_tokens(settings, dev=True)
+        # The embedded gateway's own :service token, this process's alone (never written):
+        # its calls vouch for each client's address, so that the failures the services
+        # count are the clients', never one source 127.0.0.1 (docs/gateway.md "Client
+        # addresses").
+        vouch_token = new_token("gw")
         serving = await start_serving(
             app,
             settings.grpc_addr,
             caps,
             runtime_side,
-            tokens=tokens,
+            tokens=tokens.joined(ApiTokens.parse(f"gateway={vouch_token}:*:service")),
             tls=tls,
             schedules=schedules(app, _webhook_key(settings)),
             long_tasks=long_tasks(app, metrics=metrics),
@@ -148,7 +154,9 @@ async def run_dev(settings: Settings) -> None:
             print(DEV_PLAINTEXT, flush=True)
         # the union: the gateway's families on this process's one registry
         gateway_metrics = GatewayMetrics(metrics.registry)
-        gateway = await start_dev_gateway(settings, serving.port, tls, gateway_metrics)
+        gateway = await start_dev_gateway(
+            settings, serving.port, tls, gateway_metrics, vouch_token=vouch_token
+        )
         await until_signal()
         await gateway.stop()  # first: its streams hold gRPC watches open
         await serving.shutdown(settings.grace_seconds)
@@ -209,6 +217,8 @@ async def start_dev_gateway(
     grpc_port: int,
     tls: ServerTls | None = None,
     metrics: GatewayMetrics | None = None,
+    *,
+    vouch_token: str = "",
 ) -> HttpServer:
     """The gateway inside `truerun dev`, calling this process's own gRPC port (still only over
     gRPC, over TLS when that port serves it). Prints `http listening on HOST:PORT` and the
@@ -218,6 +228,8 @@ async def start_dev_gateway(
         grpc_target=f"127.0.0.1:{grpc_port}",
         tokens=tokens,
         tls=dev_upstream_tls(settings, tls),
+        trusted_proxies=trusted_proxies(settings),
+        vouch_token=vouch_token,
     )
     server = HttpServer(config, settings.http_addr, metrics, tls)
     await server.start()

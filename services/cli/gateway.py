@@ -11,8 +11,9 @@ from gateway.app import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.server import HttpServer
 from gateway.tokens import ALL_PROJECTS, ApiTokens
-from kernel.config import Settings
+from kernel.config import ConfigError, Settings
 from kernel.ids import new_token
+from kernel.proxies import TrustedProxies
 from kernel.telemetry import configure
 from kernel.tls import PLAINTEXT, checked_target, client_files, listening, server_tls
 from services.server import until_signal
@@ -33,6 +34,13 @@ def api_tokens(settings: Settings, *, dev: bool) -> tuple[ApiTokens, str | None]
     token = path.read_text().strip()
     # the one user of the embedded mode: every project, the operator commands, their name
     return ApiTokens.parse(f"{_user()}={token}:{ALL_PROJECTS}:operator"), token
+
+
+def trusted_proxies(settings: Settings) -> TrustedProxies:
+    try:
+        return TrustedProxies.parse(settings.trusted_proxies)
+    except ValueError as error:
+        raise ConfigError(f"TRUERUN_TRUSTED_PROXIES: {error}") from None
 
 
 def _user() -> str:
@@ -58,6 +66,10 @@ async def run_gateway(settings: Settings) -> None:
             capacity_target=settings.capacity_addr,
             tokens=tokens,
             tls=upstream,
+            trusted_proxies=trusted_proxies(settings),
+            # With TRUERUN_SERVICE_TOKEN the calls vouch for each client's address
+            # (docs/gateway.md "Client addresses").
+            vouch_token=settings.service_token,
         ),
         settings.http_addr,
         metrics,

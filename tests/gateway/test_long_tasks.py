@@ -338,8 +338,8 @@ async def test_every_long_task_route_wants_a_token(
         ("POST", f"{TASKS}:act", {"task": "#1", "owner_id": "alice", "action": "pause"}),
         ("POST", f"{TASKS}:text", {"owner_id": "alice", "text": "/longtask pause #1"}),
     ]
-    # No token, or an unknown one (alternately: past 20 failures a minute the client is
-    # refused with 429 instead).
+    # No token, or an unknown one (alternately: past 20 failures of one token a minute its
+    # next ones are refused with 429 instead).
     for index, (method, path, body) in enumerate(calls):
         headers = bearer("not-a-token") if index % 2 else {}
         answer = await http.request(method, path, json=body, headers=headers)

@@ -261,8 +261,8 @@ async def test_every_schedule_route_wants_a_token(
         ("GET", f"{NIGHTLY}/runs", None),
         ("POST", f"{NIGHTLY}:rotateWebhookSecret", None),
     ]
-    # No token, or an unknown one (alternately: past 20 failures a minute the client is
-    # refused with 429 instead).
+    # No token, or an unknown one (alternately: past 20 failures of one token a minute its
+    # next ones are refused with 429 instead).
     for index, (method, path, body) in enumerate(calls):
         headers = bearer("not-a-token") if index % 2 else {}
         answer = await http.request(method, path, json=body, headers=headers)

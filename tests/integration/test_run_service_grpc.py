@@ -132,10 +132,13 @@ def sqlite_commits(database_url: str) -> Iterator[Callable[[], bool]]:
 
 
 def status_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo:
-    """The one detail of ``status``, an ErrorInfo."""
-    assert len(status.details) == 1, f"expected exactly one detail: {status}"
+    """The one ErrorInfo of ``status``, its first detail; a refusal past a bound has a
+    RetryInfo beside it, and nothing else may be there."""
+    assert 1 <= len(status.details) <= 2, f"expected an ErrorInfo (and a RetryInfo): {status}"
     info = error_details_pb2.ErrorInfo()
     assert status.details[0].Unpack(info), f"the detail is not an ErrorInfo: {status.details[0]}"
+    for extra in status.details[1:]:
+        assert extra.Unpack(error_details_pb2.RetryInfo()), f"not a RetryInfo: {extra}"
     return info
 
 

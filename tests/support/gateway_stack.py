@@ -20,6 +20,7 @@ from truerun.v1 import capacity_service_pb2_grpc, run_service_pb2_grpc, schedule
 from gateway.app import GatewayConfig
 from gateway.server import HttpServer
 from gateway.tokens import ApiTokens
+from kernel.proxies import TrustedProxies
 from services.bootstrap import Capacity, Coordinator, long_tasks, schedules
 from services.server import start_serving
 from tests.support.auth import aio_channel
@@ -58,9 +59,14 @@ async def gateway_stack(
     heartbeat_s: float = 1.0,
     max_body_bytes: int = 256 * 1024,
     tokens: str = "",
+    trusted_proxies: str = "",
+    gateway_tokens: str = "",
+    vouch_token: str = "",
 ) -> AsyncIterator[GatewayStack]:
     """``tokens``: more API token entries (ApiTokens.parse) besides TOKENS, for the
-    services and the gateway alike."""
+    services and the gateway alike; ``trusted_proxies``: TRUERUN_TRUSTED_PROXIES of the
+    gateway; ``gateway_tokens``: entries only the gateway holds (the services refuse
+    them); ``vouch_token``: the gateway's :service token, vouching for its clients."""
     spec = ";".join(filter(None, [TOKENS, tokens]))
     await migrate(database_url)
     async with open_capacity(database_url) as (app, caps):
@@ -77,9 +83,11 @@ async def gateway_stack(
         http = HttpServer(
             GatewayConfig(
                 grpc_target=grpc_address,
-                tokens=ApiTokens.parse(spec),
+                tokens=ApiTokens.parse(";".join(filter(None, [spec, gateway_tokens]))),
                 heartbeat_s=heartbeat_s,
                 max_body_bytes=max_body_bytes,
+                trusted_proxies=TrustedProxies.parse(trusted_proxies),
+                vouch_token=vouch_token,
             ),
             f"{HOST}:0",
         )

@@ -488,7 +488,13 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     does not see; an operator command without an operator token).
     """
     ERROR_REASON_TOO_MANY_FAILED_AUTHENTICATIONS: _ErrorReason.ValueType  # 19
-    """RESOURCE_EXHAUSTED: too many failed authentications from this source; wait."""
+    """RESOURCE_EXHAUSTED: too many failed authentications of this credential, or
+    from this source; wait the RetryInfo delay. A valid token is never refused so.
+    """
+    ERROR_REASON_TOO_MANY_BAD_SIGNATURES: _ErrorReason.ValueType  # 49
+    """RESOURCE_EXHAUSTED: too many webhook deliveries with a bad signature for this
+    schedule; wait the RetryInfo delay. A correctly signed delivery is never refused so.
+    """
     ERROR_REASON_SCHEDULE_NOT_FOUND: _ErrorReason.ValueType  # 20
     """NOT_FOUND: no schedule with this id in the project (or the caller may not see it)."""
     ERROR_REASON_SCHEDULE_EXISTS: _ErrorReason.ValueType  # 21
@@ -656,7 +662,13 @@ ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 18
 does not see; an operator command without an operator token).
 """
 ERROR_REASON_TOO_MANY_FAILED_AUTHENTICATIONS: ErrorReason.ValueType  # 19
-"""RESOURCE_EXHAUSTED: too many failed authentications from this source; wait."""
+"""RESOURCE_EXHAUSTED: too many failed authentications of this credential, or
+from this source; wait the RetryInfo delay. A valid token is never refused so.
+"""
+ERROR_REASON_TOO_MANY_BAD_SIGNATURES: ErrorReason.ValueType  # 49
+"""RESOURCE_EXHAUSTED: too many webhook deliveries with a bad signature for this
+schedule; wait the RetryInfo delay. A correctly signed delivery is never refused so.
+"""
 ERROR_REASON_SCHEDULE_NOT_FOUND: ErrorReason.ValueType  # 20
 """NOT_FOUND: no schedule with this id in the project (or the caller may not see it)."""
 ERROR_REASON_SCHEDULE_EXISTS: ErrorReason.ValueType  # 21
