@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo dev test lint typecheck protos docs docs-update chromium pytest bench clean
+.PHONY: setup demo dev test lint typecheck protos docs docs-update chromium pytest bench fuzz clean
 
 setup: $(STAMP)
 
@@ -58,6 +58,14 @@ pytest: setup chromium
 
 bench: setup
 	$(BIN)/python -m bench.transition --seconds 20
+
+# schemathesis over the OpenAPI document a real embedded stack serves (SQLite), with a valid
+# token, for FUZZ_SECONDS: prints requests made, 5xx answers, schema violations and 429s, and
+# fails unless the last three are 0 (tests/support/fuzz.py; its smoke is in make test:
+# tests/gateway/test_schemathesis.py).
+FUZZ_SECONDS ?= 300
+fuzz: setup
+	$(BIN)/python -m tests.support.fuzz --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) node_modules .truerun .mypy_cache .ruff_cache .pytest_cache

@@ -23,6 +23,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gateway.catch_all import CatchAll
 from gateway.routes import ROUTES
 from gateway.routes.common import Context
 from gateway.routes.meta import http_error
@@ -88,7 +89,7 @@ def create_app(config: GatewayConfig) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: http_error},
-        middleware=[Middleware(TracingMiddleware, routes=routes)],
+        middleware=[Middleware(CatchAll), Middleware(TracingMiddleware, routes=routes)],
     )
     app.state.gateway = context
     return app

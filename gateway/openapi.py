@@ -251,6 +251,7 @@ def _long_task_schemas() -> dict[str, Schema]:
         for name in (
             "LongTask",
             "LongTaskBudget",
+            "LongTaskContinuation",
             "LongTaskStep",
             "SideEffectRecord",
             "Receipt",
@@ -277,6 +278,7 @@ def _long_task_schemas() -> dict[str, Schema]:
         request=True,
         omit=frozenset({"attempts_used", "tokens_used", "deadline"}),
     )
+    schemas["ContinuationSpecBody"] = message_schema(messages["ContinuationSpec"], request=True)
     schemas["StepDraft"] = message_schema(
         messages["StepDraft"], request=True, required=("step_id", "title", "side_effect")
     )
@@ -305,7 +307,11 @@ def _long_task_schemas() -> dict[str, Schema]:
         ("ScheduleContinuationBody", "ScheduleContinuationRequest", ("etag", "continuation")),
     ):
         schemas[body] = message_schema(
-            messages[request], request=True, omit=path, required=required
+            messages[request],
+            request=True,
+            omit=path,
+            required=required,
+            nested={"ContinuationSpec": "ContinuationSpecBody"},
         )
     project = frozenset({"project_id"})
     schemas["ActBody"] = message_schema(

@@ -3,7 +3,8 @@ plus ``run_id`` for IDEMPOTENCY_KEY_REUSED (the run the key already made).
 
 ``reason`` is the stable ErrorReason name the gRPC API sent (RUN_VERSION_CONFLICT, ...) or
 one of the gateway's own (UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, REQUEST_TOO_LARGE,
-METHOD_NOT_ALLOWED, UNAVAILABLE, UPSTREAM_ERROR); docs/gateway.md lists them.
+METHOD_NOT_ALLOWED, UNAVAILABLE, UPSTREAM_ERROR, INTERNAL: gateway/catch_all.py);
+docs/gateway.md lists them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ for both so that the counts beside a list are always the counts of that list's f
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -19,6 +19,8 @@ from gateway.routes.common import CALL_TIMEOUT_S, context, endpoint, principal
 
 R = run_service_pb2
 Filtered = R.ListRunsRequest | R.CountRunsRequest
+_FIRST = datetime(1, 1, 1, tzinfo=UTC)
+_LAST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 def fill(message: Filtered, project: str, query: QueryParams) -> None:
@@ -52,16 +54,30 @@ def enum_params(raw: list[str], enum: Any, prefix: str) -> list[Any]:
 
 
 def _timestamp(raw: str, name: str) -> timestamp_pb2.Timestamp:
+    example = "e.g. 2026-01-02T03:04:05Z"
     try:
         moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
         raise Problem(
-            400, "INVALID_ARGUMENT", f"{name} must be an RFC 3339 time, e.g. 2026-01-02T03:04:05Z"
+            400, "INVALID_ARGUMENT", f"{name} must be an RFC 3339 time, {example}"
         ) from None
     if moment.tzinfo is None:
         raise Problem(400, "INVALID_ARGUMENT", f"{name} needs a time zone (Z or +hh:mm)")
+    # A Timestamp holds 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z (UTC):
+    # 0001-01-01T00:00:00+03:04 is a valid RFC 3339 time before it, and converting it
+    # overflows (issue 37: it was a text/plain 500).
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not _FIRST <= utc <= _LAST:
+        raise Problem(
+            400,
+            "INVALID_ARGUMENT",
+            f"{name} must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z",
+        )
     stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(moment)
+    stamp.FromDatetime(utc)
     return stamp
 
 
