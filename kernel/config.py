@@ -104,11 +104,9 @@ class Settings:
     input_max_depth: int = setting(
         16,
         "input bound (docs/operations.md, Input bounds): how deep a JSON value a door accepts "
-        "may nest "
-        "(CreateRun spec, webhook payloads, long-task requests and plans, runtime event "
-        "payloads); past it INVALID_ARGUMENT INPUT_OUT_OF_BOUNDS / REST 400, nothing written. "
-        "At most 24: readers decode a stored value as a protobuf Struct, about three nested "
-        "messages per level, and the decoder stops at 100",
+        "may nest (CreateRun spec, webhook payloads, long-task requests and plans, runtime "
+        "event payloads); past it INPUT_OUT_OF_BOUNDS / REST 400, nothing written. At most 24: "
+        "a reader decodes a Struct, ~3 messages a level, and protobuf stops at 100",
     )
     input_max_bytes: int = setting(
         64 * 1024,
@@ -116,7 +114,7 @@ class Settings:
         "past it INPUT_TOO_LARGE / REST 413, nothing written (output chunks: per chunk)",
     )
     input_max_items: int = setting(
-        1_000, "input bound: the most keys in one JSON object or items in one array a door accepts"
+        1_000, "input bound: the most keys in a JSON object or items in an array"
     )
     input_max_string: int = setting(
         16 * 1024,
@@ -276,10 +274,8 @@ class Settings:
     def __post_init__(self) -> None:
         # A deeper bound would let a door accept what no reader can decode (kernel/json_bounds.py).
         if not 1 <= self.input_max_depth <= INPUT_DEPTH_CEILING:
-            raise ConfigError(
-                f"TRUERUN_INPUT_MAX_DEPTH must be 1..{INPUT_DEPTH_CEILING} "
-                f"(got {self.input_max_depth}): a reader decodes at most that deep"
-            )
+            ceiling, got = INPUT_DEPTH_CEILING, self.input_max_depth
+            raise ConfigError(f"TRUERUN_INPUT_MAX_DEPTH must be 1..{ceiling} (got {got})")
         for name in ("input_max_bytes", "input_max_items", "input_max_string"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"TRUERUN_{name.upper()} must be at least 1")
