@@ -206,17 +206,6 @@ def _traceback(exc_info: Any) -> str:
     return "".join(traceback.format_exception(*exc_info)).rstrip("\n")
 
 
-def redact_strings(value: Any) -> Any:
-    """``value`` (JSON-like) with every string redacted."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {key: redact_strings(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [redact_strings(item) for item in value]
-    return value
-
-
 def summary(text: str | None) -> str | None:
     """An error summary as stored: redacted and bounded."""
     if text is None:
